@@ -1,0 +1,58 @@
+/*
+ * libhtr - error codes.
+ *
+ * Every fallible function returns an int: zero (or a non-negative count) on
+ * success, a negative enum htr_error code on failure.  Handles also keep a
+ * detailed message about their last failure (see htr_last_error() in the
+ * headers of the handle types).
+ */
+#ifndef HTR_ERROR_H
+#define HTR_ERROR_H
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum htr_error {
+	HTR_OK = 0,
+	/** An argument was NULL, out of range or otherwise unusable. */
+	HTR_ERR_INVALID = -1,
+	/** Memory allocation failed. */
+	HTR_ERR_NOMEM = -2,
+	/** An operating-system call failed; the handle's message has errno's text. */
+	HTR_ERR_IO = -3,
+	/** The file is not an .htr file (bad magic or endianness). */
+	HTR_ERR_FORMAT = -4,
+	/** The .htr file was written by an incompatible format version. */
+	HTR_ERR_VERSION = -5,
+	/** The file claims to be .htr but its contents are inconsistent. */
+	HTR_ERR_CORRUPT = -6,
+	/** An index or instruction ID lies outside the valid range. */
+	HTR_ERR_RANGE = -7,
+	/** An expected outcome: nothing matches the query. */
+	HTR_ERR_NOTFOUND = -8,
+	/** An expected outcome: an iteration has no further element. */
+	HTR_ERR_ITEROVER = -9,
+	/** The trace or image could not be decoded at all. */
+	HTR_ERR_DECODE = -10,
+	/** A limit of the format was exceeded (e.g. more than 2^32-1 blocks). */
+	HTR_ERR_LIMIT = -11,
+	/** The operation was stopped by a callback. */
+	HTR_ERR_CANCELED = -12,
+};
+
+/**
+ * Describe an error code.
+ *
+ * Returns a short static lowercase phrase for @code; an unknown code gives
+ * "unknown error".  The string is never freed.
+ */
+HTR_API const char *htr_errstr(int code);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HTR_ERROR_H */

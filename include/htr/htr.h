@@ -1,0 +1,12 @@
+/*
+ * libhtr - Hierarchical Trace Representation of Intel PT recordings.
+ *
+ * Umbrella header: include this one file to get the whole public API.
+ */
+#ifndef HTR_HTR_H
+#define HTR_HTR_H
+
+#include "common.h"
+#include "error.h"
+
+#endif /* HTR_HTR_H */

@@ -1,0 +1,6 @@
+#include "htr/common.h"
+
+const char *htr_version(void)
+{
+	return HTR_VERSION_STRING;
+}

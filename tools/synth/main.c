@@ -1,0 +1,228 @@
+/* htr-synth: write a synthetic program, its Intel PT trace and the ground
+ * truth.  See tools/synth/README.md. */
+#include "synth.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXIT_USAGE 2
+
+static void usage(FILE *fp)
+{
+	fprintf(fp,
+"usage: htr-synth [options] PREFIX\n"
+"\n"
+"Write PREFIX.elf (an x86-64 program), PREFIX.pt (the raw Intel PT trace of\n"
+"one run of it), PREFIX.truth (what a decoder must find) and PREFIX.json\n"
+"(an LLDB trace bundle).\n"
+"\n"
+"options:\n"
+"  -s, --seed N          seed of program and execution (default 1)\n"
+"  -S, --scenario NAME   basic, nocomp, gap, overflow, late_start,\n"
+"                        abrupt_end or mixed (default basic)\n"
+"  -n, --insns N         traced instructions to aim for; k/M/G suffixes\n"
+"                        (default 100k)\n"
+"  -f, --funcs N         functions in the program, 2..4096 (default 24)\n"
+"  -d, --depth N         maximum call depth, 1..100000 (default 12)\n"
+"  -b, --base ADDR       load address of the image in the trace\n"
+"                        (default 0x400000, the link address)\n"
+"      --psb-period N    bytes between PSB packets (default 4096)\n"
+"      --mtc-freq N      MTC every 2^N CTC ticks, 3..8 (default 6)\n"
+"      --ctc-ratio N     TSC ticks per CTC tick, 1..256 (default 2)\n"
+"      --no-mtc          no MTC packets\n"
+"      --no-cyc          no CYC packets\n"
+"      --no-truth        do not write PREFIX.truth (for benchmarks)\n"
+"      --no-bundle       do not write PREFIX.json\n"
+"  -q, --quiet           no progress and no summary\n"
+"  -h, --help            show this help\n"
+"\n"
+"exit status: 0 ok, 1 failure, 2 usage error\n");
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	uint64_t mul = 1;
+
+	errno = 0;
+	if (!*s || *s == '-')
+		return -1;
+	v = strtoull(s, &end, 0);
+	if (errno)
+		return -1;
+	if (*end == 'k' || *end == 'K')
+		mul = 1000, end++;
+	else if (*end == 'M')
+		mul = 1000000, end++;
+	else if (*end == 'G')
+		mul = 1000000000, end++;
+	if (*end || (mul > 1 && v > UINT64_MAX / mul))
+		return -1;
+	*out = v * mul;
+	return 0;
+}
+
+struct progress {
+	struct timespec start, last;
+	int tty;
+};
+
+static double since(const struct timespec *a, const struct timespec *b)
+{
+	return (double) (b->tv_sec - a->tv_sec) +
+	       (double) (b->tv_nsec - a->tv_nsec) / 1e9;
+}
+
+static int on_progress(uint64_t insns, uint64_t bytes, void *payload)
+{
+	struct progress *p = payload;
+	struct timespec now;
+	double dt;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (since(&p->last, &now) < (p->tty ? 0.5 : 5.0))
+		return 0;
+	p->last = now;
+	dt = since(&p->start, &now);
+	fprintf(stderr, "%shtr-synth: %" PRIu64 " insns, %.1f MiB, %.2f M insns/s%s",
+		p->tty ? "\r" : "", insns, (double) bytes / 1048576.0,
+		(double) insns / dt / 1e6, p->tty ? "   " : "\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	enum { O_PSB = 256, O_MTCF, O_CTC, O_NOMTC, O_NOCYC, O_NOTRUTH,
+	       O_NOBUNDLE };
+	static const struct option lopts[] = {
+		{ "seed", required_argument, NULL, 's' },
+		{ "scenario", required_argument, NULL, 'S' },
+		{ "insns", required_argument, NULL, 'n' },
+		{ "funcs", required_argument, NULL, 'f' },
+		{ "depth", required_argument, NULL, 'd' },
+		{ "base", required_argument, NULL, 'b' },
+		{ "psb-period", required_argument, NULL, O_PSB },
+		{ "mtc-freq", required_argument, NULL, O_MTCF },
+		{ "ctc-ratio", required_argument, NULL, O_CTC },
+		{ "no-mtc", no_argument, NULL, O_NOMTC },
+		{ "no-cyc", no_argument, NULL, O_NOCYC },
+		{ "no-truth", no_argument, NULL, O_NOTRUTH },
+		{ "no-bundle", no_argument, NULL, O_NOBUNDLE },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct synth_opts o;
+	struct synth_result res;
+	struct progress prog;
+	struct timespec end;
+	char err[512];
+	int c, quiet = 0;
+	uint64_t v;
+	double dt;
+
+	synth_opts_init(&o);
+	while ((c = getopt_long(argc, argv, "s:S:n:f:d:b:qh", lopts, NULL)) != -1) {
+		const char *what = NULL;
+
+		switch (c) {
+		case 's':
+			if (parse_u64(optarg, &o.seed) < 0)
+				what = "seed";
+			break;
+		case 'S':
+			c = synth_scenario_parse(optarg);
+			if (c < 0) {
+				fprintf(stderr, "htr-synth: scenario: unknown "
+					"scenario '%s' (try --help)\n", optarg);
+				return EXIT_USAGE;
+			}
+			o.scenario = (enum synth_scenario) c;
+			break;
+		case 'n':
+			if (parse_u64(optarg, &o.insns) < 0)
+				what = "insns";
+			break;
+		case 'f':
+			if (parse_u64(optarg, &v) < 0 || v > 4096)
+				what = "funcs";
+			o.nfuncs = (unsigned) v;
+			break;
+		case 'd':
+			if (parse_u64(optarg, &v) < 0 || v > 100000)
+				what = "depth";
+			o.max_depth = (unsigned) v;
+			break;
+		case 'b':
+			if (parse_u64(optarg, &o.base) < 0)
+				what = "base";
+			break;
+		case O_PSB:
+			if (parse_u64(optarg, &v) < 0 || v > UINT32_MAX)
+				what = "psb-period";
+			o.psb_period = (uint32_t) v;
+			break;
+		case O_MTCF:
+			if (parse_u64(optarg, &v) < 0 || v > 8)
+				what = "mtc-freq";
+			o.mtc_freq = (unsigned) v;
+			break;
+		case O_CTC:
+			if (parse_u64(optarg, &v) < 0 || v > 256)
+				what = "ctc-ratio";
+			o.ctc_ratio = (unsigned) v;
+			break;
+		case O_NOMTC: o.mtc = 0; break;
+		case O_NOCYC: o.cyc = 0; break;
+		case O_NOTRUTH: o.truth = 0; break;
+		case O_NOBUNDLE: o.bundle = 0; break;
+		case 'q': quiet = 1; break;
+		case 'h': usage(stdout); return 0;
+		default:
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+		if (what) {
+			fprintf(stderr, "htr-synth: %s: bad value '%s'\n", what,
+				optarg);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind + 1 != argc) {
+		fprintf(stderr, "htr-synth: expected one PREFIX (try --help)\n");
+		return EXIT_USAGE;
+	}
+	memset(&prog, 0, sizeof(prog));
+	clock_gettime(CLOCK_MONOTONIC, &prog.start);
+	prog.last = prog.start;
+	prog.tty = isatty(2);
+	if (!quiet) {
+		o.progress = on_progress;
+		o.payload = &prog;
+	}
+	if (synth_check_opts(&o, err, sizeof(err)) < 0) {
+		fprintf(stderr, "htr-synth: %s\n", err);
+		return EXIT_USAGE;
+	}
+	if (synth_run(&o, argv[optind], &res, err, sizeof(err)) < 0) {
+		fprintf(stderr, "htr-synth: %s\n", err);
+		return 1;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	dt = since(&prog.start, &end);
+	if (!quiet)
+		fprintf(stderr, "%shtr-synth: %s: %" PRIu64 " insns, %" PRIu64
+			" blocks, %" PRIu64 " gaps, %" PRIu64 " bytes of trace, "
+			"depth %u, %.2f s (%.2f M insns/s)\n",
+			prog.tty ? "\r" : "", argv[optind], res.insns,
+			res.blocks, res.gaps, res.trace_bytes, res.max_depth,
+			dt, dt > 0 ? (double) res.insns / dt / 1e6 : 0.0);
+	return 0;
+}

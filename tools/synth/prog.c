@@ -1,0 +1,389 @@
+/*
+ * Program generator.  Every function is real x86-64 code, emitted with
+ * rel32 displacements so the program is position independent and can be
+ * traced at any base.  Calls only go to higher-numbered functions (or to the
+ * function itself, guarded), so the static call graph stays acyclic apart
+ * from direct recursion and the executor controls depth through guards.
+ */
+#include "prog.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct gen {
+	struct prog *p;
+	size_t cap_text, cap_insns;
+	/* pending label fixups: insn index -> label id */
+	struct { uint32_t insn; uint32_t label; int patch; } *fix;
+	size_t nfix, cap_fix;
+	uint32_t *label;        /* label id -> insn index */
+	size_t nlabel, cap_label;
+	uint64_t rng;
+	int oom;
+};
+
+static void *grow(void *ptr, size_t *cap, size_t need, size_t elem, int *oom)
+{
+	size_t ncap;
+	void *n;
+
+	if (need <= *cap)
+		return ptr;
+	ncap = *cap ? *cap * 2 : 256;
+	while (ncap < need)
+		ncap *= 2;
+	n = realloc(ptr, ncap * elem);
+	if (!n) {
+		*oom = 1;
+		return NULL;
+	}
+	*cap = ncap;
+	return n;
+}
+
+/* Append one instruction; returns its index or UINT32_MAX on OOM. */
+static uint32_t emit(struct gen *g, const uint8_t *bytes, uint8_t len,
+		     enum sk kind, enum srole role, uint32_t func)
+{
+	struct prog *p = g->p;
+	uint8_t *t;
+	struct sinsn *in;
+
+	if (g->oom)
+		return UINT32_MAX;
+	t = grow(p->text, &g->cap_text, p->text_size + len, 1, &g->oom);
+	if (!t)
+		return UINT32_MAX;
+	p->text = t;
+	in = grow(p->insns, &g->cap_insns, p->ninsns + 1, sizeof(*in), &g->oom);
+	if (!in)
+		return UINT32_MAX;
+	p->insns = in;
+	memcpy(p->text + p->text_size, bytes, len);
+	in = &p->insns[p->ninsns];
+	memset(in, 0, sizeof(*in));
+	in->off = (uint32_t) p->text_size;
+	in->len = len;
+	in->kind = (uint8_t) kind;
+	in->role = (uint8_t) role;
+	in->func = func;
+	p->text_size += len;
+	return (uint32_t) p->ninsns++;
+}
+
+static uint32_t new_label(struct gen *g)
+{
+	uint32_t *l = grow(g->label, &g->cap_label, g->nlabel + 1,
+			   sizeof(*l), &g->oom);
+	if (!l)
+		return 0;
+	g->label = l;
+	l[g->nlabel] = UINT32_MAX;
+	return (uint32_t) g->nlabel++;
+}
+
+static void place(struct gen *g, uint32_t label)
+{
+	if (!g->oom)
+		g->label[label] = (uint32_t) g->p->ninsns;
+}
+
+/* Resolve @insn's target to @label; @patch also writes the rel32 that ends
+ * the instruction (an indirect branch only records where it goes). */
+static void fixup_ex(struct gen *g, uint32_t insn, uint32_t label, int patch)
+{
+	void *f;
+
+	if (g->oom || insn == UINT32_MAX)
+		return;
+	f = grow(g->fix, &g->cap_fix, g->nfix + 1, sizeof(*g->fix), &g->oom);
+	if (!f)
+		return;
+	g->fix = f;
+	g->fix[g->nfix].insn = insn;
+	g->fix[g->nfix].label = label;
+	g->fix[g->nfix].patch = patch;
+	g->nfix++;
+}
+
+static void fixup(struct gen *g, uint32_t insn, uint32_t label)
+{
+	fixup_ex(g, insn, label, 1);
+}
+
+/* A straight-line instruction with no effect on control flow. */
+static void plain(struct gen *g, uint32_t f)
+{
+	static const struct { uint8_t len; uint8_t b[7]; } pool[] = {
+		{ 1, { 0x90 } },                               /* nop */
+		{ 3, { 0x48, 0x89, 0xd8 } },                   /* mov %rbx,%rax */
+		{ 4, { 0x48, 0x83, 0xc0, 0x07 } },             /* add $7,%rax */
+		{ 2, { 0x31, 0xd2 } },                         /* xor %edx,%edx */
+		{ 5, { 0xb9, 0x05, 0x00, 0x00, 0x00 } },       /* mov $5,%ecx */
+		{ 3, { 0x48, 0x01, 0xc3 } },                   /* add %rax,%rbx */
+		{ 4, { 0x48, 0x8b, 0x45, 0xf8 } },             /* mov -8(%rbp),%rax */
+		{ 4, { 0x48, 0x89, 0x45, 0xf0 } },             /* mov %rax,-16(%rbp) */
+		{ 3, { 0x48, 0x85, 0xc0 } },                   /* test %rax,%rax */
+		{ 7, { 0x48, 0x8d, 0x05, 0, 0, 0, 0 } },       /* lea 0(%rip),%rax */
+		{ 4, { 0x48, 0xc1, 0xe0, 0x03 } },             /* shl $3,%rax */
+		{ 2, { 0xff, 0xc9 } },                         /* dec %ecx */
+	};
+	unsigned i = synth_below(&g->rng, sizeof(pool) / sizeof(pool[0]));
+
+	emit(g, pool[i].b, pool[i].len, SK_PLAIN, SR_NONE, f);
+}
+
+static void plains(struct gen *g, uint32_t f, unsigned lo, unsigned hi)
+{
+	unsigned n = lo + synth_below(&g->rng, hi - lo + 1);
+
+	while (n--)
+		plain(g, f);
+}
+
+/* jcc rel32 to @label (condition code varies, it is never evaluated). */
+static void jcc(struct gen *g, uint32_t f, enum srole role, uint32_t label)
+{
+	uint8_t b[6] = { 0x0f, (uint8_t) (0x80 | synth_below(&g->rng, 16)) };
+
+	fixup(g, emit(g, b, 6, SK_JCC, role, f), label);
+}
+
+static void jmp(struct gen *g, uint32_t f, uint32_t label)
+{
+	static const uint8_t b[5] = { 0xe9 };
+
+	fixup(g, emit(g, b, 5, SK_JMP, SR_NONE, f), label);
+}
+
+/* Function entries get labels 0..nfuncs-1. */
+static void call(struct gen *g, uint32_t f, uint32_t callee, int indirect)
+{
+	uint32_t skip = new_label(g);
+	uint32_t i;
+
+	jcc(g, f, SR_GUARD, skip);
+	if (indirect) {
+		static const uint8_t lea[7] = { 0x48, 0x8d, 0x05 };
+		static const uint8_t icall[2] = { 0xff, 0xd0 };
+
+		/* lea callee(%rip),%rax ; call *%rax */
+		fixup(g, emit(g, lea, 7, SK_PLAIN, SR_NONE, f), callee);
+		i = emit(g, icall, 2, SK_ICALL, SR_NONE, f);
+		fixup_ex(g, i, callee, 0);
+	} else {
+		static const uint8_t c[5] = { 0xe8 };
+
+		i = emit(g, c, 5, SK_CALL, SR_NONE, f);
+		fixup(g, i, callee);
+	}
+	if (!g->oom && callee == f)
+		g->p->insns[i].self = 1;
+	place(g, skip);
+}
+
+static uint32_t pick_callee(struct gen *g, uint32_t f)
+{
+	uint32_t n = g->p->nfuncs;
+
+	/* Prefer near successors so call chains get deep. */
+	uint32_t span = n - f - 1 < 4 ? n - f - 1 : 4;
+	return f + 1 + synth_below(&g->rng, span);
+}
+
+static void statement(struct gen *g, uint32_t f, int allow_loop)
+{
+	int has_callee = f + 1 < g->p->nfuncs;
+	unsigned kind = synth_below(&g->rng, 10);
+
+	if (kind < 3 && has_callee) {
+		call(g, f, pick_callee(g, f), 0);
+	} else if (kind == 3 && has_callee) {
+		call(g, f, pick_callee(g, f), 1);
+	} else if (kind == 4 && f != 0) {
+		call(g, f, f, 0);                       /* recursion */
+	} else if (kind == 5) {
+		uint32_t skip = new_label(g);
+
+		jcc(g, f, SR_IF, skip);
+		plains(g, f, 1, 4);
+		place(g, skip);
+	} else if (kind == 6 && allow_loop) {
+		uint32_t top = new_label(g);
+
+		place(g, top);
+		plains(g, f, 1, 3);
+		if (has_callee && synth_below(&g->rng, 2))
+			call(g, f, pick_callee(g, f), 0);
+		plain(g, f);
+		jcc(g, f, SR_LOOP, top);
+	} else if (kind == 7) {
+		/* A computed jump over dead code: lea L(%rip),%rax; jmp *%rax */
+		static const uint8_t lea[7] = { 0x48, 0x8d, 0x05 };
+		static const uint8_t ijmp[2] = { 0xff, 0xe0 };
+		uint32_t l = new_label(g), i;
+
+		fixup(g, emit(g, lea, 7, SK_PLAIN, SR_NONE, f), l);
+		i = emit(g, ijmp, 2, SK_IJMP, SR_NONE, f);
+		fixup_ex(g, i, l, 0);
+		plains(g, f, 1, 2);                     /* never executed */
+		place(g, l);
+	} else {
+		plains(g, f, 1, 6);
+	}
+}
+
+static void function(struct gen *g, uint32_t f)
+{
+	static const uint8_t push[1] = { 0x55 }, mov[3] = { 0x48, 0x89, 0xe5 };
+	static const uint8_t pop[1] = { 0x5d }, ret[1] = { 0xc3 };
+	struct sfunc *fn = &g->p->funcs[f];
+	unsigned n, i;
+
+	place(g, f);
+	fn->first = (uint32_t) g->p->ninsns;
+	fn->off = (uint32_t) g->p->text_size;
+	emit(g, push, 1, SK_PLAIN, SR_NONE, f);
+	emit(g, mov, 3, SK_PLAIN, SR_NONE, f);
+
+	if (f == 0) {
+		uint32_t top = new_label(g);
+
+		place(g, top);
+		/* main: an outer loop that always reaches some callees */
+		for (i = 0; i < 3 && g->p->nfuncs > 1; i++)
+			call(g, f, 1 + synth_below(&g->rng, g->p->nfuncs - 1 < 3 ?
+						   g->p->nfuncs - 1 : 3), i == 2);
+		n = 1 + synth_below(&g->rng, 3);
+		for (i = 0; i < n; i++)
+			statement(g, f, 1);
+		jcc(g, f, SR_MAIN, top);
+		emit(g, pop, 1, SK_PLAIN, SR_NONE, f);
+	} else {
+		n = 2 + synth_below(&g->rng, 5);
+		for (i = 0; i < n; i++)
+			statement(g, f, 1);
+		emit(g, pop, 1, SK_PLAIN, SR_NONE, f);
+		if (f + 1 < g->p->nfuncs && synth_below(&g->rng, 3) == 0) {
+			uint32_t normal = new_label(g);
+
+			jcc(g, f, SR_TAIL, normal);
+			jmp(g, f, pick_callee(g, f));   /* tail call */
+			place(g, normal);
+		}
+	}
+	emit(g, ret, 1, SK_RET, SR_NONE, f);
+	/* pad to 16 bytes with int3, never executed */
+	while (!g->oom && g->p->text_size % 16) {
+		static const uint8_t int3[1] = { 0xcc };
+		uint8_t *t = grow(g->p->text, &g->cap_text, g->p->text_size + 1,
+				  1, &g->oom);
+		if (!t)
+			break;
+		g->p->text = t;
+		memcpy(t + g->p->text_size, int3, 1);
+		g->p->text_size++;
+	}
+	fn->size = (uint32_t) g->p->text_size - fn->off;
+}
+
+static void name_function(struct gen *g, uint32_t f)
+{
+	static const char *verb[] = { "parse", "hash", "emit", "scan", "merge",
+		"lookup", "encode", "flush", "visit", "split", "reduce", "probe" };
+	static const char *noun[] = { "header", "block", "token", "entry",
+		"table", "frame", "node", "chunk" };
+	static const char *ns[] = { "app", "net", "db", "gfx" };
+	static const char *cls[] = { "Parser", "Cache", "Queue", "Codec" };
+	char *out = g->p->funcs[f].name;
+	size_t sz = sizeof(g->p->funcs[f].name);
+
+	if (f == 0) {
+		strcpy(out, "main");
+	} else if (f % 5 == 3) {
+		/* Itanium-mangled C++ member: ns::Cls::verbN() */
+		const char *a = ns[synth_below(&g->rng, 4)];
+		const char *b = cls[synth_below(&g->rng, 4)];
+		char m[24];
+		int ml = snprintf(m, sizeof(m), "%s%u",
+				  verb[synth_below(&g->rng, 12)], f);
+
+		snprintf(out, sz, "_ZN%zu%s%zu%s%d%sEv", strlen(a), a,
+			 strlen(b), b, ml, m);
+	} else {
+		snprintf(out, sz, "%s_%s_%u", verb[synth_below(&g->rng, 12)],
+			 noun[synth_below(&g->rng, 8)], f);
+	}
+}
+
+int prog_generate(struct prog *p, uint64_t seed, unsigned nfuncs)
+{
+	struct gen g;
+	size_t i;
+	uint32_t f;
+
+	memset(p, 0, sizeof(*p));
+	memset(&g, 0, sizeof(g));
+	g.p = p;
+	g.rng = seed ^ 0x5eed5eed;
+	p->nfuncs = nfuncs;
+	p->funcs = calloc(nfuncs, sizeof(*p->funcs));
+	if (!p->funcs)
+		return -1;
+	for (f = 0; f < nfuncs; f++)
+		new_label(&g);          /* label f = entry of function f */
+	for (f = 0; f < nfuncs; f++) {
+		name_function(&g, f);
+		function(&g, f);
+	}
+	if (g.oom)
+		goto fail;
+	for (i = 0; i < g.nfix; i++) {
+		struct sinsn *in = &p->insns[g.fix[i].insn];
+		uint32_t t = g.label[g.fix[i].label];
+		int32_t rel;
+
+		if (t == UINT32_MAX)
+			goto fail;
+		if (in->kind != SK_PLAIN)
+			in->target = t;
+		if (!g.fix[i].patch)
+			continue;
+		rel = (int32_t) (p->insns[t].off - (in->off + in->len));
+		memcpy(p->text + in->off + in->len - 4, &rel, 4);
+	}
+	free(g.fix);
+	free(g.label);
+	return 0;
+fail:
+	free(g.fix);
+	free(g.label);
+	prog_free(p);
+	return -1;
+}
+
+void prog_free(struct prog *p)
+{
+	free(p->text);
+	free(p->insns);
+	free(p->funcs);
+	memset(p, 0, sizeof(*p));
+}
+
+int prog_func_at(const struct prog *p, uint32_t off)
+{
+	unsigned lo = 0, hi = p->nfuncs;
+
+	while (lo < hi) {
+		unsigned mid = (lo + hi) / 2;
+
+		if (off < p->funcs[mid].off)
+			hi = mid;
+		else if (off >= p->funcs[mid].off + p->funcs[mid].size)
+			lo = mid + 1;
+		else
+			return (int) mid;
+	}
+	return -1;
+}

@@ -1,0 +1,875 @@
+/*
+ * The synthesizer's executor: walks the generated program with a seeded
+ * oracle deciding every branch, emits the Intel PT packets a processor
+ * would, and writes the ground truth as it goes (see TRUTH.md).
+ *
+ * Timing is modelled on what libipt 2.0.5 reports (checked by
+ * tests/test_synth.c against libipt itself):
+ *  - MTC/CYC/TSC packets are emitted only right before a TNT or TIP packet,
+ *    where the decoder applies them when it fetches that packet, so the time
+ *    at an instruction is the time of the last TNT/TIP it consumed;
+ *  - PSB+ is read ahead by the decoder, so its TSC repeats the decoder's
+ *    current time and never moves it;
+ *  - CYC counts exactly the ticks since the previous timing packet and CBR
+ *    equals the nominal ratio, so a decoder configured with
+ *    nom_freq = SYNTH_CBR converts cycles to ticks without rounding.
+ */
+#include "synth.h"
+#include "synth_int.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define NO_RET UINT32_MAX
+#define FLAG_LATE  1u    /* entered before tracing started */
+#define FLAG_TRUNC 2u    /* still open when the trace ended */
+#define FLAG_RETGAP 4u   /* returned while tracing was off */
+
+struct frame {
+	uint32_t ret;          /* insn index to return to, NO_RET: outside */
+	uint32_t func;         /* function entered by the call */
+	int64_t pre;           /* preorder index, -1 if never traced */
+	int64_t parent;
+	uint64_t first;
+	uint64_t tsc_first;
+	uint8_t flags;
+	uint8_t comp;          /* its return may be compressed */
+	uint8_t loop_n, loop_lim, tails;
+};
+
+enum mode { M_TRACED, M_OFF_GAP, M_OFF_OVF, M_PRE, M_STOPPED };
+
+struct run {
+	const struct synth_opts *o;
+	struct prog prog;
+	uint64_t text;          /* runtime address of .text */
+	uint64_t rng;
+	struct frame *st;
+	unsigned depth, cap, ncomp;
+	uint32_t pc;
+	enum mode mode;
+	uint64_t id;            /* next instruction ID */
+	uint64_t pre;           /* next preorder index */
+	uint64_t executed;      /* instructions run, traced or not */
+	int winddown;
+	int last_was_call;
+	/* off-trace bookkeeping */
+	unsigned gap_depth, gap_floor;
+	uint64_t gap_len, gap_min;
+	uint64_t last_traced;   /* ID of the last traced instruction */
+	uint64_t last_dtime;
+	unsigned gaps_left, ovfs_left, ngap_events;
+	/* timing */
+	uint64_t tsc;           /* the real clock */
+	uint64_t ref;           /* time of the last emitted timing packet */
+	uint64_t mref;          /* time of the last MTC edge or TSC value */
+	uint64_t dtime;         /* the decoder's current time */
+	uint64_t next_edge;     /* time of the next MTC edge */
+	uint64_t wrap_ticks;
+	uint64_t last_emit;     /* time of the last TNT/TIP timing point */
+	/* output */
+	struct ptw w;
+	FILE *truth;
+	uint64_t psb_last;
+	struct synth_result res;
+	char *err;
+	size_t errlen;
+	int failed;
+};
+
+static void fail(struct run *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (r->failed)
+		return;
+	r->failed = 1;
+	va_start(ap, fmt);
+	vsnprintf(r->err, r->errlen, fmt, ap);
+	va_end(ap);
+}
+
+static uint64_t addr(const struct run *r, uint32_t insn)
+{
+	return r->text + r->prog.insns[insn].off;
+}
+
+static int chance(struct run *r, unsigned percent)
+{
+	return synth_below(&r->rng, 100) < percent;
+}
+
+/* ------------------------------------------------------------------ */
+/* timing */
+
+static void put_cyc(struct run *r, uint64_t upto)
+{
+	struct pt_packet p;
+
+	if (!r->o->cyc || upto <= r->ref)
+		return;
+	memset(&p, 0, sizeof(p));
+	p.type = ppt_cyc;
+	p.payload.cyc.value = upto - r->ref;
+	ptw_put(&r->w, &p);
+	r->ref = upto;
+}
+
+static void put_tsc_tma(struct run *r, uint64_t t)
+{
+	struct pt_packet p;
+	uint64_t ctc = t / r->o->ctc_ratio;
+
+	memset(&p, 0, sizeof(p));
+	p.type = ppt_tsc;
+	p.payload.tsc.tsc = t;
+	ptw_put(&r->w, &p);
+	memset(&p, 0, sizeof(p));
+	p.type = ppt_tma;
+	p.payload.tma.ctc = (uint16_t) ctc;
+	p.payload.tma.fc = (uint16_t) (t - ctc * r->o->ctc_ratio);
+	ptw_put(&r->w, &p);
+	r->ref = r->mref = t;
+	/* The first MTC after TMA reports the next edge. */
+	r->next_edge = (ctc / (1ull << r->o->mtc_freq) + 1) *
+		       (1ull << r->o->mtc_freq) * r->o->ctc_ratio;
+}
+
+/* Timing packets for the TNT or TIP packet about to be emitted; the decoder
+ * applies them when it fetches that packet (see the file comment). */
+static void timing(struct run *r)
+{
+	const struct synth_opts *o = r->o;
+
+	if (o->mtc && r->next_edge <= r->tsc) {
+		struct pt_packet p;
+		uint64_t period = (1ull << o->mtc_freq) * o->ctc_ratio;
+		uint64_t edge = r->tsc - (r->tsc % period);
+
+		put_cyc(r, edge);
+		memset(&p, 0, sizeof(p));
+		p.type = ppt_mtc;
+		p.payload.mtc.ctc = (uint8_t) ((edge / o->ctc_ratio) >> o->mtc_freq);
+		ptw_put(&r->w, &p);
+		r->ref = r->mref = edge;
+		r->next_edge = edge + period;
+	}
+	put_cyc(r, r->tsc);
+	if (!o->mtc && !o->cyc && r->tsc - r->mref >= 4096) {
+		/* Neither MTC nor CYC: a plain TSC now and then. */
+		put_tsc_tma(r, r->tsc);
+	}
+	r->dtime = o->cyc ? r->ref : r->mref;
+	r->last_emit = r->tsc;
+}
+
+/* A conditional branch or compressed return outcome. */
+static void tnt(struct run *r, int taken)
+{
+	if (r->w.tnt_n && r->tsc - r->last_emit > r->wrap_ticks / 4)
+		ptw_tnt_flush(&r->w);   /* keep MTC deltas below one wrap */
+	if (!r->w.tnt_n)
+		timing(r);
+	ptw_tnt(&r->w, taken, chance(r, 50) ? 47 : 6);
+}
+
+static void tip(struct run *r, enum pt_packet_type type, uint64_t ip)
+{
+	ptw_tnt_flush(&r->w);
+	timing(r);
+	ptw_ip(&r->w, type, ip);
+}
+
+static void mode_exec(struct run *r)
+{
+	struct pt_packet p;
+
+	memset(&p, 0, sizeof(p));
+	p.type = ppt_mode;
+	p.payload.mode.leaf = pt_mol_exec;
+	p.payload.mode.bits.exec = pt_set_exec_mode(ptem_64bit);
+	ptw_put(&r->w, &p);
+}
+
+/* The hardware return-compression stack is conservatively forgotten at
+ * every PSB, enable and overflow; a TIP for a return is always valid. */
+static void forget_comp(struct run *r)
+{
+	unsigned i;
+
+	for (i = 0; i < r->depth; i++)
+		r->st[i].comp = 0;
+	r->ncomp = 0;
+}
+
+/* PSB+ at the boundary before instruction @pc. */
+static void psb(struct run *r, int enabled)
+{
+	struct pt_packet p;
+
+	ptw_psb(&r->w);
+	put_tsc_tma(r, r->dtime);
+	memset(&p, 0, sizeof(p));
+	p.type = ppt_cbr;
+	p.payload.cbr.ratio = SYNTH_CBR;
+	ptw_put(&r->w, &p);
+	if (enabled) {
+		mode_exec(r);
+		ptw_ip(&r->w, ppt_fup, addr(r, r->pc));
+	}
+	memset(&p, 0, sizeof(p));
+	p.type = ppt_psbend;
+	ptw_put(&r->w, &p);
+	r->psb_last = ptw_offset(&r->w);
+	forget_comp(r);
+}
+
+/* ------------------------------------------------------------------ */
+/* ground truth */
+
+static void truth_block(struct run *r, const struct frame *f, uint64_t last,
+			uint64_t tsc_last, unsigned flags)
+{
+	char fl[8];
+	int n = 0;
+
+	r->res.blocks++;
+	if (!r->truth)
+		return;
+	flags |= f->flags;
+	if (flags & FLAG_LATE)
+		fl[n++] = 'L';
+	if (flags & FLAG_TRUNC)
+		fl[n++] = 'T';
+	if (flags & FLAG_RETGAP)
+		fl[n++] = 'R';
+	if (!n)
+		fl[n++] = '-';
+	fl[n] = 0;
+	fprintf(r->truth, "block %lld %lld %u %llu %llu %llu %llu %s\n",
+		(long long) f->pre, (long long) f->parent, f->func,
+		(unsigned long long) f->first, (unsigned long long) last,
+		(unsigned long long) f->tsc_first,
+		(unsigned long long) tsc_last, fl);
+}
+
+static void truth_gap(struct run *r, const char *kind)
+{
+	r->res.gaps++;
+	if (r->truth)
+		fprintf(r->truth, "gap %llu %s\n", (unsigned long long) r->id,
+			kind);
+}
+
+/* Give the frame at @i a place in the tree when it first contains a traced
+ * instruction. */
+static void make_visible(struct run *r, unsigned i, uint64_t first,
+			 unsigned flags)
+{
+	struct frame *f = &r->st[i];
+
+	f->pre = (int64_t) r->pre++;
+	f->parent = i ? r->st[i - 1].pre : -1;
+	f->first = first;
+	f->tsc_first = r->dtime;
+	f->flags = (uint8_t) flags;
+}
+
+/* ------------------------------------------------------------------ */
+/* execution */
+
+static void push(struct run *r, uint32_t ret, uint32_t func, int traced_call)
+{
+	struct frame *f;
+
+	if (r->depth == r->cap) {
+		fail(r, "internal: call depth exceeded");
+		return;
+	}
+	f = &r->st[r->depth++];
+	memset(f, 0, sizeof(*f));
+	f->ret = ret;
+	f->func = func;
+	f->pre = -1;
+	if (r->depth > r->res.max_depth)
+		r->res.max_depth = r->depth;
+	if (traced_call) {
+		make_visible(r, r->depth - 1, r->id, 0);
+		if (r->mode == M_TRACED) {
+			/* libipt keeps 64 return addresses; so do we. */
+			if (r->ncomp == 64) {
+				unsigned i;
+
+				for (i = 0; i < r->depth - 1; i++)
+					if (r->st[i].comp) {
+						r->st[i].comp = 0;
+						break;
+					}
+			} else {
+				r->ncomp++;
+			}
+			f->comp = 1;
+		}
+	}
+}
+
+static int ret_addr_open(const struct run *r, uint32_t pc)
+{
+	unsigned i;
+
+	for (i = 0; i < r->depth; i++)
+		if (r->st[i].ret == pc)
+			return 1;
+	return 0;
+}
+
+static int want_call(struct run *r, int self)
+{
+	if (r->winddown || r->depth >= r->o->max_depth)
+		return 0;
+	return chance(r, self ? 45 : 70);
+}
+
+/* Decide a conditional branch. Returns 1 if taken. */
+static int decide(struct run *r, const struct sinsn *in)
+{
+	struct frame *f = &r->st[r->depth - 1];
+	const struct sinsn *next = &r->prog.insns[in->target];
+
+	switch (in->role) {
+	case SR_GUARD:
+		/* taken skips the call that follows */
+		return !want_call(r, r->prog.insns[r->pc + 1].self ||
+				  (r->prog.insns[r->pc + 2].self &&
+				   r->prog.insns[r->pc + 2].kind == SK_ICALL));
+	case SR_IF:
+		return chance(r, 50);
+	case SR_LOOP:
+		if (!f->loop_lim)
+			f->loop_lim = (uint8_t) (1 + synth_below(&r->rng, 6));
+		if (!r->winddown && f->loop_n + 1 < f->loop_lim) {
+			f->loop_n++;
+			return 1;
+		}
+		f->loop_n = f->loop_lim = 0;
+		return 0;
+	case SR_TAIL:
+		if (r->winddown || f->tails >= 2 || !chance(r, 35))
+			return 1;
+		f->tails++;
+		return 0;
+	case SR_MAIN:
+		return !r->winddown;
+	}
+	(void) next;
+	return chance(r, 50);
+}
+
+/* Resume tracing before instruction r->pc after a gap or an overflow. */
+static void resume(struct run *r)
+{
+	/* Frames that returned while tracing was off end at the last traced
+	 * instruction; the visible ones are reported. */
+	if (r->mode == M_OFF_GAP) {
+		mode_exec(r);
+		ptw_ip(&r->w, ppt_tip_pge, addr(r, r->pc));
+	} else {
+		ptw_ip(&r->w, ppt_fup, addr(r, r->pc));
+	}
+	truth_gap(r, r->mode == M_OFF_GAP ? "disabled" : "overflow");
+	forget_comp(r);
+	r->mode = M_TRACED;
+}
+
+static int may_resume(struct run *r, int just_returned)
+{
+	if (r->gap_len < r->gap_min)
+		return 0;
+	if (r->depth == r->gap_depth && r->gap_floor == r->gap_depth)
+		return !ret_addr_open(r, r->pc);
+	return just_returned && r->depth == r->gap_floor &&
+	       r->depth < r->gap_depth;
+}
+
+static void start_off(struct run *r, enum mode m)
+{
+	uint64_t cap = r->wrap_ticks / 16;
+
+	r->mode = m;
+	r->gap_depth = r->gap_floor = r->depth;
+	r->gap_len = 0;
+	r->gap_min = 10 + synth_below(&r->rng, 200);
+	if (r->gap_min > cap)
+		r->gap_min = cap;
+	r->ngap_events++;
+}
+
+static void close_frame(struct run *r, uint64_t last_id, int traced_ret)
+{
+	struct frame *f = &r->st[r->depth - 1];
+
+	if (f->pre >= 0) {
+		if (traced_ret)
+			truth_block(r, f, last_id, r->dtime, 0);
+		else
+			truth_block(r, f, r->last_traced, r->last_dtime,
+				    FLAG_RETGAP);
+	}
+	if (f->comp)
+		r->ncomp--;
+	r->depth--;
+}
+
+/* Due points for gaps and overflows, spread over the trace. */
+static int due(struct run *r, unsigned left, unsigned total)
+{
+	uint64_t at;
+
+	if (!left)
+		return 0;
+	at = r->o->insns * (total - left + 1) / (total + 1);
+	return r->id >= at;
+}
+
+static unsigned n_gaps(const struct synth_opts *o)
+{
+	return o->scenario == SYNTH_GAP ? 3 : o->scenario == SYNTH_MIXED ? 2 : 0;
+}
+
+static unsigned n_ovfs(const struct synth_opts *o)
+{
+	return o->scenario == SYNTH_OVERFLOW ? 3 :
+	       o->scenario == SYNTH_MIXED ? 2 : 0;
+}
+
+static int may_compress(const struct run *r, const struct frame *f)
+{
+	return f->comp && r->o->scenario != SYNTH_NOCOMP;
+}
+
+/* Execute the instruction at r->pc. Returns 0 when the program ended. */
+static int step(struct run *r)
+{
+	const struct sinsn *in = &r->prog.insns[r->pc];
+	int traced = r->mode == M_TRACED || r->mode == M_STOPPED;
+	int emit = r->mode == M_TRACED;
+	uint64_t my_id = r->id;
+	uint32_t next = r->pc + 1;
+	int ovf_here = 0;
+
+	r->tsc += 1 + (synth_rand(&r->rng) & 3);
+	r->executed++;
+	if (traced) {
+		r->id++;
+		r->last_traced = my_id;
+	} else {
+		r->gap_len++;
+	}
+
+	switch (in->kind) {
+	case SK_PLAIN:
+		break;
+	case SK_JCC: {
+		int taken = decide(r, in);
+
+		if (emit)
+			tnt(r, taken);
+		if (taken)
+			next = in->target;
+		break;
+	}
+	case SK_JMP:
+		next = in->target;
+		break;
+	case SK_ICALL:
+	case SK_CALL:
+		/* No overflow right after a call: the callee would have no
+		 * traced instruction yet might return unseen. */
+		if (in->kind == SK_ICALL && emit)
+			tip(r, ppt_tip, addr(r, in->target));
+		push(r, r->pc + 1, r->prog.insns[in->target].func, traced);
+		next = in->target;
+		break;
+	case SK_IJMP:
+		if (emit) {
+			tip(r, ppt_tip, addr(r, in->target));
+			ovf_here = due(r, r->ovfs_left, n_ovfs(r->o));
+		}
+		next = in->target;
+		break;
+	case SK_RET: {
+		struct frame *f = &r->st[r->depth - 1];
+		uint32_t to = f->ret;
+
+		if (emit) {
+			ovf_here = due(r, r->ovfs_left, n_ovfs(r->o));
+			if (to == NO_RET) {
+				/* main returns into untraced code */
+				ovf_here = 0;
+				ptw_tnt_flush(&r->w);
+				timing(r);
+				ptw_ip_suppressed(&r->w, ppt_tip_pgd);
+			} else if (may_compress(r, f) && !ovf_here)
+				tnt(r, 1);
+			else
+				tip(r, ppt_tip, addr(r, to));
+		}
+		close_frame(r, my_id, traced);
+		if (!traced && r->depth < r->gap_floor)
+			r->gap_floor = r->depth;
+		if (to == NO_RET)
+			return 0;
+		next = to;
+		break;
+	}
+	}
+	if (traced)
+		r->last_dtime = r->dtime;
+	r->last_was_call = in->kind == SK_CALL || in->kind == SK_ICALL;
+	r->pc = next;
+	if (ovf_here && !r->failed) {
+		struct pt_packet p;
+
+		memset(&p, 0, sizeof(p));
+		p.type = ppt_ovf;
+		ptw_put(&r->w, &p);
+		r->ovfs_left--;
+		start_off(r, M_OFF_OVF);
+	}
+	if ((r->mode == M_OFF_GAP || r->mode == M_OFF_OVF) &&
+	    may_resume(r, in->kind == SK_RET))
+		resume(r);
+	return 1;
+}
+
+static int needs_trace(const struct sinsn *in)
+{
+	return in->kind == SK_JCC || in->kind == SK_RET ||
+	       in->kind == SK_ICALL || in->kind == SK_IJMP;
+}
+
+/* Enable tracing before r->pc: PSB+, MODE.Exec, TIP.PGE.  Frames already on
+ * the stack were entered untraced: the trace starts inside them. */
+static void start_trace(struct run *r)
+{
+	unsigned i;
+
+	psb(r, 0);
+	mode_exec(r);
+	ptw_ip(&r->w, ppt_tip_pge, addr(r, r->pc));
+	for (i = 0; i < r->depth; i++)
+		make_visible(r, i, 0, FLAG_LATE);
+	r->mode = M_TRACED;
+}
+
+static void execute(struct run *r)
+{
+	const struct synth_opts *o = r->o;
+	int abrupt = o->scenario == SYNTH_ABRUPT_END || o->scenario == SYNTH_MIXED;
+	unsigned deep = o->max_depth < 3 ? o->max_depth : 3;
+	uint64_t next_report = 1u << 20;
+
+	push(r, NO_RET, 0, 0);
+	r->pc = r->prog.funcs[0].first;
+	if (o->scenario == SYNTH_LATE_START || o->scenario == SYNTH_MIXED) {
+		r->mode = M_PRE;
+		while (!r->failed && (r->depth < deep || r->executed < 50) &&
+		       r->executed < 1000000)
+			if (!step(r))
+				return;     /* cannot happen: main loops */
+	}
+	start_trace(r);
+
+	while (!r->failed) {
+		const struct sinsn *in = &r->prog.insns[r->pc];
+
+		if (r->mode == M_TRACED) {
+			if (abrupt && r->id >= o->insns &&
+			    (r->depth >= deep || r->id >= 2 * o->insns)) {
+				ptw_tnt_flush(&r->w);
+				r->mode = M_STOPPED;
+			} else if (ptw_offset(&r->w) - r->psb_last >=
+				   o->psb_period) {
+				ptw_tnt_flush(&r->w);
+				psb(r, 1);
+			} else if (!r->last_was_call && r->id &&
+				   due(r, r->gaps_left, n_gaps(o))) {
+				ptw_ip(&r->w, ppt_fup, addr(r, r->pc));
+				ptw_ip_suppressed(&r->w, ppt_tip_pgd);
+				r->gaps_left--;
+				start_off(r, M_OFF_GAP);
+			}
+		}
+		if (r->mode == M_STOPPED && needs_trace(in))
+			break;
+		r->winddown = !abrupt && r->id >= o->insns;
+		if (!step(r))
+			break;
+		if (r->executed >= next_report) {
+			next_report += 1u << 20;
+			if (o->progress &&
+			    o->progress(r->id, ptw_offset(&r->w), o->payload))
+				fail(r, "canceled");
+		}
+	}
+	if (r->mode == M_OFF_GAP || r->mode == M_OFF_OVF)
+		truth_gap(r, r->mode == M_OFF_GAP ? "disabled" : "overflow");
+	/* Whatever is still open was cut off by the end of the trace. */
+	while (r->depth) {
+		struct frame *f = &r->st[r->depth - 1];
+
+		if (f->pre >= 0)
+			truth_block(r, f, r->last_traced, r->dtime, FLAG_TRUNC);
+		r->depth--;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* files */
+
+struct out {
+	char *path, *tmp;
+	FILE *fp;
+};
+
+static int out_open(struct out *o, const char *prefix, const char *ext,
+		    char *err, size_t errlen)
+{
+	size_t n = strlen(prefix) + strlen(ext) + 16;
+
+	o->path = malloc(n);
+	o->tmp = malloc(n);
+	o->fp = NULL;
+	if (!o->path || !o->tmp) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	snprintf(o->path, n, "%s%s", prefix, ext);
+	snprintf(o->tmp, n, "%s%s.tmp%ld", prefix, ext, (long) getpid());
+	o->fp = fopen(o->tmp, "wb");
+	if (!o->fp) {
+		snprintf(err, errlen, "%s: %s", o->path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Close every output; if @ok, rename them all into place, otherwise (or if
+ * any step fails) remove them all, so a run leaves all files or none.
+ * Returns 0 if the outputs were committed. */
+static int commit(struct out *outs, unsigned n, int ok, char *err,
+		  size_t errlen)
+{
+	unsigned i, renamed = 0;
+
+	for (i = 0; i < n; i++)
+		if (outs[i].fp && fclose(outs[i].fp) != 0 && ok) {
+			snprintf(err, errlen, "%s: %s", outs[i].path,
+				 strerror(errno));
+			ok = 0;
+		}
+	for (i = 0; ok && i < n; i++, renamed++)
+		if (outs[i].fp && rename(outs[i].tmp, outs[i].path) != 0) {
+			snprintf(err, errlen, "%s: %s", outs[i].path,
+				 strerror(errno));
+			ok = 0;
+			break;
+		}
+	for (i = 0; i < n; i++) {
+		if (!ok && outs[i].fp)
+			unlink(i < renamed ? outs[i].path : outs[i].tmp);
+		free(outs[i].path);
+		free(outs[i].tmp);
+	}
+	memset(outs, 0, n * sizeof(*outs));
+	return ok ? 0 : -1;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+
+	return s ? s + 1 : path;
+}
+
+static void write_bundle(FILE *fp, const char *prefix, uint64_t base)
+{
+	fprintf(fp,
+		"{\n"
+		"  \"type\": \"intel-pt\",\n"
+		"  \"cpuInfo\": { \"vendor\": \"GenuineIntel\", \"family\": 6, "
+		"\"model\": 85, \"stepping\": 4 },\n"
+		"  \"processes\": [\n"
+		"    {\n"
+		"      \"pid\": 1,\n"
+		"      \"triple\": \"x86_64-unknown-linux-gnu\",\n"
+		"      \"threads\": [ { \"tid\": 1, \"iptTrace\": \"%s.pt\" } ],\n"
+		"      \"modules\": [ { \"systemPath\": \"%s.elf\", "
+		"\"file\": \"%s.elf\", \"loadAddress\": \"0x%llx\" } ]\n"
+		"    }\n"
+		"  ]\n"
+		"}\n",
+		base_name(prefix), base_name(prefix), base_name(prefix),
+		(unsigned long long) base);
+}
+
+static const char *const scenario_names[SYNTH_NSCENARIOS] = {
+	"basic", "nocomp", "gap", "overflow", "late_start", "abrupt_end",
+	"mixed",
+};
+
+const char *synth_scenario_name(enum synth_scenario s)
+{
+	return (unsigned) s < SYNTH_NSCENARIOS ? scenario_names[s] : "?";
+}
+
+int synth_scenario_parse(const char *name)
+{
+	int i;
+
+	for (i = 0; i < SYNTH_NSCENARIOS; i++)
+		if (!strcmp(name, scenario_names[i]))
+			return i;
+	return -1;
+}
+
+void synth_opts_init(struct synth_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->size = sizeof(*o);
+	o->seed = 1;
+	o->scenario = SYNTH_BASIC;
+	o->insns = 100000;
+	o->nfuncs = 24;
+	o->max_depth = 12;
+	o->base = 0x400000;
+	o->psb_period = 4096;
+	o->mtc_freq = 6;
+	o->ctc_ratio = 2;
+	o->mtc = 1;
+	o->cyc = 1;
+	o->truth = 1;
+	o->bundle = 1;
+}
+
+int synth_check_opts(const struct synth_opts *o, char *err, size_t errlen)
+{
+	if (!o || o->size < sizeof(*o))
+		snprintf(err, errlen, "options: bad size");
+	else if ((unsigned) o->scenario >= SYNTH_NSCENARIOS)
+		snprintf(err, errlen, "scenario: unknown");
+	else if (!o->insns)
+		snprintf(err, errlen, "insns: must be at least 1");
+	else if (o->nfuncs < 2 || o->nfuncs > 4096)
+		snprintf(err, errlen, "funcs: must be in 2..4096");
+	else if (o->max_depth < 1 || o->max_depth > 100000)
+		snprintf(err, errlen, "depth: must be in 1..100000");
+	else if (o->psb_period < 256)
+		snprintf(err, errlen, "psb-period: must be at least 256 bytes");
+	else if (o->mtc_freq < 3 || o->mtc_freq > 8)
+		snprintf(err, errlen, "mtc-freq: must be in 3..8");
+	else if (o->ctc_ratio < 1 || o->ctc_ratio > 256)
+		snprintf(err, errlen, "ctc-ratio: must be in 1..256");
+	else if (o->base & 0xfff || o->base >> 47)
+		snprintf(err, errlen,
+			 "base: must be page aligned and below 2^47");
+	else
+		return 0;
+	return -1;
+}
+
+int synth_run(const struct synth_opts *o, const char *prefix,
+	      struct synth_result *result, char *err, size_t errlen)
+{
+	struct run *r;
+	struct out outs[4];
+	struct out *elf = &outs[0], *pt = &outs[1], *truth = &outs[2],
+		   *json = &outs[3];
+	int ok = 0, rc;
+	unsigned i;
+
+	memset(outs, 0, sizeof(outs));
+	if (synth_check_opts(o, err, errlen) < 0)
+		return -1;
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	r->o = o;
+	r->err = err;
+	r->errlen = errlen;
+	r->rng = o->seed * 0x2545f4914f6cdd1dull + 7;
+	r->text = o->base + SYNTH_TEXT_OFF;
+	r->cap = o->max_depth + 1;
+	r->st = calloc(r->cap, sizeof(*r->st));
+	r->tsc = r->ref = r->mref = r->dtime = 0x100000;
+	r->wrap_ticks = (1ull << (o->mtc_freq + 8)) * o->ctc_ratio;
+	r->gaps_left = n_gaps(o);
+	r->ovfs_left = n_ovfs(o);
+	if (!r->st || prog_generate(&r->prog, o->seed, o->nfuncs) < 0) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	if (out_open(elf, prefix, ".elf", err, errlen) < 0 ||
+	    out_open(pt, prefix, ".pt", err, errlen) < 0 ||
+	    (o->truth && out_open(truth, prefix, ".truth", err, errlen) < 0) ||
+	    (o->bundle && out_open(json, prefix, ".json", err, errlen) < 0))
+		goto out;
+	if (synth_write_elf(elf->fp, &r->prog, o->base) < 0) {
+		snprintf(err, errlen, "%s: write failed", elf->path);
+		goto out;
+	}
+	if (ptw_init(&r->w, pt->fp) < 0) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	r->truth = truth->fp;
+	if (r->truth) {
+		fprintf(r->truth, "htr-synth-truth 1\nseed %llu\nscenario %s\n"
+			"elf %s.elf\ntrace %s.pt\nbase 0x%llx\n"
+			"decoder cpuid_0x15_eax 1 cpuid_0x15_ebx %u "
+			"mtc_freq %u nom_freq %u\n",
+			(unsigned long long) o->seed,
+			synth_scenario_name(o->scenario), base_name(prefix),
+			base_name(prefix), (unsigned long long) o->base,
+			o->ctc_ratio, o->mtc_freq, SYNTH_CBR);
+		for (i = 0; i < r->prog.nfuncs; i++)
+			fprintf(r->truth, "func %u 0x%llx %u %s\n", i,
+				(unsigned long long) (r->text +
+						      r->prog.funcs[i].off),
+				r->prog.funcs[i].size, r->prog.funcs[i].name);
+	}
+	execute(r);
+	if (ptw_finish(&r->w) < 0 && !r->failed)
+		fail(r, "%s: write failed", pt->path);
+	ptw_fini(&r->w);
+	if (r->failed)
+		goto out;
+	r->res.insns = r->id;
+	r->res.trace_bytes = r->w.flushed;
+	if (r->truth) {
+		fprintf(r->truth, "insns %llu\nblocks %llu\ngaps %llu\nend\n",
+			(unsigned long long) r->res.insns,
+			(unsigned long long) r->res.blocks,
+			(unsigned long long) r->res.gaps);
+		if (ferror(r->truth)) {
+			snprintf(err, errlen, "%s: write failed", truth->path);
+			goto out;
+		}
+	}
+	if (json->fp)
+		write_bundle(json->fp, prefix, o->base);
+	ok = 1;
+out:
+	rc = commit(outs, 4, ok, err, errlen);
+	if (result && rc == 0)
+		*result = r->res;
+	prog_free(&r->prog);
+	free(r->st);
+	free(r);
+	return rc;
+}

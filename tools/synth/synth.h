@@ -1,0 +1,77 @@
+/*
+ * htr-synth engine: synthesizes an x86-64 ELF program, the raw Intel PT
+ * stream of one execution of it (through libipt's packet encoder) and the
+ * ground truth a decoder must recover (instruction count, gaps, call tree,
+ * decoder-visible TSC at every block boundary).  See TRUTH.md.
+ *
+ * The engine streams: memory is bounded by the program size and the maximum
+ * call depth, never by the trace length.  No global state; one run per call.
+ */
+#ifndef HTR_SYNTH_H
+#define HTR_SYNTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum synth_scenario {
+	SYNTH_BASIC,      /* enable at main, ret compression, runs to main's ret */
+	SYNTH_NOCOMP,     /* as basic, every return as a TIP */
+	SYNTH_GAP,        /* tracing disabled (FUP+TIP.PGD) and re-enabled (TIP.PGE) */
+	SYNTH_OVERFLOW,   /* internal buffer overflow: OVF + FUP, instructions lost */
+	SYNTH_LATE_START, /* tracing starts inside nested calls */
+	SYNTH_ABRUPT_END, /* the trace stops inside nested calls */
+	SYNTH_MIXED,      /* late start + gaps + overflows + abrupt end */
+	SYNTH_NSCENARIOS
+};
+
+struct synth_opts {
+	size_t size;               /* sizeof(struct synth_opts) */
+	uint64_t seed;
+	enum synth_scenario scenario;
+	uint64_t insns;            /* traced instructions to aim for (>= 1) */
+	unsigned nfuncs;           /* functions in the program, 2..4096 */
+	unsigned max_depth;        /* maximum call depth, 1..100000 */
+	uint64_t base;             /* runtime address of the lowest PT_LOAD */
+	uint32_t psb_period;       /* bytes of trace between PSB+ (>= 256) */
+	unsigned mtc_freq;         /* MTC every 2^mtc_freq CTC ticks, 0..8; */
+	unsigned ctc_ratio;        /* TSC ticks per CTC tick (cpuid 0x15 ebx/eax) */
+	int mtc;                   /* emit MTC packets */
+	int cyc;                   /* emit CYC packets */
+	int truth;                 /* write PREFIX.truth */
+	int bundle;                /* write PREFIX.json (an LLDB trace bundle) */
+	/* Called every ~2^20 instructions with the instructions executed so
+	 * far; a non-zero return stops the run (result: error, no files). */
+	int (*progress)(uint64_t insns, uint64_t bytes, void *payload);
+	void *payload;
+};
+
+/* Fixed decoder parameters the truth depends on (also in PREFIX.truth). */
+#define SYNTH_CBR 16u   /* CBR ratio; decoders must use nom_freq == SYNTH_CBR */
+
+struct synth_result {
+	uint64_t insns;       /* instructions a decoder delivers */
+	uint64_t blocks;      /* invocations in the ground truth */
+	uint64_t gaps;
+	uint64_t trace_bytes;
+	unsigned max_depth;   /* deepest call stack seen */
+};
+
+void synth_opts_init(struct synth_opts *opts);
+
+/* Scenario by name ("basic", ...); returns -1 if unknown. */
+int synth_scenario_parse(const char *name);
+const char *synth_scenario_name(enum synth_scenario s);
+
+/* Validate @opts.  Returns 0, or -1 with "knob: problem" in @err. */
+int synth_check_opts(const struct synth_opts *opts, char *err, size_t errlen);
+
+/*
+ * Write PREFIX.elf, PREFIX.pt and, as asked, PREFIX.truth and PREFIX.json.
+ * Files are written under temporary names and renamed only on success.
+ * Returns 0 on success; on failure -1 with a one-line message in @err and no
+ * output file left behind.
+ */
+int synth_run(const struct synth_opts *opts, const char *prefix,
+	      struct synth_result *result, char *err, size_t errlen);
+
+#endif /* HTR_SYNTH_H */
