@@ -24,6 +24,10 @@
 #include <unistd.h>
 
 #define NO_RET UINT32_MAX
+/* Where main returns to: libc, outside the traced image.  TIP.PGD carries
+ * it, as with an IP filter; libipt 2.0.5's instruction decoder drops a
+ * return whose TIP.PGD has the IP suppressed. */
+#define EXIT_IP 0x7ffff7829d90ull
 #define FLAG_LATE  1u    /* entered before tracing started */
 #define FLAG_TRUNC 2u    /* still open when the trace ended */
 #define FLAG_RETGAP 4u   /* returned while tracing was off */
@@ -377,7 +381,12 @@ static void resume(struct run *r)
 		mode_exec(r);
 		ptw_ip(&r->w, ppt_tip_pge, addr(r, r->pc));
 	} else {
+		/* The decoder forgets its last IP at an overflow. */
+		r->w.have_ip = 0;
 		ptw_ip(&r->w, ppt_fup, addr(r, r->pc));
+		/* libipt drops its cycle calibration at an overflow; the CBR
+		 * in a PSB+ right away restores it. */
+		psb(r, 1);
 	}
 	truth_gap(r, r->mode == M_OFF_GAP ? "disabled" : "overflow");
 	forget_comp(r);
@@ -511,7 +520,7 @@ static int step(struct run *r)
 				ovf_here = 0;
 				ptw_tnt_flush(&r->w);
 				timing(r);
-				ptw_ip_suppressed(&r->w, ppt_tip_pgd);
+				ptw_ip(&r->w, ppt_tip_pgd, EXIT_IP);
 			} else if (may_compress(r, f) && !ovf_here)
 				tnt(r, 1);
 			else
@@ -557,6 +566,8 @@ static void start_trace(struct run *r)
 {
 	unsigned i;
 
+	/* The decoder knows no time before this PSB+: it starts at now. */
+	r->dtime = r->ref = r->mref = r->tsc;
 	psb(r, 0);
 	mode_exec(r);
 	ptw_ip(&r->w, ppt_tip_pge, addr(r, r->pc));
@@ -577,7 +588,7 @@ static void execute(struct run *r)
 	if (o->scenario == SYNTH_LATE_START || o->scenario == SYNTH_MIXED) {
 		r->mode = M_PRE;
 		while (!r->failed && (r->depth < deep || r->executed < 50) &&
-		       r->executed < 1000000)
+		       r->executed < 100000)
 			if (!step(r))
 				return;     /* cannot happen: main loops */
 	}

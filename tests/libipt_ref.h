@@ -1,0 +1,39 @@
+/*
+ * Reference decode with plain libipt (no libhtr code): what an independent
+ * decoder sees in a synthesized trace.  Used to prove the synthesizer's
+ * traces are real Intel PT and its ground truth is right.
+ */
+#ifndef HTR_TEST_LIBIPT_REF_H
+#define HTR_TEST_LIBIPT_REF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ref_call { uint64_t id, target; };
+struct ref_time { uint64_t id, tsc; };
+struct ref_gap { uint64_t id; int overflow; };
+
+struct ref {
+	uint64_t insns;
+	uint64_t errors;        /* decode errors (there should be none) */
+	struct ref_call *calls; size_t ncalls;
+	uint64_t *rets; size_t nrets;
+	struct ref_gap *gaps; size_t ngaps;
+	/* decoder time after each block that ends in a call or a return,
+	 * keyed by the first callee instruction / the return's ID */
+	struct ref_time *times; size_t ntimes;
+};
+
+struct ref_cfg {
+	const char *trace, *elf;
+	uint64_t base;
+	uint32_t cpuid_eax, cpuid_ebx, mtc_freq, nom_freq;
+};
+
+/* Instruction-flow decode: count, calls, returns, gaps.  Returns 0/-1. */
+int ref_decode_insn(const struct ref_cfg *cfg, struct ref *out);
+/* Block decode: the times.  Returns 0/-1. */
+int ref_decode_time(const struct ref_cfg *cfg, struct ref *out);
+void ref_free(struct ref *r);
+
+#endif

@@ -1,0 +1,139 @@
+#include "truth.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int push(void **arr, size_t *n, size_t *cap, size_t elem)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 64;
+		void *p = realloc(*arr, nc * elem);
+
+		if (!p)
+			return -1;
+		*arr = p;
+		*cap = nc;
+	}
+	(*n)++;
+	return 0;
+}
+
+int truth_load(struct truth *t, const char *path, char *err, size_t errlen)
+{
+	FILE *fp = fopen(path, "r");
+	char line[512];
+	size_t capf = 0, capb = 0, capg = 0, lineno = 0;
+	int done = 0;
+
+	memset(t, 0, sizeof(*t));
+	if (!fp) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), fp)) {
+		char word[32], flags[8], kind[16];
+		unsigned long long a, b, c, d, e, f;
+		long long pre, parent;
+
+		lineno++;
+		if (sscanf(line, "%31s", word) != 1)
+			continue;
+		if (!strcmp(word, "block")) {
+			struct truth_block *bl;
+
+			if (push((void **) &t->blocks, &t->nblocks, &capb,
+				 sizeof(*bl)) < 0)
+				goto oom;
+			bl = &t->blocks[t->nblocks - 1];
+			if (sscanf(line, "block %lld %lld %llu %llu %llu %llu %llu %7s",
+				   &pre, &parent, &a, &b, &c, &d, &e, flags) != 8)
+				goto bad;
+			bl->pre = pre;
+			bl->parent = parent;
+			bl->func = (uint32_t) a;
+			bl->first = b;
+			bl->last = c;
+			bl->tsc_first = d;
+			bl->tsc_last = e;
+			bl->flags = (strchr(flags, 'L') ? TRUTH_LATE : 0) |
+				    (strchr(flags, 'T') ? TRUTH_TRUNC : 0) |
+				    (strchr(flags, 'R') ? TRUTH_RETGAP : 0);
+		} else if (!strcmp(word, "func")) {
+			struct truth_func *fn;
+
+			if (push((void **) &t->funcs, &t->nfuncs, &capf,
+				 sizeof(*fn)) < 0)
+				goto oom;
+			fn = &t->funcs[t->nfuncs - 1];
+			if (sscanf(line, "func %llu %llx %llu %63s", &a, &b, &c,
+				   fn->name) != 4 || a != t->nfuncs - 1)
+				goto bad;
+			fn->entry = b;
+			fn->size = (uint32_t) c;
+		} else if (!strcmp(word, "gap")) {
+			struct truth_gap *g;
+
+			if (push((void **) &t->gaps, &t->ngaps, &capg,
+				 sizeof(*g)) < 0)
+				goto oom;
+			g = &t->gaps[t->ngaps - 1];
+			if (sscanf(line, "gap %llu %15s", &a, kind) != 2)
+				goto bad;
+			g->id = a;
+			g->overflow = !strcmp(kind, "overflow");
+		} else if (!strcmp(word, "seed")) {
+			sscanf(line, "seed %llu", &a);
+			t->seed = a;
+		} else if (!strcmp(word, "scenario")) {
+			sscanf(line, "scenario %31s", t->scenario);
+		} else if (!strcmp(word, "elf")) {
+			sscanf(line, "elf %255s", t->elf);
+		} else if (!strcmp(word, "trace")) {
+			sscanf(line, "trace %255s", t->trace);
+		} else if (!strcmp(word, "base")) {
+			sscanf(line, "base %llx", &a);
+			t->base = a;
+		} else if (!strcmp(word, "decoder")) {
+			if (sscanf(line, "decoder cpuid_0x15_eax %llu cpuid_0x15_ebx %llu"
+				   " mtc_freq %llu nom_freq %llu", &a, &b, &c, &d) != 4)
+				goto bad;
+			t->cpuid_eax = (uint32_t) a;
+			t->cpuid_ebx = (uint32_t) b;
+			t->mtc_freq = (uint32_t) c;
+			t->nom_freq = (uint32_t) d;
+		} else if (!strcmp(word, "insns")) {
+			sscanf(line, "insns %llu", &a);
+			t->insns = a;
+		} else if (!strcmp(word, "end")) {
+			done = 1;
+		}
+		(void) f;
+	}
+	fclose(fp);
+	if (!done) {
+		snprintf(err, errlen, "%s: truncated (no 'end' line)", path);
+		truth_free(t);
+		return -1;
+	}
+	return 0;
+bad:
+	snprintf(err, errlen, "%s:%zu: malformed line", path, lineno);
+	fclose(fp);
+	truth_free(t);
+	return -1;
+oom:
+	snprintf(err, errlen, "out of memory");
+	fclose(fp);
+	truth_free(t);
+	return -1;
+}
+
+void truth_free(struct truth *t)
+{
+	free(t->funcs);
+	free(t->blocks);
+	free(t->gaps);
+	memset(t, 0, sizeof(*t));
+}
