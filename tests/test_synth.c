@@ -3,9 +3,8 @@
  * independent decoder finds: every scenario is decoded with plain libipt
  * (tests/libipt_ref.c, no libhtr code) and compared with PREFIX.truth.
  */
-#include "libipt_ref.h"
 #include "synth.h"
-#include "truth.h"
+#include "verify.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -32,151 +31,22 @@ static void teardown(void)
 
 TestSuite(synth, .init = setup, .fini = teardown);
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
-
-	return x < y ? -1 : x > y;
-}
-
-static int cmp_call(const void *a, const void *b)
-{
-	return cmp_u64(&((const struct ref_call *) a)->id,
-		       &((const struct ref_call *) b)->id);
-}
-
-static int cmp_time(const void *a, const void *b)
-{
-	return cmp_u64(&((const struct ref_time *) a)->id,
-		       &((const struct ref_time *) b)->id);
-}
-
-static const struct ref_time *find_time(const struct ref *r, uint64_t id)
-{
-	struct ref_time key = { id, 0 };
-
-	return bsearch(&key, r->times, r->ntimes, sizeof(key), cmp_time);
-}
-
-/* Synthesize with @o, decode with libipt, compare everything. */
+/* Synthesize with @o, then decode with libipt and compare everything. */
 static void check(struct synth_opts *o, const char *tag)
 {
-	char prefix[256], path[300], elf[300], err[512];
+	char prefix[256], err[512];
 	struct synth_result res;
-	struct truth t;
-	struct ref r;
-	struct ref_cfg cfg;
-	struct ref_call *want_calls;
-	uint64_t *want_rets;
-	size_t nc = 0, nr = 0, i, ntime = 0;
+	struct synth_verify v;
 
 	snprintf(prefix, sizeof(prefix), "%s/%s", dir, tag);
 	cr_assert_eq(synth_run(o, prefix, &res, err, sizeof(err)), 0,
 		     "%s: %s", tag, err);
-	snprintf(path, sizeof(path), "%s.truth", prefix);
-	cr_assert_eq(truth_load(&t, path, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(t.insns, res.insns);
-	cr_assert_eq(t.nblocks, res.blocks);
-
-	snprintf(path, sizeof(path), "%s.pt", prefix);
-	snprintf(elf, sizeof(elf), "%s.elf", prefix);
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.trace = path;
-	cfg.elf = elf;
-	cfg.base = t.base;
-	cfg.cpuid_eax = t.cpuid_eax;
-	cfg.cpuid_ebx = t.cpuid_ebx;
-	cfg.mtc_freq = t.mtc_freq;
-	cfg.nom_freq = t.nom_freq;
-	memset(&r, 0, sizeof(r));
-	cr_assert_eq(ref_decode_insn(&cfg, &r), 0);
-	cr_assert_eq(ref_decode_time(&cfg, &r), 0);
-
-	cr_expect_eq(r.errors, 0, "%s: libipt hit %llu decode errors", tag,
-		     (unsigned long long) r.errors);
-	cr_assert_eq(r.insns, t.insns, "%s: libipt decodes %llu insns, truth "
-		     "says %llu", tag, (unsigned long long) r.insns,
-		     (unsigned long long) t.insns);
-
-	/* Every invocation entered while tracing is a call at first-1 to its
-	 * function's entry; every traced return is a return at last. */
-	want_calls = calloc(t.nblocks + 1, sizeof(*want_calls));
-	want_rets = calloc(t.nblocks + 1, sizeof(*want_rets));
-	cr_assert(want_calls && want_rets);
-	for (i = 0; i < t.nblocks; i++) {
-		const struct truth_block *b = &t.blocks[i];
-
-		if (!(b->flags & TRUTH_LATE)) {
-			want_calls[nc].id = b->first - 1;
-			want_calls[nc].target = t.funcs[b->func].entry;
-			nc++;
-		}
-		if (!(b->flags & (TRUTH_TRUNC | TRUTH_RETGAP)))
-			want_rets[nr++] = b->last;
-	}
-	qsort(want_calls, nc, sizeof(*want_calls), cmp_call);
-	qsort(want_rets, nr, sizeof(*want_rets), cmp_u64);
-	cr_assert_eq(r.ncalls, nc, "%s: %zu calls decoded, %zu in truth", tag,
-		     r.ncalls, nc);
-	for (i = 0; i < nc; i++) {
-		cr_assert_eq(r.calls[i].id, want_calls[i].id,
-			     "%s: call #%zu at %llu, truth %llu", tag, i,
-			     (unsigned long long) r.calls[i].id,
-			     (unsigned long long) want_calls[i].id);
-		cr_assert_eq(r.calls[i].target, want_calls[i].target,
-			     "%s: call at %llu", tag,
-			     (unsigned long long) r.calls[i].id);
-	}
-	cr_assert_eq(r.nrets, nr, "%s: %zu returns decoded, %zu in truth", tag,
-		     r.nrets, nr);
-	for (i = 0; i < nr; i++)
-		cr_assert_eq(r.rets[i], want_rets[i], "%s: return #%zu at %llu,"
-			     " truth %llu", tag, i,
-			     (unsigned long long) r.rets[i],
-			     (unsigned long long) want_rets[i]);
-
-	cr_assert_eq(r.ngaps, t.ngaps, "%s: %zu gaps decoded, %zu in truth",
-		     tag, r.ngaps, t.ngaps);
-	for (i = 0; i < t.ngaps; i++) {
-		cr_assert_eq(r.gaps[i].id, t.gaps[i].id, "%s: gap #%zu", tag, i);
-		cr_assert_eq(r.gaps[i].overflow, t.gaps[i].overflow);
-	}
-
-	/* The decoder's time at both ends of every block. */
-	qsort(r.times, r.ntimes, sizeof(*r.times), cmp_time);
-	for (i = 0; i < t.nblocks; i++) {
-		const struct truth_block *b = &t.blocks[i];
-		const struct ref_time *rt;
-
-		if (!(b->flags & TRUTH_LATE)) {
-			rt = find_time(&r, b->first);
-			cr_assert_not_null(rt, "%s: no block ends at call %llu",
-					   tag, (unsigned long long) b->first - 1);
-			cr_assert_eq(rt->tsc, b->tsc_first, "%s: tsc at first "
-				     "insn %llu of block %lld: libipt %llu, truth "
-				     "%llu", tag, (unsigned long long) b->first,
-				     (long long) b->pre,
-				     (unsigned long long) rt->tsc,
-				     (unsigned long long) b->tsc_first);
-			ntime++;
-		}
-		if (!(b->flags & (TRUTH_TRUNC | TRUTH_RETGAP))) {
-			rt = find_time(&r, b->last);
-			cr_assert_not_null(rt);
-			cr_assert_eq(rt->tsc, b->tsc_last, "%s: tsc at return %llu "
-				     "of block %lld: libipt %llu, truth %llu", tag,
-				     (unsigned long long) b->last,
-				     (long long) b->pre,
-				     (unsigned long long) rt->tsc,
-				     (unsigned long long) b->tsc_last);
-			ntime++;
-		}
-	}
-	cr_assert_gt(ntime, 0);
-	free(want_calls);
-	free(want_rets);
-	ref_free(&r);
-	truth_free(&t);
+	cr_assert_eq(synth_verify(prefix, &v, err, sizeof(err)), 0, "%s: %s",
+		     tag, err);
+	cr_assert_eq(v.insns, res.insns);
+	cr_assert_gt(v.times, 0, "%s: no block boundary was compared", tag);
+	if (o->max_depth > 1)
+		cr_assert_gt(v.calls, 0, "%s: no calls", tag);
 }
 
 static void scenario(enum synth_scenario s)

@@ -1,6 +1,7 @@
 /* htr-synth: write a synthetic program, its Intel PT trace and the ground
  * truth.  See tools/synth/README.md. */
 #include "synth.h"
+#include "verify.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -17,10 +18,14 @@ static void usage(FILE *fp)
 {
 	fprintf(fp,
 "usage: htr-synth [options] PREFIX\n"
+"       htr-synth --verify PREFIX\n"
 "\n"
 "Write PREFIX.elf (an x86-64 program), PREFIX.pt (the raw Intel PT trace of\n"
 "one run of it), PREFIX.truth (what a decoder must find) and PREFIX.json\n"
 "(an LLDB trace bundle).\n"
+"\n"
+"With --verify, write nothing: decode PREFIX.pt with plain libipt and check\n"
+"it against PREFIX.truth (instruction count, calls, returns, gaps, TSC).\n"
 "\n"
 "options:\n"
 "  -s, --seed N          seed of program and execution (default 1)\n"
@@ -39,6 +44,7 @@ static void usage(FILE *fp)
 "      --no-cyc          no CYC packets\n"
 "      --no-truth        do not write PREFIX.truth (for benchmarks)\n"
 "      --no-bundle       do not write PREFIX.json\n"
+"  -V, --verify          check an existing PREFIX with libipt (see above)\n"
 "  -q, --quiet           no progress and no summary\n"
 "  -h, --help            show this help\n"
 "\n"
@@ -116,6 +122,7 @@ int main(int argc, char **argv)
 		{ "no-truth", no_argument, NULL, O_NOTRUTH },
 		{ "no-bundle", no_argument, NULL, O_NOBUNDLE },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "verify", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -124,12 +131,12 @@ int main(int argc, char **argv)
 	struct progress prog;
 	struct timespec end;
 	char err[512];
-	int c, quiet = 0;
+	int c, quiet = 0, verify = 0;
 	uint64_t v;
 	double dt;
 
 	synth_opts_init(&o);
-	while ((c = getopt_long(argc, argv, "s:S:n:f:d:b:qh", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:S:n:f:d:b:qVh", lopts, NULL)) != -1) {
 		const char *what = NULL;
 
 		switch (c) {
@@ -184,6 +191,7 @@ int main(int argc, char **argv)
 		case O_NOTRUTH: o.truth = 0; break;
 		case O_NOBUNDLE: o.bundle = 0; break;
 		case 'q': quiet = 1; break;
+		case 'V': verify = 1; break;
 		case 'h': usage(stdout); return 0;
 		default:
 			usage(stderr);
@@ -198,6 +206,21 @@ int main(int argc, char **argv)
 	if (optind + 1 != argc) {
 		fprintf(stderr, "htr-synth: expected one PREFIX (try --help)\n");
 		return EXIT_USAGE;
+	}
+	if (verify) {
+		struct synth_verify v;
+
+		if (synth_verify(argv[optind], &v, err, sizeof(err)) < 0) {
+			fprintf(stderr, "htr-synth: verify: %s: %s\n",
+				argv[optind], err);
+			return 1;
+		}
+		printf("htr-synth: verify: %s: libipt agrees with the truth: "
+		       "%" PRIu64 " insns, %" PRIu64 " calls, %" PRIu64
+		       " returns, %" PRIu64 " gaps, %" PRIu64 " block-boundary "
+		       "TSCs\n", argv[optind], v.insns, v.calls, v.rets, v.gaps,
+		       v.times);
+		return 0;
 	}
 	memset(&prog, 0, sizeof(prog));
 	clock_gettime(CLOCK_MONOTONIC, &prog.start);

@@ -63,6 +63,7 @@ struct run {
 	/* off-trace bookkeeping */
 	unsigned gap_depth, gap_floor;
 	uint64_t gap_len, gap_min;
+	uint32_t gap_pc;        /* where tracing was disabled */
 	uint64_t last_traced;   /* ID of the last traced instruction */
 	uint64_t last_dtime;
 	unsigned gaps_left, ovfs_left, ngap_events;
@@ -148,6 +149,11 @@ static void timing(struct run *r)
 {
 	const struct synth_opts *o = r->o;
 
+	/* Past half a wrap a decoder would misplace the next MTC; the truth
+	 * would be wrong, so refuse. */
+	if (o->mtc && r->tsc - r->last_emit >= r->wrap_ticks / 2)
+		fail(r, "internal: %llu ticks without timing packets",
+		     (unsigned long long) (r->tsc - r->last_emit));
 	if (o->mtc && r->next_edge <= r->tsc) {
 		struct pt_packet p;
 		uint64_t period = (1ull << o->mtc_freq) * o->ctc_ratio;
@@ -330,9 +336,17 @@ static int ret_addr_open(const struct run *r, uint32_t pc)
 	return 0;
 }
 
+/* Head for the end: at the end of the trace, and in a gap that is long
+ * enough, so that it ends well within one MTC wrap. */
+static int hurry(const struct run *r)
+{
+	return r->winddown || ((r->mode == M_OFF_GAP || r->mode == M_OFF_OVF) &&
+			       r->gap_len >= r->gap_min);
+}
+
 static int want_call(struct run *r, int self)
 {
-	if (r->winddown || r->depth >= r->o->max_depth)
+	if (hurry(r) || r->depth >= r->o->max_depth)
 		return 0;
 	return chance(r, self ? 45 : 70);
 }
@@ -354,19 +368,19 @@ static int decide(struct run *r, const struct sinsn *in)
 	case SR_LOOP:
 		if (!f->loop_lim)
 			f->loop_lim = (uint8_t) (1 + synth_below(&r->rng, 6));
-		if (!r->winddown && f->loop_n + 1 < f->loop_lim) {
+		if (!hurry(r) && f->loop_n + 1 < f->loop_lim) {
 			f->loop_n++;
 			return 1;
 		}
 		f->loop_n = f->loop_lim = 0;
 		return 0;
 	case SR_TAIL:
-		if (r->winddown || f->tails >= 2 || !chance(r, 35))
+		if (hurry(r) || f->tails >= 2 || !chance(r, 35))
 			return 1;
 		f->tails++;
 		return 0;
 	case SR_MAIN:
-		return !r->winddown;
+		return !hurry(r);
 	}
 	(void) next;
 	return chance(r, 50);
@@ -395,7 +409,9 @@ static void resume(struct run *r)
 
 static int may_resume(struct run *r, int just_returned)
 {
-	if (r->gap_len < r->gap_min)
+	/* Resuming where tracing stopped looks to a decoder as if nothing
+	 * ran in between (libipt reports it as "resumed"): avoid it. */
+	if (r->gap_len < r->gap_min || r->pc == r->gap_pc)
 		return 0;
 	if (r->depth == r->gap_depth && r->gap_floor == r->gap_depth)
 		return !ret_addr_open(r, r->pc);
@@ -409,6 +425,7 @@ static void start_off(struct run *r, enum mode m)
 
 	r->mode = m;
 	r->gap_depth = r->gap_floor = r->depth;
+	r->gap_pc = r->pc;
 	r->gap_len = 0;
 	r->gap_min = 10 + synth_below(&r->rng, 200);
 	if (r->gap_min > cap)
@@ -567,7 +584,7 @@ static void start_trace(struct run *r)
 	unsigned i;
 
 	/* The decoder knows no time before this PSB+: it starts at now. */
-	r->dtime = r->ref = r->mref = r->tsc;
+	r->dtime = r->ref = r->mref = r->last_emit = r->tsc;
 	psb(r, 0);
 	mode_exec(r);
 	ptw_ip(&r->w, ppt_tip_pge, addr(r, r->pc));

@@ -1,10 +1,10 @@
 /*
  * Reference decode with plain libipt (no libhtr code): what an independent
- * decoder sees in a synthesized trace.  Used to prove the synthesizer's
- * traces are real Intel PT and its ground truth is right.
+ * decoder sees in a synthesized trace.  Proves the synthesizer's traces are
+ * real Intel PT and its ground truth is what a decoder finds.
  */
-#ifndef HTR_TEST_LIBIPT_REF_H
-#define HTR_TEST_LIBIPT_REF_H
+#ifndef HTR_SYNTH_VERIFY_H
+#define HTR_SYNTH_VERIFY_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -35,5 +35,18 @@ int ref_decode_insn(const struct ref_cfg *cfg, struct ref *out);
 /* Block decode: the times.  Returns 0/-1. */
 int ref_decode_time(const struct ref_cfg *cfg, struct ref *out);
 void ref_free(struct ref *r);
+
+struct synth_verify {
+	uint64_t insns, calls, rets, gaps, times;  /* what was compared */
+};
+
+/*
+ * Decode PREFIX.pt with plain libipt and compare it with PREFIX.truth:
+ * instruction count, every call (ID and target), every return, every gap
+ * and the decoder's TSC at both ends of every block.  Returns 0 if all
+ * agree, -1 with the first disagreement (or I/O problem) in @err.
+ */
+int synth_verify(const char *prefix, struct synth_verify *res, char *err,
+		 size_t errlen);
 
 #endif

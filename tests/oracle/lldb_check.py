@@ -1,0 +1,518 @@
+#!/usr/bin/env python3
+"""Independent-decoder check of htr-synth's ground truth, using LLDB.
+
+Synthesizes a sample with htr-synth, decodes its LLDB trace bundle
+(PREFIX.json) with lldb-22's intel-pt plugin (which is built on libipt) and
+compares what LLDB sees with PREFIX.truth.  Python 3 standard library only.
+
+usage: lldb_check.py [-S SCENARIO] [-s SEED] [-n INSNS] [--synth PATH]
+                     [--lldb PATH] [--keep DIR] [-v]
+
+Exit status: 0 all checks passed, 1 a check failed (or a tool failed),
+77 skipped because lldb-22 is not installed, 2 usage error.
+
+What LLDB produces
+------------------
+lldb-22 runs in batch mode:
+
+    trace load DIR/t.json
+    thread trace dump instructions -f -e -j -a -r -F DIR/items.json
+    thread trace dump function-calls -j -F DIR/calls.json
+
+items.json is a flat list of *trace items*, in execution order, with
+consecutive "id"s starting at 0.  An item is one of
+    {"id":2,"loadAddress":"0x401000"}                    an instruction
+    {"id":0,"event":"HW clock tick","hwClock":1048576}   an event
+    {"id":1,"event":"trace synchronization point",...}   (a PSB)
+    {"id":5002,"event":"software disabled tracing"}      (a TIP.PGD)
+    {"id":20081,"error":"reached end of trace stream: 0x..."}
+LLDB's item ids therefore are NOT instruction ids: every event and error
+takes an id too (a trace normally starts with two events, so the truth's
+instruction 0 is LLDB item 2).
+
+calls.json is a list of root calls.  A call is
+    {"untracedPrefixSegment": {"nestedCall": CALL},      optional
+     "tracedSegments": [
+        {"firstInstructionId": "2", "lastInstructionId": "8",
+         "nestedCall": CALL},                            nestedCall optional
+        ...]}
+The ids are item ids, as strings.  A traced segment is a run of the call's
+own items; when it ends with a call instruction, "nestedCall" is the callee,
+and the caller's next segment starts after the callee returned.  A call with
+an "untracedPrefixSegment" is one whose start LLDB did not see: LLDB created
+it when a return left the call it was in (the frame that was running when
+tracing started), and the prefix's "nestedCall" is that inner call.  Calls
+carry no function name or address; we take them from items.json.
+
+The mapping
+-----------
+ * item ids -> instruction ids: the i-th instruction item (counting from 0)
+   is truth instruction i.  A segment's first/last item is mapped to the
+   first instruction item at/after it and the last at/before it; segments
+   (and root calls) holding no instruction item at all, e.g. the root LLDB
+   makes for a trailing error item, are dropped and counted as "empty".
+ * a call's function is the truth "func" whose [entry, entry+size) holds the
+   address of the call's first own instruction; a call without prefix must
+   start exactly at that entry.
+ * a call's first/last instruction is the first/last instruction of its
+   whole subtree, which is what the truth's FIRST/LAST are (FIRST of an L
+   block is the first traced instruction under it, LAST of a T block is the
+   last traced instruction of the trace).
+ * nesting: LLDB's "nestedCall" (in a segment or in the untraced prefix) is
+   the truth's PARENT relation; siblings are ordered by first instruction.
+ * own segments of a truth block are [FIRST, LAST] minus its children's
+   ranges, also cut before every `gap ID` (a gap starts at instruction ID).
+
+Checks, one output line each:
+  insns      LLDB's instruction item count == the truth's `insns`
+  functions  every instruction of an LLDB segment lies in the call's
+             function, and every call without prefix starts at its entry
+  calls      LLDB's call count == the count of visible truth blocks
+  tree       both call trees agree: function, first, last, nesting
+  segments   the own segments of every matched call agree
+  prefix     every LLDB call with an untraced prefix is an L block
+
+Known, explained differences (handled, not failures):
+ * The outermost frame.  The truth marks main (and, in late_start, every
+   frame on the stack when tracing starts) L, "entered before tracing".
+   LLDB only knows about a frame it saw being entered or left: when the
+   trace starts at main's first instruction LLDB reports main as an
+   ordinary root call (no prefix) - we accept a root without prefix for an
+   L block.  An L block with no own traced instruction at all (all its
+   traced instructions are in a child that never returned while tracing)
+   is invisible to any decoder: it is removed from the truth tree and its
+   children promoted before comparing.  The number removed is reported.
+ * LLDB's "mnemonic" is sometimes "" ("<unknown>" in the text dump) for
+   well-formed instructions; we run with -r and never look at it.
+ * Timing: the bundle cannot carry nom_freq, cpuid 0x15 or mtc_freq (LLDB's
+   intel-pt bundle schema has only cpuInfo); timing is not compared.
+
+Anything else is reported as a failure with the truth's instruction ids,
+so that the reader can tell a synthesizer bug from an LLDB quirk.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+MAX_REPORT = 8
+
+
+class Fail(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- truth
+
+class TBlock:
+    def __init__(self, pre, parent, func, first, last, flags):
+        self.pre, self.parent, self.func = pre, parent, func
+        self.first, self.last, self.flags = first, last, flags
+        self.children = []
+
+
+def parse_truth(path):
+    t = {"funcs": [], "blocks": {}, "gaps": [], "insns": None}
+    with open(path) as fp:
+        for line in fp:
+            w = line.split()
+            if not w:
+                continue
+            if w[0] == "func":
+                t["funcs"].append((int(w[2], 16), int(w[3]), w[4]))
+            elif w[0] == "block":
+                flags = "" if w[8] == "-" else w[8]
+                b = TBlock(int(w[1]), int(w[2]), int(w[3]), int(w[4]),
+                           int(w[5]), flags)
+                t["blocks"][b.pre] = b
+            elif w[0] == "gap":
+                t["gaps"].append((int(w[1]), w[2]))
+            elif w[0] in ("insns", "blocks", "gaps"):
+                t[w[0] + "_n"] = int(w[1])
+            elif w[0] == "scenario":
+                t["scenario"] = w[1]
+    if t.get("insns_n") is None or t.get("blocks_n") != len(t["blocks"]):
+        raise Fail("%s: truncated or inconsistent truth" % path)
+    t["insns"] = t["insns_n"]
+    roots = []
+    for b in sorted(t["blocks"].values(), key=lambda b: b.pre):
+        if b.parent < 0:
+            roots.append(b)
+        else:
+            t["blocks"][b.parent].children.append(b)
+    t["roots"] = roots
+    return t
+
+
+def own_ranges(first, last, children, cuts):
+    """[first, last] minus the children's ranges, also cut before each
+    id in cuts; children sorted by first."""
+    out, cur = [], first
+    for c in children:
+        if c["first"] > cur:
+            out.append([cur, c["first"] - 1])
+        cur = max(cur, c["last"] + 1)
+    if cur <= last:
+        out.append([cur, last])
+    res = []
+    for lo, hi in out:
+        for g in cuts:
+            if lo < g <= hi:
+                res.append((lo, g - 1))
+                lo = g
+        res.append((lo, hi))
+    return res
+
+
+def visible_truth(t):
+    """Truth tree as nodes like LLDB's, with invisible L frames removed."""
+    removed = [0]
+    cuts = sorted(g for g, _ in t["gaps"])
+
+    def conv(b):
+        kids = []
+        for c in sorted(b.children, key=lambda c: (c.first, c.pre)):
+            kids.extend(conv(c))
+        kids.sort(key=lambda n: n["first"])
+        own = own_ranges(b.first, b.last, kids, cuts)
+        if not own and "L" in b.flags:
+            removed[0] += 1
+            return kids
+        return [{"func": b.func, "first": b.first, "last": b.last,
+                 "segs": own, "kids": kids, "flags": b.flags,
+                 "prefix": None, "pre": b.pre}]
+
+    roots = []
+    for r in t["roots"]:
+        roots.extend(conv(r))
+    roots.sort(key=lambda n: n["first"])
+    return roots, removed[0]
+
+
+# ----------------------------------------------------------------- lldb
+
+def run_lldb(lldb, bundle, outdir):
+    items_p = os.path.join(outdir, "items.json")
+    calls_p = os.path.join(outdir, "calls.json")
+    cmd = [lldb, "--batch", "-x",
+           "-o", "trace load %s" % bundle,
+           "-o", "thread trace dump instructions -f -e -j -a -r -F %s"
+           % items_p,
+           "-o", "thread trace dump function-calls -j -F %s" % calls_p]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True)
+    if p.returncode != 0 or "error:" in p.stdout:
+        raise Fail("lldb failed (exit %d):\n%s" % (p.returncode,
+                                                    p.stdout.strip()))
+    try:
+        with open(items_p) as fp:
+            items = json.load(fp)
+        with open(calls_p) as fp:
+            calls = json.load(fp)
+    except (OSError, ValueError) as e:
+        raise Fail("cannot read lldb output: %s" % e)
+    return items, calls
+
+
+class Items:
+    """LLDB trace items and the item id -> instruction id mapping."""
+
+    def __init__(self, items):
+        n = len(items)
+        self.addr = []                 # instruction id -> address
+        self.at_or_after = [0] * (n + 1)
+        self.at_or_before = [0] * n    # -1: none
+        self.errors, self.events = [], []
+        for i, it in enumerate(items):
+            if it.get("id") != i:
+                raise Fail("lldb item %d has id %r" % (i, it.get("id")))
+            self.at_or_after[i] = len(self.addr)
+            if "loadAddress" in it:
+                self.addr.append(int(it["loadAddress"], 16))
+            elif "error" in it:
+                self.errors.append((i, len(self.addr), it["error"]))
+            else:
+                self.events.append((i, len(self.addr), it.get("event")))
+            self.at_or_before[i] = len(self.addr) - 1
+        self.at_or_after[n] = len(self.addr)
+
+    def span(self, first_item, last_item):
+        lo = self.at_or_after[first_item]
+        hi = self.at_or_before[last_item]
+        return (lo, hi) if lo <= hi else None
+
+
+def lldb_tree(calls, items, funcof, stats):
+    def conv(c):
+        node = {"segs": [], "kids": [], "prefix": None}
+        if "untracedPrefixSegment" in c:
+            inner = c["untracedPrefixSegment"].get("nestedCall")
+            node["prefix"] = True
+            if inner is not None:
+                node["kids"].extend(conv(inner))
+        for s in c.get("tracedSegments", []):
+            sp = items.span(int(s["firstInstructionId"]),
+                            int(s["lastInstructionId"]))
+            if sp is None:
+                stats["empty_segs"] += 1
+            else:
+                node["segs"].append(sp)
+            if "nestedCall" in s:
+                node["kids"].extend(conv(s["nestedCall"]))
+        firsts = [s[0] for s in node["segs"]] + [k["first"]
+                                                 for k in node["kids"]]
+        lasts = [s[1] for s in node["segs"]] + [k["last"]
+                                                for k in node["kids"]]
+        if not firsts:
+            stats["empty_calls"] += 1
+            return []
+        node["first"], node["last"] = min(firsts), max(lasts)
+        node["func"] = (funcof(items.addr[node["segs"][0][0]])
+                        if node["segs"] else None)
+        node["kids"].sort(key=lambda k: k["first"])
+        return [node]
+
+    roots = []
+    for c in calls:
+        roots.extend(conv(c))
+    roots.sort(key=lambda n: n["first"])
+    return roots
+
+
+# ------------------------------------------------------------- compare
+
+def count(nodes):
+    return sum(1 + count(n["kids"]) for n in nodes)
+
+
+def walk(nodes):
+    for n in nodes:
+        yield n
+        yield from walk(n["kids"])
+
+
+def fname(t, f):
+    return "?" if f is None else "%d:%s" % (f, t["funcs"][f][2])
+
+
+def desc(t, n, who):
+    s = "%s call %s [%d..%d]" % (who, fname(t, n["func"]), n["first"],
+                                n["last"])
+    if n.get("pre") is not None:
+        s += " (block %d%s)" % (n["pre"],
+                                " " + n["flags"] if n["flags"] else "")
+    return s
+
+
+def compare(t, lroots, troots, bad):
+    """Match both forests; returns the number of matched calls."""
+    matched = [0]
+
+    def path_s(path):
+        return " > ".join(path) if path else "(root)"
+
+    def cmp_lists(ls, ts, path):
+        i = j = 0
+        while i < len(ls) or j < len(ts):
+            l = ls[i] if i < len(ls) else None
+            tr = ts[j] if j < len(ts) else None
+            if l is not None and (tr is None or l["first"] < tr["first"]):
+                bad["tree"].append("under %s: extra %s" %
+                                   (path_s(path), desc(t, l, "lldb")))
+                i += 1
+            elif tr is not None and (l is None or tr["first"] < l["first"]):
+                bad["tree"].append("under %s: missing %s" %
+                                   (path_s(path), desc(t, tr, "truth")))
+                j += 1
+            else:
+                cmp_node(l, tr, path)
+                i += 1
+                j += 1
+
+    def cmp_node(l, tr, path):
+        matched[0] += 1
+        what = []
+        if l["func"] is not None and l["func"] != tr["func"]:
+            what.append("function %s vs %s" % (fname(t, l["func"]),
+                                               fname(t, tr["func"])))
+        if l["last"] != tr["last"]:
+            what.append("last %d vs %d" % (l["last"], tr["last"]))
+        if what:
+            bad["tree"].append("under %s: lldb/truth differ in %s: %s" %
+                               (path_s(path), desc(t, tr, "truth"),
+                                ", ".join(what)))
+        if [tuple(s) for s in l["segs"]] != [tuple(s) for s in tr["segs"]]:
+            bad["segments"].append(
+                "%s: lldb segments %s, truth %s" %
+                (desc(t, tr, "truth"), fmt_segs(l["segs"]),
+                 fmt_segs(tr["segs"])))
+        if l["prefix"] and "L" not in tr["flags"]:
+            bad["prefix"].append("lldb has an untraced prefix for %s" %
+                                 desc(t, tr, "truth"))
+        cmp_lists(l["kids"], tr["kids"],
+                  path + ["%s@%d" % (fname(t, tr["func"]), tr["first"])])
+
+    cmp_lists(lroots, troots, [])
+    return matched[0]
+
+
+def fmt_segs(segs):
+    s = " ".join("%d-%d" % tuple(x) for x in segs[:6])
+    return "[" + s + (" ..." if len(segs) > 6 else "") + "]"
+
+
+def check_functions(t, items, lroots, funcof, bad):
+    for n in walk(lroots):
+        if n["func"] is None:
+            continue
+        entry = t["funcs"][n["func"]][0]
+        if not n["prefix"] and n["segs"] and n["segs"][0][0] == n["first"] \
+                and items.addr[n["first"]] != entry:
+            bad["functions"].append(
+                "call starting at insn %d (0x%x) is not at the entry of %s"
+                % (n["first"], items.addr[n["first"]], fname(t, n["func"])))
+        for lo, hi in n["segs"]:
+            for k in range(lo, hi + 1):
+                if funcof(items.addr[k]) != n["func"]:
+                    bad["functions"].append(
+                        "insn %d (0x%x) is in %s's segment %d-%d but "
+                        "belongs to %s" % (k, items.addr[k],
+                                           fname(t, n["func"]), lo, hi,
+                                           fname(t, funcof(items.addr[k]))))
+                    break
+
+
+# ---------------------------------------------------------------- main
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    ap = argparse.ArgumentParser(description="Check htr-synth's ground "
+                                 "truth against LLDB's intel-pt decoder.")
+    ap.add_argument("-S", "--scenario", default="basic")
+    ap.add_argument("-s", "--seed", default="1")
+    ap.add_argument("-n", "--insns", default="20000")
+    ap.add_argument("--synth", default=os.environ.get(
+        "HTR_SYNTH", os.path.join(root, "build", "tools", "synth",
+                                  "htr-synth")))
+    ap.add_argument("--lldb", default=os.environ.get("LLDB", "lldb-22"))
+    ap.add_argument("--keep", metavar="DIR",
+                    help="work in DIR and keep the files")
+    ap.add_argument("-v", "--verbose", action="store_true",
+                    help="report every difference, not the first %d"
+                    % MAX_REPORT)
+    a = ap.parse_args()
+
+    lldb = shutil.which(a.lldb)
+    if lldb is None:
+        print("skipped: lldb-22 not installed")
+        return 77
+    if not os.access(a.synth, os.X_OK):
+        print("lldb oracle: FAIL: no htr-synth at %s (build it first)"
+              % a.synth)
+        return 1
+
+    if a.keep:
+        os.makedirs(a.keep, exist_ok=True)
+        work, tmp = a.keep, None
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="lldb_check.")
+        work = tmp.name
+    try:
+        return check(a, lldb, work)
+    except Fail as e:
+        print("lldb oracle: FAIL: %s" % e)
+        return 1
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def check(a, lldb, work):
+    prefix = os.path.join(work, "t")
+    p = subprocess.run([a.synth, "-q", "-S", a.scenario, "-n", a.insns,
+                        "-s", a.seed, prefix], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True)
+    if p.returncode != 0:
+        raise Fail("htr-synth failed (exit %d): %s" % (p.returncode,
+                                                       p.stdout.strip()))
+    t = parse_truth(prefix + ".truth")
+    raw_items, calls = run_lldb(lldb, prefix + ".json", work)
+    items = Items(raw_items)
+    funcs = sorted((e, s, i) for i, (e, s, _) in enumerate(t["funcs"]))
+
+    def funcof(addr):
+        for e, s, i in funcs:
+            if e <= addr < e + s:
+                return i
+        return None
+
+    print("sample: scenario %s seed %s insns %s (%s)" %
+          (a.scenario, a.seed, a.insns, prefix))
+    ok = True
+    for i, k, msg in items.errors:
+        where = ("after insn %d (0x%x)" % (k - 1, items.addr[k - 1])
+                 if k else "before the first insn")
+        print("info: lldb error item %d %s: %s" % (i, where, msg))
+    gaps = ", ".join("%s before insn %d" % (kind, g) for g, kind in t["gaps"])
+    lev = [e for e in items.events if e[2] not in
+           ("HW clock tick", "trace synchronization point")]
+    if gaps or lev:
+        print("info: truth gaps: %s; lldb events: %s" % (
+            gaps or "none", ", ".join("%s before insn %d" % (e[2], e[1])
+                                      for e in lev) or "none"))
+
+    n = len(items.addr)
+    good = n == t["insns"]
+    ok &= good
+    print("check insns: %s: lldb decoded %d instructions, truth has %d%s" %
+          ("ok" if good else "FAIL", n, t["insns"],
+           "" if good else " (first missing or extra: insn %d)"
+           % min(n, t["insns"])))
+
+    stats = {"empty_segs": 0, "empty_calls": 0}
+    lroots = lldb_tree(calls, items, funcof, stats)
+    troots, removed = visible_truth(t)
+    bad = {"functions": [], "tree": [], "segments": [], "prefix": []}
+    check_functions(t, items, lroots, funcof, bad)
+    matched = compare(t, lroots, troots, bad)
+
+    nl, nt = count(lroots), count(troots)
+    good = nl == nt
+    ok &= good
+    print("check calls: %s: lldb has %d calls, truth %d blocks "
+          "(%d invisible L frames removed; lldb: %d empty calls, "
+          "%d empty segments dropped)" %
+          ("ok" if good else "FAIL", nl, nt, removed, stats["empty_calls"],
+           stats["empty_segs"]))
+    limit = None if a.verbose else MAX_REPORT
+    for key, what in (("functions", "every lldb segment within its "
+                       "function, calls at entries"),
+                      ("tree", "%d matched calls agree in function, first, "
+                       "last and nesting" % matched),
+                      ("segments", "own segments of every matched call "
+                       "agree"),
+                      ("prefix", "untraced prefixes only on L blocks")):
+        lst = bad[key]
+        ok &= not lst
+        print("check %s: %s: %s%s" % (key, "ok" if not lst else "FAIL",
+                                      what, "" if not lst else
+                                      " (%d differences)" % len(lst)))
+        for m in lst[:limit]:
+            print("  " + m)
+        if limit is not None and len(lst) > limit:
+            print("  ... %d more (use -v)" % (len(lst) - limit))
+    if ok:
+        print("lldb oracle: OK (%d calls compared)" % matched)
+        return 0
+    print("lldb oracle: FAIL (scenario %s seed %s, %d calls compared)" %
+          (a.scenario, a.seed, matched))
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,371 @@
+#include "verify.h"
+#include "truth.h"
+
+#include <intel-pt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define PUSH(arr, n, val) do {                                          \
+		if (((n) & ((n) - 1)) == 0) {                           \
+			void *p_ = realloc((arr), ((n) ? (n) * 2 : 16) * \
+					   sizeof(*(arr)));             \
+			if (!p_) abort();                               \
+			(arr) = p_;                                     \
+		}                                                       \
+		(arr)[(n)++] = (val);                                   \
+	} while (0)
+
+static uint8_t *slurp(const char *path, size_t *size)
+{
+	FILE *fp = fopen(path, "rb");
+	struct stat st;
+	uint8_t *buf;
+
+	if (!fp)
+		return NULL;
+	if (fstat(fileno(fp), &st) < 0 || !(buf = malloc((size_t) st.st_size + 1))) {
+		fclose(fp);
+		return NULL;
+	}
+	*size = fread(buf, 1, (size_t) st.st_size, fp);
+	fclose(fp);
+	return buf;
+}
+
+static void config(struct pt_config *c, const struct ref_cfg *cfg,
+		   uint8_t *buf, size_t size)
+{
+	pt_config_init(c);
+	c->begin = buf;
+	c->end = buf + size;
+	c->cpuid_0x15_eax = cfg->cpuid_eax;
+	c->cpuid_0x15_ebx = cfg->cpuid_ebx;
+	c->mtc_freq = (uint8_t) cfg->mtc_freq;
+	c->nom_freq = (uint8_t) cfg->nom_freq;
+}
+
+static int add_elf(struct pt_image *img, const struct ref_cfg *cfg)
+{
+	struct stat st;
+
+	/* The synthesizer's single PT_LOAD starts at file offset 0. */
+	if (stat(cfg->elf, &st) < 0)
+		return -1;
+	return pt_image_add_file(img, cfg->elf, 0, (uint64_t) st.st_size,
+				 NULL, cfg->base);
+}
+
+int ref_decode_insn(const struct ref_cfg *cfg, struct ref *out)
+{
+	struct pt_insn_decoder *d;
+	struct pt_config c;
+	size_t size;
+	uint8_t *buf = slurp(cfg->trace, &size);
+	int status, off = 0, async_off = 0, call_pending = 0;
+	uint64_t call_id = 0;
+
+	if (!buf)
+		return -1;
+	config(&c, cfg, buf, size);
+	d = pt_insn_alloc_decoder(&c);
+	if (!d || add_elf(pt_insn_get_image(d), cfg) < 0) {
+		free(buf);
+		return -1;
+	}
+	for (;;) {
+		status = pt_insn_sync_forward(d);
+		if (status < 0)
+			break;
+		for (;;) {
+			struct pt_insn insn;
+
+			while (status & pts_event_pending) {
+				struct pt_event ev;
+
+				status = pt_insn_event(d, &ev, sizeof(ev));
+				if (status < 0)
+					break;
+				if (ev.type == ptev_disabled ||
+				    ev.type == ptev_async_disabled) {
+					off = 1;
+					async_off = ev.type == ptev_async_disabled;
+				} else if (ev.type == ptev_enabled && off) {
+					struct ref_gap g = { out->insns, 0 };
+
+					if (!ev.variant.enabled.resumed)
+						PUSH(out->gaps, out->ngaps, g);
+					off = 0;
+				} else if (ev.type == ptev_overflow) {
+					struct ref_gap g = { out->insns, 1 };
+
+					PUSH(out->gaps, out->ngaps, g);
+				}
+			}
+			if (status < 0)
+				break;
+			status = pt_insn_next(d, &insn, sizeof(insn));
+			if (status < 0)
+				break;
+			if (call_pending) {
+				struct ref_call cl = { call_id, insn.ip };
+
+				PUSH(out->calls, out->ncalls, cl);
+				call_pending = 0;
+			}
+			if (insn.iclass == ptic_call) {
+				call_pending = 1;
+				call_id = out->insns;
+			} else if (insn.iclass == ptic_return) {
+				PUSH(out->rets, out->nrets, out->insns);
+			}
+			out->insns++;
+		}
+		if (status == -pte_eos)
+			break;
+		out->errors++;
+	}
+	if (off && async_off) {
+		struct ref_gap g = { out->insns, 0 };
+
+		PUSH(out->gaps, out->ngaps, g);
+	}
+	pt_insn_free_decoder(d);
+	free(buf);
+	return 0;
+}
+
+int ref_decode_time(const struct ref_cfg *cfg, struct ref *out)
+{
+	struct pt_block_decoder *d;
+	struct pt_config c;
+	size_t size;
+	uint8_t *buf = slurp(cfg->trace, &size);
+	int status;
+	uint64_t id = 0;
+
+	if (!buf)
+		return -1;
+	config(&c, cfg, buf, size);
+	c.flags.variant.block.end_on_call = 1;
+	d = pt_blk_alloc_decoder(&c);
+	if (!d || add_elf(pt_blk_get_image(d), cfg) < 0) {
+		free(buf);
+		return -1;
+	}
+	for (;;) {
+		status = pt_blk_sync_forward(d);
+		if (status < 0)
+			break;
+		for (;;) {
+			struct pt_block b;
+
+			while (status & pts_event_pending) {
+				struct pt_event ev;
+
+				status = pt_blk_event(d, &ev, sizeof(ev));
+				if (status < 0)
+					break;
+			}
+			if (status < 0)
+				break;
+			status = pt_blk_next(d, &b, sizeof(b));
+			id += b.ninsn;
+			if (b.ninsn && (b.iclass == ptic_call ||
+					b.iclass == ptic_return)) {
+				struct ref_time t;
+
+				t.id = b.iclass == ptic_call ? id : id - 1;
+				pt_blk_time(d, &t.tsc, NULL, NULL);
+				PUSH(out->times, out->ntimes, t);
+			}
+			if (status < 0)
+				break;
+		}
+		if (status == -pte_eos)
+			break;
+	}
+	pt_blk_free_decoder(d);
+	free(buf);
+	return 0;
+}
+
+void ref_free(struct ref *r)
+{
+	free(r->calls);
+	free(r->rets);
+	free(r->gaps);
+	free(r->times);
+	memset(r, 0, sizeof(*r));
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_call(const void *a, const void *b)
+{
+	return cmp_u64(&((const struct ref_call *) a)->id,
+		       &((const struct ref_call *) b)->id);
+}
+
+static int cmp_time(const void *a, const void *b)
+{
+	return cmp_u64(&((const struct ref_time *) a)->id,
+		       &((const struct ref_time *) b)->id);
+}
+
+static int time_at(const struct ref *r, uint64_t id, uint64_t *tsc)
+{
+	struct ref_time key = { id, 0 };
+	const struct ref_time *t = bsearch(&key, r->times, r->ntimes,
+					   sizeof(key), cmp_time);
+
+	if (t)
+		*tsc = t->tsc;
+	return t ? 0 : -1;
+}
+
+#define MISMATCH(...) do { snprintf(err, errlen, __VA_ARGS__); goto out; } while (0)
+
+static int compare(const struct truth *t, struct ref *r,
+		   struct synth_verify *res, char *err, size_t errlen)
+{
+	struct ref_call *calls = calloc(t->nblocks + 1, sizeof(*calls));
+	uint64_t *rets = calloc(t->nblocks + 1, sizeof(*rets));
+	size_t nc = 0, nr = 0, i;
+	int rc = -1;
+
+	if (!calls || !rets)
+		MISMATCH("out of memory");
+	if (r->errors)
+		MISMATCH("libipt hit %llu decode errors",
+			 (unsigned long long) r->errors);
+	if (r->insns != t->insns)
+		MISMATCH("libipt decodes %llu instructions, truth says %llu",
+			 (unsigned long long) r->insns,
+			 (unsigned long long) t->insns);
+	/* An invocation entered while tracing is a call at first-1 to its
+	 * function's entry; a traced return is a return at last. */
+	for (i = 0; i < t->nblocks; i++) {
+		const struct truth_block *b = &t->blocks[i];
+
+		if (b->func >= t->nfuncs)
+			MISMATCH("block %lld: bad function", (long long) b->pre);
+		if (!(b->flags & TRUTH_LATE)) {
+			calls[nc].id = b->first - 1;
+			calls[nc++].target = t->funcs[b->func].entry;
+		}
+		if (!(b->flags & (TRUTH_TRUNC | TRUTH_RETGAP)))
+			rets[nr++] = b->last;
+	}
+	qsort(calls, nc, sizeof(*calls), cmp_call);
+	qsort(rets, nr, sizeof(*rets), cmp_u64);
+	qsort(r->times, r->ntimes, sizeof(*r->times), cmp_time);
+	if (r->ncalls != nc)
+		MISMATCH("libipt decodes %zu calls, truth has %zu", r->ncalls, nc);
+	for (i = 0; i < nc; i++)
+		if (r->calls[i].id != calls[i].id ||
+		    r->calls[i].target != calls[i].target)
+			MISMATCH("call #%zu: libipt at %llu to 0x%llx, truth at "
+				 "%llu to 0x%llx", i,
+				 (unsigned long long) r->calls[i].id,
+				 (unsigned long long) r->calls[i].target,
+				 (unsigned long long) calls[i].id,
+				 (unsigned long long) calls[i].target);
+	if (r->nrets != nr)
+		MISMATCH("libipt decodes %zu returns, truth has %zu", r->nrets, nr);
+	for (i = 0; i < nr; i++)
+		if (r->rets[i] != rets[i])
+			MISMATCH("return #%zu: libipt at %llu, truth at %llu", i,
+				 (unsigned long long) r->rets[i],
+				 (unsigned long long) rets[i]);
+	if (r->ngaps != t->ngaps)
+		MISMATCH("libipt sees %zu gaps, truth has %zu", r->ngaps, t->ngaps);
+	for (i = 0; i < t->ngaps; i++)
+		if (r->gaps[i].id != t->gaps[i].id ||
+		    r->gaps[i].overflow != t->gaps[i].overflow)
+			MISMATCH("gap #%zu: libipt at %llu, truth at %llu", i,
+				 (unsigned long long) r->gaps[i].id,
+				 (unsigned long long) t->gaps[i].id);
+	for (i = 0; i < t->nblocks; i++) {
+		const struct truth_block *b = &t->blocks[i];
+		uint64_t tsc = 0;
+
+		if (!(b->flags & TRUTH_LATE)) {
+			if (time_at(r, b->first, &tsc) < 0 || tsc != b->tsc_first)
+				MISMATCH("block %lld: tsc at its first instruction "
+					 "%llu: libipt %llu, truth %llu",
+					 (long long) b->pre,
+					 (unsigned long long) b->first,
+					 (unsigned long long) tsc,
+					 (unsigned long long) b->tsc_first);
+			res->times++;
+		}
+		if (!(b->flags & (TRUTH_TRUNC | TRUTH_RETGAP))) {
+			if (time_at(r, b->last, &tsc) < 0 || tsc != b->tsc_last)
+				MISMATCH("block %lld: tsc at its return %llu: "
+					 "libipt %llu, truth %llu",
+					 (long long) b->pre,
+					 (unsigned long long) b->last,
+					 (unsigned long long) tsc,
+					 (unsigned long long) b->tsc_last);
+			res->times++;
+		}
+	}
+	res->insns = r->insns;
+	res->calls = nc;
+	res->rets = nr;
+	res->gaps = t->ngaps;
+	rc = 0;
+out:
+	free(calls);
+	free(rets);
+	return rc;
+}
+
+int synth_verify(const char *prefix, struct synth_verify *res, char *err,
+		 size_t errlen)
+{
+	size_t n = strlen(prefix) + 16;
+	char *truth_path = malloc(n), *trace = malloc(n), *elf = malloc(n);
+	struct truth t;
+	struct ref r;
+	struct ref_cfg cfg;
+	int rc = -1;
+
+	memset(res, 0, sizeof(*res));
+	memset(&r, 0, sizeof(r));
+	if (!truth_path || !trace || !elf) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	snprintf(truth_path, n, "%s.truth", prefix);
+	snprintf(trace, n, "%s.pt", prefix);
+	snprintf(elf, n, "%s.elf", prefix);
+	if (truth_load(&t, truth_path, err, errlen) < 0)
+		goto out;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.trace = trace;
+	cfg.elf = elf;
+	cfg.base = t.base;
+	cfg.cpuid_eax = t.cpuid_eax;
+	cfg.cpuid_ebx = t.cpuid_ebx;
+	cfg.mtc_freq = t.mtc_freq;
+	cfg.nom_freq = t.nom_freq;
+	if (ref_decode_insn(&cfg, &r) < 0 || ref_decode_time(&cfg, &r) < 0)
+		snprintf(err, errlen, "%s: cannot decode with %s", trace, elf);
+	else
+		rc = compare(&t, &r, res, err, errlen);
+	truth_free(&t);
+out:
+	ref_free(&r);
+	free(truth_path);
+	free(trace);
+	free(elf);
+	return rc;
+}
