@@ -1,0 +1,21 @@
+#include <htr/htr.h>
+
+#include <criterion/criterion.h>
+#include <string.h>
+
+Test(error, every_code_has_a_phrase)
+{
+	int code;
+
+	cr_expect_str_eq(htr_errstr(HTR_OK), "success");
+	for (code = HTR_ERR_CANCELED; code < 0; code++)
+		cr_expect_str_neq(htr_errstr(code), "unknown error",
+				  "code %d", code);
+	cr_expect_str_eq(htr_errstr(-1000), "unknown error");
+	cr_expect_str_eq(htr_errstr(5), "unknown error");
+}
+
+Test(error, version_is_the_project_version)
+{
+	cr_expect_neq(strlen(htr_version()), 0);
+}
