@@ -309,8 +309,10 @@ static void name_function(struct gen *g, uint32_t f)
 		int ml = snprintf(m, sizeof(m), "%s%u",
 				  verb[synth_below(&g->rng, 12)], f);
 
-		snprintf(out, sz, "_ZN%zu%s%zu%s%d%sEv", strlen(a), a,
-			 strlen(b), b, ml, m);
+		/* fits: at most 3 + 1+3 + 1+6 + 2+22 + 2 characters */
+		if (snprintf(out, sz, "_ZN%zu%s%zu%s%d%sEv", strlen(a), a,
+			     strlen(b), b, ml, m) >= (int) sz)
+			out[0] = 0;
 	} else {
 		snprintf(out, sz, "%s_%s_%u", verb[synth_below(&g->rng, 12)],
 			 noun[synth_below(&g->rng, 8)], f);
