@@ -95,6 +95,7 @@ import argparse
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -133,6 +134,8 @@ def parse_truth(path):
                 t["gaps"].append((int(w[1]), w[2]))
             elif w[0] in ("insns", "blocks", "gaps"):
                 t[w[0] + "_n"] = int(w[1])
+            elif w[0] == "base":
+                t["base"] = int(w[1], 16)
             elif w[0] == "scenario":
                 t["scenario"] = w[1]
     if t.get("insns_n") is None or t.get("blocks_n") != len(t["blocks"]):
@@ -200,7 +203,7 @@ def run_lldb(lldb, bundle, outdir):
     calls_p = os.path.join(outdir, "calls.json")
     cmd = [lldb, "--batch", "-x",
            "-o", "trace load %s" % bundle,
-           "-o", "thread trace dump instructions -f -e -k -j -a -F %s"
+           "-o", "thread trace dump instructions -f -e -j -a -r -F %s"
            % items_p,
            "-o", "thread trace dump function-calls -j -F %s" % calls_p]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -218,6 +221,47 @@ def run_lldb(lldb, bundle, outdir):
     return items, calls
 
 
+class Image:
+    """The PT_LOAD segments of the synthesized ELF, relocated to base."""
+
+    def __init__(self, path, base):
+        with open(path, "rb") as fp:
+            data = fp.read()
+        if data[:4] != b"\x7fELF" or data[4] != 2:
+            raise Fail("%s: not an ELF64 file" % path)
+        phoff, = struct.unpack_from("<Q", data, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+        loads = []
+        for i in range(phnum):
+            typ, _, off, vaddr, _, filesz = struct.unpack_from(
+                "<IIQQQQ", data, phoff + i * phentsize)
+            if typ == 1:
+                loads.append((vaddr, data[off:off + filesz]))
+        if not loads:
+            raise Fail("%s: no PT_LOAD" % path)
+        low = min(v for v, _ in loads)
+        self.segs = [(base + v - low, b) for v, b in loads]
+
+    def read(self, addr, n):
+        for start, b in self.segs:
+            if start <= addr < start + len(b):
+                return b[addr - start:addr - start + n]
+        return b""
+
+    def kind(self, addr):
+        b = self.read(addr, 3)
+        while b and 0x40 <= b[0] <= 0x4f:      # REX
+            b = b[1:] + self.read(addr + 3, 1)
+        if not b:
+            return "?"
+        if b[0] == 0xe8 or (b[0] == 0xff and len(b) > 1 and
+                            (b[1] >> 3) & 7 in (2, 3)):
+            return "call"
+        if b[0] in (0xc3, 0xc2, 0xcb, 0xca):
+            return "ret"
+        return "other"
+
+
 class Items:
     """LLDB trace items and the item id -> instruction id mapping."""
 
@@ -233,7 +277,6 @@ class Items:
             self.at_or_after[i] = len(self.addr)
             if "loadAddress" in it:
                 self.addr.append(int(it["loadAddress"], 16))
-                self.kind.append(it.get("controlFlowKind", "?"))
             elif "error" in it:
                 self.errors.append((i, len(self.addr), it["error"]))
             else:
@@ -246,11 +289,16 @@ class Items:
         hi = self.at_or_before[last_item]
         return (lo, hi) if lo <= hi else None
 
+    def set_kinds(self, image):
+        """Classify each instruction from the ELF's bytes, as LLDB's own
+        "controlFlowKind" is unreliable (see the header)."""
+        self.kind = [image.kind(a) for a in self.addr]
+
     def is_call(self, k):
-        return self.kind[k] in ("call", "far call")
+        return self.kind[k] == "call"
 
     def is_ret(self, k):
-        return self.kind[k] in ("return", "far return")
+        return self.kind[k] == "ret"
 
     def benign_error(self, err):
         """(C): an error item at a PSB block boundary after which decoding
@@ -386,12 +434,15 @@ def stitch(roots, items, stats):
             open_ = [out[-1]]
             while open_[-1]["content"][-1][0] == "c":
                 open_.append(open_[-1]["content"][-1][1])
+            if items.is_ret(open_[-1]["content"][-1][2]):
+                open_.pop()             # it returned before the error
             chain = [r]
             while chain[-1]["prefix"] and chain[-1]["content"][0][0] == "c":
                 chain.append(chain[-1]["content"][0][1])
-            if len(chain) <= len(open_):
-                for i, c in enumerate(chain):
-                    o = open_[len(open_) - len(chain) + i]
+            pairs = list(zip(open_[len(open_) - len(chain):], chain))
+            if len(chain) <= len(open_) and all(
+                    o["func"] == c["func"] for o, c in pairs):
+                for o, c in pairs:
                     rest = c["content"][1:] if c is not chain[-1] \
                         else c["content"]
                     o["content"] = merge_runs(o["content"] + rest)
@@ -591,6 +642,7 @@ def check(a, lldb, work):
     t = parse_truth(prefix + ".truth")
     raw_items, calls = run_lldb(lldb, prefix + ".json", work)
     items = Items(raw_items)
+    items.set_kinds(Image(prefix + ".elf", t["base"]))
     funcs = sorted((e, s, i) for i, (e, s, _) in enumerate(t["funcs"]))
 
     def funcof(addr):

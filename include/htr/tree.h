@@ -1,0 +1,195 @@
+/*
+ * libhtr - reading a call tree.
+ *
+ * A struct htr_file is an opened .htr file: read-only, memory-mapped, fully
+ * bounds-checked when opened and on every access.  All functions here only
+ * read it, so one handle may be shared by any number of threads.  Blocks
+ * are identified by a uint32_t index in [0, htr_block_count()); HTR_NONE
+ * means "no block".
+ */
+#ifndef HTR_TREE_H
+#define HTR_TREE_H
+
+#include "common.h"
+#include "error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct htr_file;
+
+#define HTR_NONE UINT32_MAX
+
+/* Block flags (struct htr_block_info.flags). */
+#define HTR_BLOCK_LATE      0x01u /* entered before the trace began: no call
+				   * was seen, entry address unknown */
+#define HTR_BLOCK_TRUNCATED 0x02u /* still open when the trace ended */
+#define HTR_BLOCK_GAP       0x04u /* a gap lies inside its span */
+#define HTR_BLOCK_IMPLICIT  0x08u /* closed without a return: tracing
+				   * resumed at an outer frame's return
+				   * address */
+
+struct htr_open_opts {
+	size_t size;            /* sizeof(struct htr_open_opts) */
+	int verify_body;        /* also hash every section (reads the file) */
+};
+
+/** Set @opts to the defaults (no full-body verification). */
+HTR_API void htr_open_opts_init(struct htr_open_opts *opts);
+
+/**
+ * Open and validate an .htr file.
+ *
+ * On success *@out is a new handle.  On failure *@out is still set to a
+ * handle in a failed state whenever memory allows, so htr_last_error() can
+ * say what is wrong; the caller always calls htr_file_close(*out).
+ * @opts may be NULL for the defaults.
+ *
+ * Returns 0, or HTR_ERR_IO (cannot open/map), HTR_ERR_FORMAT (not an .htr
+ * file, or the other endianness), HTR_ERR_VERSION (other format version),
+ * HTR_ERR_CORRUPT (inconsistent or truncated), HTR_ERR_NOMEM,
+ * HTR_ERR_INVALID (@out or @path NULL).
+ */
+HTR_API int htr_file_open(struct htr_file **out, const char *path,
+			  const struct htr_open_opts *opts);
+
+/** Unmap and free.  NULL is fine. */
+HTR_API void htr_file_close(struct htr_file *file);
+
+/**
+ * The message of the last failure on @file ("" if none).  Owned by the
+ * handle; valid until the next call on it or htr_file_close().  Open errors
+ * are the only ones that change it, so it is safe to read from any thread
+ * after a failed open.
+ */
+HTR_API const char *htr_last_error(const struct htr_file *file);
+
+struct htr_file_info {
+	size_t size;               /* set by the caller: sizeof(info) */
+	uint32_t version;
+	uint64_t file_size;
+	uint64_t ninsns;
+	uint64_t nblocks;
+	uint64_t nroots;
+	uint64_t nfuncs, ngaps, ntsc, nsync, nimages;
+	uint32_t max_depth;
+	uint64_t trace_size, trace_hash, image_hash, body_hash;
+	uint32_t libipt_version[4];
+	uint64_t build_time;
+};
+
+/** Header facts.  Returns 0 or HTR_ERR_INVALID (NULL or @size too small). */
+HTR_API int htr_file_info(const struct htr_file *file,
+			  struct htr_file_info *info, size_t size);
+
+/** Number of blocks (0 for NULL). */
+HTR_API uint32_t htr_block_count(const struct htr_file *file);
+
+struct htr_block_info {
+	size_t size;               /* set by the caller: sizeof(info) */
+	uint32_t index;
+	uint64_t first, last;      /* instruction IDs; the span includes children */
+	uint64_t entry;            /* entry address, 0 if HTR_BLOCK_LATE */
+	uint32_t func;             /* index of the entry in the function table,
+				    * HTR_NONE if unknown */
+	uint32_t parent;           /* HTR_NONE for a root */
+	uint32_t nchildren;
+	uint32_t flags;            /* HTR_BLOCK_* */
+};
+
+/**
+ * Copy block @block's facts into @info (the caller sets info->size).
+ * Returns 0, HTR_ERR_RANGE (no such block), HTR_ERR_CORRUPT (a link in the
+ * record points outside the file), HTR_ERR_INVALID.
+ */
+HTR_API int htr_block_get(const struct htr_file *file, uint32_t block,
+			  struct htr_block_info *info, size_t size);
+
+/* O(1) navigation.  Each returns HTR_NONE when there is no such block or
+ * @block is out of range (corrupt links also give HTR_NONE). */
+HTR_API uint32_t htr_block_parent(const struct htr_file *file, uint32_t block);
+HTR_API uint32_t htr_block_first_child(const struct htr_file *file,
+				       uint32_t block);
+HTR_API uint32_t htr_block_next_sibling(const struct htr_file *file,
+					uint32_t block);
+/** Number of children (0 if out of range). */
+HTR_API uint32_t htr_block_child_count(const struct htr_file *file,
+				       uint32_t block);
+/** The first root (roots are chained by htr_block_next_sibling). */
+HTR_API uint32_t htr_tree_first_root(const struct htr_file *file);
+
+/**
+ * Depth of @block: 1 for a root.  O(depth).
+ * Returns the depth, or HTR_ERR_RANGE / HTR_ERR_CORRUPT (a parent cycle).
+ */
+HTR_API int64_t htr_block_depth(const struct htr_file *file, uint32_t block);
+
+enum htr_order {
+	HTR_PREORDER,      /* parents before children */
+	HTR_POSTORDER,     /* children before parents */
+};
+
+/**
+ * Visitor: @level is 0 for the block the walk started from (or for roots).
+ * Return 0 to go on; any other value stops the walk and is returned by
+ * htr_tree_visit().  In pre-order, returning HTR_VISIT_SKIP skips the
+ * block's children and goes on.
+ */
+typedef int (*htr_visit_fn)(const struct htr_file *file, uint32_t block,
+			    uint32_t parent, uint32_t level, void *payload);
+#define HTR_VISIT_SKIP 0x7fffffff
+
+/**
+ * Walk the subtree of @from (HTR_NONE: every root in order), children in
+ * chronological order, without allocating.  Returns 0 when the walk
+ * completed, the visitor's non-zero value if it stopped, HTR_ERR_RANGE for
+ * a bad @from, HTR_ERR_CORRUPT for inconsistent links.
+ */
+HTR_API int htr_tree_visit(const struct htr_file *file, uint32_t from,
+			   enum htr_order order, htr_visit_fn fn, void *payload);
+
+/**
+ * The deepest block whose span contains instruction @id, in *@block.
+ * O(log n) plus the depth between that block and the one that ends next.
+ * Returns 0, HTR_ERR_NOTFOUND (@id lies outside every block: top-level
+ * code) or HTR_ERR_RANGE (@id >= the instruction count).
+ */
+HTR_API int htr_block_for_insn(const struct htr_file *file, uint64_t id,
+			       uint32_t *block);
+
+/**
+ * The TSC the decoder reported at instruction @id, in *@tsc.  O(log n).
+ * Returns 0, HTR_ERR_NOTFOUND (no time known yet at @id), HTR_ERR_RANGE.
+ */
+HTR_API int htr_tsc_for_insn(const struct htr_file *file, uint64_t id,
+			     uint64_t *tsc);
+
+enum htr_gap_kind {
+	HTR_GAP_DISABLED = 1,   /* tracing was disabled, later re-enabled */
+	HTR_GAP_OVERFLOW = 2,   /* the processor lost packets */
+	HTR_GAP_ERROR = 3,      /* a decode error; the decoder resynced */
+};
+
+struct htr_gap_info {
+	size_t size;               /* set by the caller */
+	uint64_t id;               /* first instruction after the gap */
+	uint64_t offset;           /* trace offset where it was noticed */
+	enum htr_gap_kind kind;
+	int code;                  /* for HTR_GAP_ERROR: libipt's error code */
+};
+
+/** Number of gaps. */
+HTR_API uint64_t htr_gap_count(const struct htr_file *file);
+/** Gap @i (chronological).  Returns 0, HTR_ERR_RANGE, HTR_ERR_INVALID. */
+HTR_API int htr_gap_get(const struct htr_file *file, uint64_t i,
+			struct htr_gap_info *info, size_t size);
+
+/** Short static name of a gap kind ("disabled", "overflow", "error"). */
+HTR_API const char *htr_gap_kind_str(enum htr_gap_kind kind);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HTR_TREE_H */

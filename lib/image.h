@@ -1,0 +1,51 @@
+/*
+ * Image: the code the trace ran, as one libipt image backed by one shared
+ * section cache.  ELF files are loaded segment by segment (PT_LOAD with
+ * PF_X) at their link address or relocated so the lowest PT_LOAD sits at a
+ * given base (ptxed's convention); raw files are FILE[:OFFSET[:SIZE]]@VADDR.
+ */
+#ifndef HTR_LIB_IMAGE_H
+#define HTR_LIB_IMAGE_H
+
+#include "err.h"
+
+#include <stdint.h>
+
+struct htr_image;
+struct pt_image;
+
+/* Returns 0 or HTR_ERR_NOMEM. */
+int htr_image__alloc(struct htr_image **out);
+void htr_image__free(struct htr_image *img);
+
+/* Add an ELF.  @has_base: relocate so the lowest PT_LOAD starts at @base.
+ * Returns 0, HTR_ERR_IO (cannot read @path), HTR_ERR_INVALID (not an
+ * x86-64 ELF or no loadable code) with a message naming @path. */
+int htr_image__add_elf(struct htr_image *img, const char *path,
+		       int has_base, uint64_t base, struct htr_err *err);
+
+/* Add @size bytes (0: to the end) of @path from @offset at @vaddr. */
+int htr_image__add_raw(struct htr_image *img, const char *path,
+		       uint64_t offset, uint64_t size, uint64_t vaddr,
+		       struct htr_err *err);
+
+/* Parse "FILE[@BASE]" / "FILE[:OFFSET[:SIZE]]@VADDR" and add it. */
+int htr_image__add_elf_spec(struct htr_image *img, const char *spec,
+			    struct htr_err *err);
+int htr_image__add_raw_spec(struct htr_image *img, const char *spec,
+			    struct htr_err *err);
+
+/* The libipt image (owned by @img). */
+struct pt_image *htr_image__pt(struct htr_image *img);
+
+/* Walk the loaded pieces (for the .htr image list and identity). */
+struct htr_image_piece {
+	const char *path;
+	uint32_t kind;             /* 1 ELF segment, 2 raw */
+	uint64_t vaddr, offset, size;
+};
+size_t htr_image__count(const struct htr_image *img);
+const struct htr_image_piece *htr_image__piece(const struct htr_image *img,
+					       size_t i);
+
+#endif

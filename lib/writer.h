@@ -1,0 +1,58 @@
+/*
+ * Streaming writer of .htr files.  Memory stays bounded: blocks go to the
+ * output as they complete; the other sections are spooled to unlinked
+ * temporary files next to the output and copied in at commit.  Everything
+ * is written under "OUT.tmpPID" and renamed onto OUT only by a successful
+ * commit, so a killed build never leaves a file that opens.
+ */
+#ifndef HTR_LIB_WRITER_H
+#define HTR_LIB_WRITER_H
+
+#include "err.h"
+#include "format.h"
+
+#include <stdint.h>
+
+struct htr_writer;
+
+struct htr_writer_meta {
+	uint64_t ninsns;
+	uint64_t trace_size, trace_hash;
+	uint32_t max_depth;
+	uint32_t libipt_version[4];
+};
+
+/* Create the temporary output for @path.  Returns 0 or a negative
+ * htr_error with a message in @err; *out is NULL on failure. */
+int htr_writer__open(struct htr_writer **out, const char *path,
+		     struct htr_err *err);
+
+/* Append a completed block.  Only first, last, first_child, nchildren and
+ * func_flags are read; parent and next_sibling are computed by commit.
+ * Returns the new block's index through @index (may be NULL).
+ * HTR_ERR_LIMIT past HTR_MAX_BLOCKS blocks. */
+int htr_writer__block(struct htr_writer *w, const struct htr_disk_block *b,
+		      uint32_t *index);
+uint32_t htr_writer__nblocks(const struct htr_writer *w);
+
+int htr_writer__func(struct htr_writer *w, uint64_t entry);  /* index = order */
+int htr_writer__gap(struct htr_writer *w, uint64_t id, uint64_t offset,
+		    int kind, int code);
+int htr_writer__tsc(struct htr_writer *w, uint64_t id, uint64_t tsc);
+int htr_writer__sync(struct htr_writer *w, uint64_t offset, uint64_t id);
+int htr_writer__image(struct htr_writer *w, uint32_t kind, uint64_t vaddr,
+		      uint64_t offset, uint64_t size, const char *path);
+
+/* Link the tree (parent, next_sibling, first_root: one backward pass with
+ * O(depth) memory), write every section, the section table and the
+ * header with its hashes, fsync and rename onto the final path.
+ * Returns 0 or a negative htr_error (message in the writer's err). */
+int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m);
+
+/* Free; an uncommitted output is removed.  NULL is fine. */
+void htr_writer__free(struct htr_writer *w);
+
+/* The writer's error state (valid until free). */
+const struct htr_err *htr_writer__err(const struct htr_writer *w);
+
+#endif
