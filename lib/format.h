@@ -46,6 +46,7 @@ struct htr_disk_header {
 	uint64_t body_start;          /* first byte after the section table */
 	uint32_t libipt_version[4];   /* major, minor, patch, build */
 	uint64_t build_time;          /* seconds since the epoch */
+	uint64_t nroots;              /* length of the root chain */
 	uint8_t reserved[112];        /* zero */
 	uint64_t header_hash;         /* over the header with this field zero,
 				       * followed by the section table */

@@ -18,7 +18,6 @@ struct htr_writer;
 struct htr_writer_meta {
 	uint64_t ninsns;
 	uint64_t trace_size, trace_hash;
-	uint32_t max_depth;
 	uint32_t libipt_version[4];
 };
 
@@ -48,6 +47,10 @@ int htr_writer__image(struct htr_writer *w, uint32_t kind, uint64_t vaddr,
  * header with its hashes, fsync and rename onto the final path.
  * Returns 0 or a negative htr_error (message in the writer's err). */
 int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m);
+
+/* After a successful commit: the deepest nesting (a root has depth 1),
+ * found by the linking pass. */
+uint32_t htr_writer__max_depth(const struct htr_writer *w);
 
 /* Free; an uncommitted output is removed.  NULL is fine. */
 void htr_writer__free(struct htr_writer *w);

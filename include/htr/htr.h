@@ -8,5 +8,6 @@
 
 #include "common.h"
 #include "error.h"
+#include "tree.h"
 
 #endif /* HTR_HTR_H */

@@ -1,0 +1,460 @@
+/*
+ * Opening .htr files: map read-only and validate everything that can be
+ * validated without touching every block (see file.h and FORMAT.md).
+ */
+#include "file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HTR_MAX_SECTIONS 64u
+#define U64(x) ((unsigned long long) (x))
+
+void htr_open_opts_init(struct htr_open_opts *opts)
+{
+	if (!opts)
+		return;
+	memset(opts, 0, sizeof(*opts));
+	opts->size = sizeof(*opts);
+}
+
+static const struct {
+	uint32_t id, entsize;
+	const char *name;
+} sec_desc[] = {
+	{ HTR_SEC_BLOCKS, sizeof(struct htr_disk_block), "blocks" },
+	{ HTR_SEC_FUNCS, sizeof(uint64_t), "functions" },
+	{ HTR_SEC_GAPS, sizeof(struct htr_disk_gap), "gaps" },
+	{ HTR_SEC_TSC, sizeof(struct htr_disk_tsc), "tsc" },
+	{ HTR_SEC_SYNC, sizeof(struct htr_disk_sync), "sync" },
+	{ HTR_SEC_IMAGES, 1, "images" },
+};
+#define NSEC_DESC (sizeof(sec_desc) / sizeof(sec_desc[0]))
+
+static int corrupt(struct htr_file *f, const char *what)
+{
+	return htr_err__set(&f->err, HTR_ERR_CORRUPT, "%s: %s", f->path, what);
+}
+
+/* The size of image record @rec at @pos with @left bytes left, or 0. */
+static uint64_t image_rec_size(const uint8_t *p, uint64_t left)
+{
+	struct htr_disk_image im;
+	uint64_t n;
+
+	if (left < sizeof(im))
+		return 0;
+	memcpy(&im, p, sizeof(im));
+	n = sizeof(im) + (((uint64_t) im.path_len + 7) & ~7ull);
+	return n <= left ? n : 0;
+}
+
+int htr_file__image_next(const struct htr_file *file, uint64_t *pos,
+			 struct htr_file_image *im)
+{
+	uint64_t n;
+
+	if (!file || !file->ok || !pos || !im || *pos >= file->images_size)
+		return HTR_ERR_ITEROVER;
+	n = image_rec_size(file->images + *pos, file->images_size - *pos);
+	if (!n)
+		return HTR_ERR_ITEROVER;
+	im->rec = (const struct htr_disk_image *) (file->images + *pos);
+	im->path = (const char *) (im->rec + 1);
+	im->path_len = im->rec->path_len;
+	*pos += n;
+	return 0;
+}
+
+/* Sections, the counts and the small sections' order. */
+static int check_sections(struct htr_file *f, const struct htr_disk_header *h)
+{
+	const struct htr_disk_section *tab =
+		(const struct htr_disk_section *) (f->map + h->section_table);
+	const struct htr_disk_section *found[NSEC_DESC] = { NULL };
+	uint32_t i, j;
+	uint64_t k;
+
+	for (i = 0; i < h->nsections; i++) {
+		const struct htr_disk_section *s = &tab[i];
+
+		for (j = 0; j < NSEC_DESC; j++)
+			if (sec_desc[j].id == s->id)
+				break;
+		if (j == NSEC_DESC)
+			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
+				"%s: unknown section id %u", f->path,
+				(unsigned) s->id);
+		if (found[j])
+			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
+				"%s: section %s appears twice", f->path,
+				sec_desc[j].name);
+		found[j] = s;
+		if (s->entsize != sec_desc[j].entsize)
+			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
+				"%s: section %s: record size %u, expected %u",
+				f->path, sec_desc[j].name, (unsigned) s->entsize,
+				(unsigned) sec_desc[j].entsize);
+		if (s->offset % 8 || s->size % 8 || s->size % s->entsize)
+			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
+				"%s: section %s: misaligned offset or size",
+				f->path, sec_desc[j].name);
+		if (s->offset < h->body_start || s->offset > h->file_size ||
+		    s->size > h->file_size - s->offset)
+			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
+				"%s: section %s: outside the file (offset %llu, "
+				"size %llu)", f->path, sec_desc[j].name,
+				U64(s->offset), U64(s->size));
+	}
+	for (j = 0; j < NSEC_DESC; j++)
+		if (!found[j])
+			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
+				"%s: section %s missing", f->path,
+				sec_desc[j].name);
+	for (i = 0; i < NSEC_DESC; i++)
+		for (j = i + 1; j < NSEC_DESC; j++) {
+			const struct htr_disk_section *a = found[i], *b = found[j];
+
+			if (a->size && b->size && a->offset < b->offset + b->size &&
+			    b->offset < a->offset + a->size)
+				return htr_err__set(&f->err, HTR_ERR_CORRUPT,
+					"%s: sections %s and %s overlap",
+					f->path, sec_desc[i].name,
+					sec_desc[j].name);
+		}
+
+	f->blocks = (const struct htr_disk_block *) (f->map + found[0]->offset);
+	f->nblocks = found[0]->size / sizeof(struct htr_disk_block);
+	f->funcs = (const uint64_t *) (f->map + found[1]->offset);
+	f->nfuncs = found[1]->size / sizeof(uint64_t);
+	f->gaps = (const struct htr_disk_gap *) (f->map + found[2]->offset);
+	f->ngaps = found[2]->size / sizeof(struct htr_disk_gap);
+	f->tsc = (const struct htr_disk_tsc *) (f->map + found[3]->offset);
+	f->ntsc = found[3]->size / sizeof(struct htr_disk_tsc);
+	f->sync = (const struct htr_disk_sync *) (f->map + found[4]->offset);
+	f->nsync = found[4]->size / sizeof(struct htr_disk_sync);
+	f->images = f->map + found[5]->offset;
+	f->images_size = found[5]->size;
+
+	/* Counts. */
+	if (h->nblocks != f->nblocks)
+		return htr_err__set(&f->err, HTR_ERR_CORRUPT,
+			"%s: header says %llu blocks, the section holds %llu",
+			f->path, U64(h->nblocks), U64(f->nblocks));
+	if (f->nblocks > HTR_MAX_BLOCKS)
+		return corrupt(f, "too many blocks");
+	if (h->ninsns > HTR_MAX_ID + 1)
+		return corrupt(f, "instruction count exceeds 48 bits");
+	if (f->nfuncs > HTR_FUNC_NONE)
+		return corrupt(f, "too many functions");
+	if (f->nblocks == 0) {
+		if (h->first_root != HTR_NONE32 || h->nroots || h->max_depth)
+			return corrupt(f, "roots or depth without blocks");
+	} else {
+		const struct htr_disk_block *lb = &f->blocks[f->nblocks - 1];
+
+		if (h->first_root >= f->nblocks)
+			return corrupt(f, "first root out of range");
+		if (!h->nroots || h->nroots > f->nblocks)
+			return corrupt(f, "bad root count");
+		if (!h->max_depth || h->max_depth > f->nblocks)
+			return corrupt(f, "bad maximum depth");
+		/* Post-order: the last block is the last root. */
+		if (lb->parent != HTR_NONE32 || lb->next_sibling != HTR_NONE32)
+			return corrupt(f, "last block is not the last root");
+		if (htr_disk__get48(lb->last) >= h->ninsns)
+			return corrupt(f, "last block ends past the instructions");
+	}
+
+	/* The small sections: sorted, in range. */
+	for (k = 0; k < f->ngaps; k++) {
+		const struct htr_disk_gap *g = &f->gaps[k];
+
+		if (g->id > h->ninsns || (k && g->id < g[-1].id))
+			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
+				"%s: gap %llu: ID out of order or range",
+				f->path, U64(k));
+		if (g->kind < HTR_GAP_DISABLED || g->kind > HTR_GAP_ERROR)
+			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
+				"%s: gap %llu: unknown kind %d", f->path,
+				U64(k), (int) g->kind);
+	}
+	for (k = 0; k < f->ntsc; k++)
+		if (f->tsc[k].id > h->ninsns ||
+		    (k && f->tsc[k].id < f->tsc[k - 1].id))
+			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
+				"%s: tsc %llu: ID out of order or range",
+				f->path, U64(k));
+	for (k = 0; k < f->nsync; k++)
+		if (f->sync[k].id > h->ninsns ||
+		    (k && f->sync[k].offset < f->sync[k - 1].offset))
+			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
+				"%s: sync %llu: out of order or range",
+				f->path, U64(k));
+	for (k = 0; k < f->images_size;) {
+		uint64_t n = image_rec_size(f->images + k,
+					    f->images_size - k);
+
+		if (!n)
+			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
+				"%s: image %llu: record overruns its section",
+				f->path, U64(f->nimages));
+		k += n;
+		f->nimages++;
+	}
+	if (htr_hash__bytes(HTR_HASH_SEED, f->images, f->images_size) !=
+	    h->image_hash)
+		return corrupt(f, "image list checksum mismatch");
+	return 0;
+}
+
+static int validate(struct htr_file *f, int verify_body)
+{
+	struct htr_disk_header h;
+	uint64_t size = f->map_size, table_end, hash;
+
+	if (size < 8) {
+		if (memcmp(f->map, HTR_MAGIC, (size_t) size) == 0)
+			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
+				"%s: truncated (%llu bytes)", f->path,
+				U64(size));
+		return htr_err__set(&f->err, HTR_ERR_FORMAT,
+				    "%s: not an htr file (no magic)", f->path);
+	}
+	if (memcmp(f->map, HTR_MAGIC, 8) != 0)
+		return htr_err__set(&f->err, HTR_ERR_FORMAT,
+				    "%s: not an htr file (bad magic)", f->path);
+	if (size < sizeof(h))
+		memset(&h, 0, sizeof(h));
+	memcpy(&h, f->map, size < sizeof(h) ? (size_t) size : sizeof(h));
+	if (size >= 16) {
+		if (h.endian == 0x04030201u)
+			return htr_err__set(&f->err, HTR_ERR_FORMAT,
+				"%s: written on a machine of the other "
+				"endianness", f->path);
+		if (h.endian != HTR_ENDIAN_TAG)
+			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
+				"%s: bad endianness tag 0x%08x", f->path,
+				(unsigned) h.endian);
+		if (h.version != HTR_FORMAT_VERSION)
+			return htr_err__set(&f->err, HTR_ERR_VERSION,
+				"%s: format version %u, this libhtr reads %u",
+				f->path, (unsigned) h.version,
+				(unsigned) HTR_FORMAT_VERSION);
+	}
+	if (size < sizeof(h))
+		return htr_err__set(&f->err, HTR_ERR_CORRUPT,
+			"%s: truncated header (%llu bytes)", f->path,
+			U64(size));
+	if (h.header_size != sizeof(h))
+		return corrupt(f, "bad header size");
+	if (!h.nsections || h.nsections > HTR_MAX_SECTIONS)
+		return corrupt(f, "bad section count");
+	if (h.section_table < sizeof(h) || h.section_table % 8 ||
+	    h.section_table > UINT64_MAX - HTR_MAX_SECTIONS *
+				       sizeof(struct htr_disk_section))
+		return corrupt(f, "bad section table offset");
+	table_end = h.section_table +
+		    (uint64_t) h.nsections * sizeof(struct htr_disk_section);
+	if (table_end > size) {
+		if (h.file_size > size)
+			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
+				"%s: truncated (%llu of %llu bytes)", f->path,
+				U64(size), U64(h.file_size));
+		return corrupt(f, "section table outside the file");
+	}
+	if (h.body_start != table_end)
+		return corrupt(f, "body does not start after the section table");
+	hash = h.header_hash;
+	h.header_hash = 0;
+	if (htr_hash__bytes(htr_hash__bytes(HTR_HASH_SEED, &h, sizeof(h)),
+			    f->map + h.section_table,
+			    table_end - h.section_table) != hash)
+		return corrupt(f, "header checksum mismatch");
+	h.header_hash = hash;
+	if (h.file_size > size)
+		return htr_err__set(&f->err, HTR_ERR_CORRUPT,
+			"%s: truncated (%llu of %llu bytes)", f->path,
+			U64(size), U64(h.file_size));
+	if (h.file_size < size)
+		return htr_err__set(&f->err, HTR_ERR_CORRUPT,
+			"%s: %llu trailing bytes after the end", f->path,
+			U64(size - h.file_size));
+	f->hdr = (const struct htr_disk_header *) f->map;
+	if (check_sections(f, f->hdr))
+		return f->err.code;
+	if (verify_body &&
+	    htr_hash__bytes(HTR_HASH_SEED, f->map + h.body_start,
+			    h.file_size - h.body_start) != h.body_hash)
+		return corrupt(f, "body checksum mismatch");
+	return 0;
+}
+
+int htr_file_open(struct htr_file **out, const char *path,
+		  const struct htr_open_opts *opts)
+{
+	struct htr_file *f;
+	struct stat st;
+	int verify_body = 0, fd, rc;
+
+	if (!out)
+		return HTR_ERR_INVALID;
+	*out = NULL;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return HTR_ERR_NOMEM;
+	*out = f;
+	if (!path)
+		return htr_err__set(&f->err, HTR_ERR_INVALID, "no path given");
+	f->path = strdup(path);
+	if (!f->path)
+		return htr_err__set(&f->err, HTR_ERR_NOMEM,
+				    "out of memory");
+	if (opts) {
+		if (opts->size < sizeof(size_t))
+			return htr_err__set(&f->err, HTR_ERR_INVALID,
+				"%s: bad open options size", path);
+		if (opts->size >= offsetof(struct htr_open_opts, verify_body) +
+				  sizeof(opts->verify_body))
+			verify_body = opts->verify_body;
+	}
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return htr_err__sys(&f->err, "%s: open", path);
+	if (fstat(fd, &st) < 0) {
+		rc = htr_err__sys(&f->err, "%s: stat", path);
+		close(fd);
+		return rc;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		close(fd);
+		errno = EISDIR;
+		return htr_err__sys(&f->err, "%s: open", path);
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return htr_err__set(&f->err, HTR_ERR_FORMAT,
+				    "%s: not a regular file", path);
+	}
+	if (st.st_size == 0) {
+		close(fd);
+		return htr_err__set(&f->err, HTR_ERR_FORMAT,
+				    "%s: empty file, not an htr file", path);
+	}
+	if ((uint64_t) st.st_size > SIZE_MAX) {
+		close(fd);
+		return htr_err__set(&f->err, HTR_ERR_LIMIT,
+				    "%s: too large to map", path);
+	}
+	f->map_size = (size_t) st.st_size;
+	f->map = mmap(NULL, f->map_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (f->map == MAP_FAILED) {
+		f->map = NULL;
+		rc = htr_err__sys(&f->err, "%s: mmap", path);
+		close(fd);
+		return rc;
+	}
+	close(fd);
+
+	rc = validate(f, verify_body);
+	if (rc) {
+		f->hdr = NULL;
+		f->blocks = NULL;
+		f->nblocks = f->nfuncs = f->ngaps = f->ntsc = f->nsync = 0;
+		f->images_size = f->nimages = 0;
+		return rc;
+	}
+	f->ok = true;
+	htr_err__clear(&f->err);
+	return 0;
+}
+
+void htr_file_close(struct htr_file *file)
+{
+	if (!file)
+		return;
+	if (file->map)
+		munmap((void *) file->map, file->map_size);
+	free(file->path);
+	free(file);
+}
+
+const char *htr_last_error(const struct htr_file *file)
+{
+	return file ? file->err.msg : "";
+}
+
+int htr_file_info(const struct htr_file *file, struct htr_file_info *info,
+		  size_t size)
+{
+	struct htr_file_info fi;
+	const struct htr_disk_header *h;
+
+	if (!file || !file->ok || !info || size < sizeof(fi))
+		return HTR_ERR_INVALID;
+	h = file->hdr;
+	memset(&fi, 0, sizeof(fi));
+	fi.size = sizeof(fi);
+	fi.version = h->version;
+	fi.file_size = h->file_size;
+	fi.ninsns = h->ninsns;
+	fi.nblocks = h->nblocks;
+	fi.nroots = h->nroots;
+	fi.nfuncs = file->nfuncs;
+	fi.ngaps = file->ngaps;
+	fi.ntsc = file->ntsc;
+	fi.nsync = file->nsync;
+	fi.nimages = file->nimages;
+	fi.max_depth = h->max_depth;
+	fi.trace_size = h->trace_size;
+	fi.trace_hash = h->trace_hash;
+	fi.image_hash = h->image_hash;
+	fi.body_hash = h->body_hash;
+	memcpy(fi.libipt_version, h->libipt_version,
+	       sizeof(fi.libipt_version));
+	fi.build_time = h->build_time;
+	memcpy(info, &fi, sizeof(fi));
+	return 0;
+}
+
+uint64_t htr_gap_count(const struct htr_file *file)
+{
+	return file && file->ok ? file->ngaps : 0;
+}
+
+int htr_gap_get(const struct htr_file *file, uint64_t i,
+		struct htr_gap_info *info, size_t size)
+{
+	struct htr_gap_info gi;
+	const struct htr_disk_gap *g;
+
+	if (!file || !file->ok || !info || size < sizeof(gi))
+		return HTR_ERR_INVALID;
+	if (i >= file->ngaps)
+		return HTR_ERR_RANGE;
+	g = &file->gaps[i];
+	memset(&gi, 0, sizeof(gi));
+	gi.size = sizeof(gi);
+	gi.id = g->id;
+	gi.offset = g->offset;
+	gi.kind = (enum htr_gap_kind) g->kind;
+	gi.code = g->code;
+	memcpy(info, &gi, sizeof(gi));
+	return 0;
+}
+
+const char *htr_gap_kind_str(enum htr_gap_kind kind)
+{
+	switch (kind) {
+	case HTR_GAP_DISABLED: return "disabled";
+	case HTR_GAP_OVERFLOW: return "overflow";
+	case HTR_GAP_ERROR:    return "error";
+	}
+	return "unknown";
+}

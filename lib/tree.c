@@ -1,0 +1,328 @@
+/*
+ * Reading the call tree of an opened .htr file.  Block records are not
+ * validated at open (that would be O(blocks)); every index read from a
+ * record is range-checked here before use, and walks count their steps so
+ * that a cycle in a corrupt file ends with HTR_ERR_CORRUPT.
+ */
+#include "file.h"
+
+#include <string.h>
+
+static inline bool valid_link(const struct htr_file *f, uint32_t v)
+{
+	return v == HTR_NONE32 || v < f->nblocks;
+}
+
+uint32_t htr_block_count(const struct htr_file *file)
+{
+	return file && file->ok ? (uint32_t) file->nblocks : 0;
+}
+
+int htr_block_get(const struct htr_file *file, uint32_t block,
+		  struct htr_block_info *info, size_t size)
+{
+	const struct htr_disk_block *b;
+	struct htr_block_info bi;
+	uint32_t func;
+
+	if (!file || !file->ok || !info || size < sizeof(bi))
+		return HTR_ERR_INVALID;
+	b = htr_file__block(file, block);
+	if (!b)
+		return HTR_ERR_RANGE;
+	memset(&bi, 0, sizeof(bi));
+	bi.size = sizeof(bi);
+	bi.index = block;
+	bi.first = htr_disk__get48(b->first);
+	bi.last = htr_disk__get48(b->last);
+	bi.parent = b->parent;
+	bi.nchildren = b->nchildren;
+	bi.flags = b->func_flags >> HTR_DISK_FLAG_SHIFT;
+	func = b->func_flags & HTR_FUNC_NONE;
+	if (func == HTR_FUNC_NONE) {
+		bi.func = HTR_NONE;
+		bi.entry = 0;
+	} else {
+		if (func >= file->nfuncs)
+			return HTR_ERR_CORRUPT;
+		bi.func = func;
+		bi.entry = file->funcs[func];
+	}
+	if (bi.first > bi.last || bi.last >= file->hdr->ninsns ||
+	    !valid_link(file, b->parent) || !valid_link(file, b->first_child) ||
+	    !valid_link(file, b->next_sibling) || b->nchildren > block ||
+	    (b->nchildren == 0) != (b->first_child == HTR_NONE32))
+		return HTR_ERR_CORRUPT;
+	memcpy(info, &bi, sizeof(bi));
+	return 0;
+}
+
+static uint32_t link_or_none(const struct htr_file *f, uint32_t v)
+{
+	return v < f->nblocks ? v : HTR_NONE;
+}
+
+uint32_t htr_block_parent(const struct htr_file *file, uint32_t block)
+{
+	const struct htr_disk_block *b = htr_file__block(file, block);
+
+	return b ? link_or_none(file, b->parent) : HTR_NONE;
+}
+
+uint32_t htr_block_first_child(const struct htr_file *file, uint32_t block)
+{
+	const struct htr_disk_block *b = htr_file__block(file, block);
+
+	return b ? link_or_none(file, b->first_child) : HTR_NONE;
+}
+
+uint32_t htr_block_next_sibling(const struct htr_file *file, uint32_t block)
+{
+	const struct htr_disk_block *b = htr_file__block(file, block);
+
+	return b ? link_or_none(file, b->next_sibling) : HTR_NONE;
+}
+
+uint32_t htr_block_child_count(const struct htr_file *file, uint32_t block)
+{
+	const struct htr_disk_block *b = htr_file__block(file, block);
+
+	return b ? b->nchildren : 0;
+}
+
+uint32_t htr_tree_first_root(const struct htr_file *file)
+{
+	return file && file->ok ? file->hdr->first_root : HTR_NONE;
+}
+
+int64_t htr_block_depth(const struct htr_file *file, uint32_t block)
+{
+	const struct htr_disk_block *b = htr_file__block(file, block);
+	int64_t depth = 1;
+
+	if (!b)
+		return HTR_ERR_RANGE;
+	while (b->parent != HTR_NONE32) {
+		b = htr_file__block(file, b->parent);
+		if (!b || (uint64_t) depth >= file->nblocks)
+			return HTR_ERR_CORRUPT;
+		depth++;
+	}
+	return depth;
+}
+
+/*
+ * Non-allocating walk.  Each step moves along one link: down to the first
+ * child, across to the next sibling, or up to the parent.  Every link is
+ * checked against the one it must agree with (a child's parent is the
+ * block we came from; a sibling has the same parent), so the way up is
+ * the way we came down.  A consistent tree takes at most 2 * nblocks
+ * steps; more means a cycle.
+ */
+struct walk {
+	const struct htr_file *f;
+	uint64_t steps, limit;
+};
+
+static int step(struct walk *w)
+{
+	return ++w->steps > w->limit ? HTR_ERR_CORRUPT : 0;
+}
+
+/* The first child of @b, checked; HTR_NONE32 if none; sets *@rc. */
+static uint32_t down(struct walk *w, uint32_t b, int *rc)
+{
+	const struct htr_disk_block *r = &w->f->blocks[b], *c;
+
+	if (r->first_child == HTR_NONE32)
+		return HTR_NONE32;
+	c = htr_file__block(w->f, r->first_child);
+	if (!c || c->parent != b || (*rc = step(w))) {
+		*rc = HTR_ERR_CORRUPT;
+		return HTR_NONE32;
+	}
+	return r->first_child;
+}
+
+static uint32_t across(struct walk *w, uint32_t b, int *rc)
+{
+	const struct htr_disk_block *r = &w->f->blocks[b], *s;
+
+	if (r->next_sibling == HTR_NONE32)
+		return HTR_NONE32;
+	s = htr_file__block(w->f, r->next_sibling);
+	if (!s || s->parent != r->parent || (*rc = step(w))) {
+		*rc = HTR_ERR_CORRUPT;
+		return HTR_NONE32;
+	}
+	return r->next_sibling;
+}
+
+static uint32_t up(struct walk *w, uint32_t b, int *rc)
+{
+	uint32_t p = w->f->blocks[b].parent;
+
+	if (!htr_file__block(w->f, p) || (*rc = step(w))) {
+		*rc = HTR_ERR_CORRUPT;
+		return HTR_NONE32;
+	}
+	return p;
+}
+
+int htr_tree_visit(const struct htr_file *file, uint32_t from,
+		   enum htr_order order, htr_visit_fn fn, void *payload)
+{
+	struct walk w;
+	uint32_t cur, next, level = 0;
+	bool subtree = from != HTR_NONE;
+	int rc = 0, v;
+
+	if (!file || !file->ok || !fn ||
+	    (order != HTR_PREORDER && order != HTR_POSTORDER))
+		return HTR_ERR_INVALID;
+	if (subtree && from >= file->nblocks)
+		return HTR_ERR_RANGE;
+	cur = subtree ? from : file->hdr->first_root;
+	if (cur == HTR_NONE32)
+		return 0;
+	if (!htr_file__block(file, cur))
+		return HTR_ERR_CORRUPT;
+	w.f = file;
+	w.steps = 0;
+	w.limit = 2 * file->nblocks + 2;
+
+	if (order == HTR_PREORDER) {
+		for (;;) {
+			v = fn(file, cur, file->blocks[cur].parent == HTR_NONE32 ?
+				  HTR_NONE : file->blocks[cur].parent,
+			       level, payload);
+			if (v && v != HTR_VISIT_SKIP)
+				return v;
+			if (!v) {
+				next = down(&w, cur, &rc);
+				if (rc)
+					return rc;
+				if (next != HTR_NONE32) {
+					cur = next;
+					level++;
+					continue;
+				}
+			}
+			for (;;) {
+				if (subtree && level == 0)
+					return 0;
+				next = across(&w, cur, &rc);
+				if (rc)
+					return rc;
+				if (next != HTR_NONE32) {
+					cur = next;
+					break;
+				}
+				if (level == 0)
+					return 0;
+				cur = up(&w, cur, &rc);
+				if (rc)
+					return rc;
+				level--;
+			}
+		}
+	}
+
+	/* Post-order: descend to the first leaf, then leave each block
+	 * after its children. */
+	for (;;) {
+		while ((next = down(&w, cur, &rc)) != HTR_NONE32) {
+			cur = next;
+			level++;
+		}
+		if (rc)
+			return rc;
+		for (;;) {
+			v = fn(file, cur, file->blocks[cur].parent == HTR_NONE32 ?
+				  HTR_NONE : file->blocks[cur].parent,
+			       level, payload);
+			if (v)
+				return v;
+			if (subtree && level == 0)
+				return 0;
+			next = across(&w, cur, &rc);
+			if (rc)
+				return rc;
+			if (next != HTR_NONE32) {
+				cur = next;
+				break;
+			}
+			if (level == 0)
+				return 0;
+			cur = up(&w, cur, &rc);
+			if (rc)
+				return rc;
+			level--;
+		}
+	}
+}
+
+int htr_block_for_insn(const struct htr_file *file, uint64_t id,
+		       uint32_t *block)
+{
+	const struct htr_disk_block *b;
+	uint64_t lo = 0, hi, steps = 0;
+	uint32_t i;
+
+	if (!file || !file->ok || !block)
+		return HTR_ERR_INVALID;
+	if (id >= file->hdr->ninsns)
+		return HTR_ERR_RANGE;
+	/* Post-order: `last` never decreases; find the first block that
+	 * ends at or after @id.  Any block containing @id is that block or
+	 * one of its ancestors (a later, disjoint block starts after it). */
+	hi = file->nblocks;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (htr_disk__get48(file->blocks[mid].last) < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == file->nblocks)
+		return HTR_ERR_NOTFOUND;
+	i = (uint32_t) lo;
+	for (;;) {
+		b = &file->blocks[i];
+		if (htr_disk__get48(b->first) <= id &&
+		    htr_disk__get48(b->last) >= id) {
+			*block = i;
+			return 0;
+		}
+		if (b->parent == HTR_NONE32)
+			return HTR_ERR_NOTFOUND;
+		if (b->parent >= file->nblocks || ++steps > file->nblocks)
+			return HTR_ERR_CORRUPT;
+		i = b->parent;
+	}
+}
+
+int htr_tsc_for_insn(const struct htr_file *file, uint64_t id, uint64_t *tsc)
+{
+	uint64_t lo = 0, hi;
+
+	if (!file || !file->ok || !tsc)
+		return HTR_ERR_INVALID;
+	if (id >= file->hdr->ninsns)
+		return HTR_ERR_RANGE;
+	/* The number of entries with id' <= @id (sorted at open). */
+	hi = file->ntsc;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (file->tsc[mid].id <= id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return HTR_ERR_NOTFOUND;
+	*tsc = file->tsc[lo - 1].tsc;
+	return 0;
+}

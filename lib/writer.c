@@ -1,0 +1,809 @@
+/*
+ * Streaming writer of .htr files (see writer.h and FORMAT.md).
+ *
+ * Layout while writing: "OUT.tmpPID" holds a reserved area for the header
+ * and the section table (HTR_WRITER_RESERVE bytes), then the blocks as they
+ * arrive.  The small sections go to per-section buffers that spill into
+ * unlinked temporary files in the output's directory.  Commit links the
+ * tree in one backward pass over the blocks, appends the spooled sections,
+ * hashes the body in one forward pass, writes the table and the header,
+ * fsyncs and renames.  Memory is O(max depth) plus fixed buffers.
+ */
+#include "writer.h"
+
+#include "htr/tree.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HTR_WRITER_RESERVE 4096u        /* header + section table */
+#define HTR_WRITER_BUF (1u << 20)       /* block buffer, commit chunks */
+#define HTR_SPOOL_BUF (64u << 10)       /* per small section */
+
+enum { SP_FUNCS, SP_GAPS, SP_TSC, SP_SYNC, SP_IMAGES, SP_COUNT };
+
+static const struct {
+	uint32_t id, entsize;
+	const char *name;
+} spool_desc[SP_COUNT] = {
+	[SP_FUNCS] = { HTR_SEC_FUNCS, sizeof(uint64_t), "functions" },
+	[SP_GAPS] = { HTR_SEC_GAPS, sizeof(struct htr_disk_gap), "gaps" },
+	[SP_TSC] = { HTR_SEC_TSC, sizeof(struct htr_disk_tsc), "tsc" },
+	[SP_SYNC] = { HTR_SEC_SYNC, sizeof(struct htr_disk_sync), "sync" },
+	[SP_IMAGES] = { HTR_SEC_IMAGES, 1, "images" },
+};
+
+/* A section being collected: a buffer that spills into an unlinked file. */
+struct spool {
+	int fd;                 /* -1 until the buffer first fills */
+	uint8_t *buf;
+	size_t len;             /* bytes in buf */
+	uint64_t size;          /* bytes in total (file + buf) */
+	uint64_t count;         /* records */
+};
+
+struct frame {
+	uint32_t block;
+	uint32_t remaining;     /* children not yet seen */
+	uint32_t last_seen;     /* the child seen last (next sibling) */
+	uint32_t first_child;   /* what the block's record says */
+	uint32_t level;         /* the block's depth (root = 1) */
+	uint32_t pad;
+	uint64_t first;         /* the block's first ID */
+	uint64_t seen_first;    /* first ID of last_seen */
+};
+
+struct htr_writer {
+	struct htr_err err;
+	char *path;
+	char *tmp;
+	char *dir;
+	int fd;
+	bool committed;
+	bool failed;
+
+	uint8_t *buf;           /* blocks not yet written */
+	size_t buflen;
+	uint64_t nblocks;
+	uint64_t last_last;     /* `last` of the previous block */
+	uint64_t max_id;        /* largest ID any record names */
+
+	struct spool sp[SP_COUNT];
+	uint64_t last_gap, last_tsc, last_sync;
+	uint64_t image_hash;
+	uint32_t max_depth;     /* found by commit */
+};
+
+static int fail(struct htr_writer *w, int rc)
+{
+	w->failed = true;
+	return rc;
+}
+
+static int write_all(struct htr_writer *w, int fd, const void *p, size_t n,
+		     const char *what)
+{
+	const uint8_t *s = p;
+
+	while (n) {
+		ssize_t k = write(fd, s, n);
+
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return fail(w, htr_err__sys(&w->err, "%s: %s", w->tmp,
+						    what));
+		}
+		s += k;
+		n -= (size_t) k;
+	}
+	return 0;
+}
+
+static int pwrite_all(struct htr_writer *w, const void *p, size_t n,
+		      uint64_t off, const char *what)
+{
+	const uint8_t *s = p;
+
+	while (n) {
+		ssize_t k = pwrite(w->fd, s, n, (off_t) off);
+
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return fail(w, htr_err__sys(&w->err, "%s: %s", w->tmp,
+						    what));
+		}
+		s += k;
+		n -= (size_t) k;
+		off += (uint64_t) k;
+	}
+	return 0;
+}
+
+static int pread_all(struct htr_writer *w, int fd, void *p, size_t n,
+		     uint64_t off, const char *what)
+{
+	uint8_t *d = p;
+
+	while (n) {
+		ssize_t k = pread(fd, d, n, (off_t) off);
+
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return fail(w, htr_err__sys(&w->err, "%s: %s", w->tmp,
+						    what));
+		}
+		if (k == 0) {
+			errno = EIO;
+			return fail(w, htr_err__sys(&w->err,
+						    "%s: %s: short read",
+						    w->tmp, what));
+		}
+		d += k;
+		n -= (size_t) k;
+		off += (uint64_t) k;
+	}
+	return 0;
+}
+
+int htr_writer__open(struct htr_writer **out, const char *path,
+		     struct htr_err *err)
+{
+	struct htr_writer *w;
+	const char *slash;
+	size_t n;
+	int i;
+
+	if (!out || !path || !*path) {
+		if (out)
+			*out = NULL;
+		return htr_err__set(err, HTR_ERR_INVALID,
+				    "htr writer: no output path");
+	}
+	*out = NULL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return htr_err__set(err, HTR_ERR_NOMEM, "%s: out of memory",
+				    path);
+	w->fd = -1;
+	for (i = 0; i < SP_COUNT; i++)
+		w->sp[i].fd = -1;
+	w->image_hash = HTR_HASH_SEED;
+
+	n = strlen(path);
+	w->path = strdup(path);
+	w->tmp = malloc(n + 32);
+	slash = strrchr(path, '/');
+	if (!slash)
+		w->dir = strdup(".");
+	else if (slash == path)
+		w->dir = strdup("/");
+	else
+		w->dir = strndup(path, (size_t) (slash - path));
+	w->buf = malloc(HTR_WRITER_BUF);
+	if (!w->path || !w->tmp || !w->dir || !w->buf)
+		goto nomem;
+	for (i = 0; i < SP_COUNT; i++) {
+		w->sp[i].buf = malloc(HTR_SPOOL_BUF);
+		if (!w->sp[i].buf)
+			goto nomem;
+	}
+	snprintf(w->tmp, n + 32, "%s.tmp%ld", path, (long) getpid());
+
+	w->fd = open(w->tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	if (w->fd < 0) {
+		int rc = htr_err__sys(err, "%s: create", w->tmp);
+
+		htr_writer__free(w);
+		return rc;
+	}
+	/* Blocks start after the reserved area; reading it back as zeros
+	 * (for the body hash) is what a sparse hole gives. */
+	if (ftruncate(w->fd, HTR_WRITER_RESERVE) < 0 ||
+	    lseek(w->fd, HTR_WRITER_RESERVE, SEEK_SET) < 0) {
+		int rc = htr_err__sys(err, "%s: reserve header", w->tmp);
+
+		htr_writer__free(w);
+		return rc;
+	}
+	*out = w;
+	return 0;
+
+nomem:
+	htr_writer__free(w);
+	return htr_err__set(err, HTR_ERR_NOMEM, "%s: out of memory", path);
+}
+
+static int flush_blocks(struct htr_writer *w)
+{
+	int rc;
+
+	if (!w->buflen)
+		return 0;
+	rc = write_all(w, w->fd, w->buf, w->buflen, "write blocks");
+	w->buflen = 0;
+	return rc;
+}
+
+int htr_writer__block(struct htr_writer *w, const struct htr_disk_block *b,
+		      uint32_t *index)
+{
+	struct htr_disk_block rec;
+	uint64_t first, last;
+	int rc;
+
+	if (!w || !b)
+		return HTR_ERR_INVALID;
+	if (w->failed || w->committed)
+		return w->failed ? w->err.code : HTR_ERR_INVALID;
+	first = htr_disk__get48(b->first);
+	last = htr_disk__get48(b->last);
+	if (w->nblocks >= HTR_MAX_BLOCKS)
+		return fail(w, htr_err__set(&w->err, HTR_ERR_LIMIT,
+				"%s: more than %lu blocks", w->path,
+				(unsigned long) HTR_MAX_BLOCKS));
+	if (first > last)
+		return fail(w, htr_err__set(&w->err, HTR_ERR_INVALID,
+				"%s: block %lu: first ID %llu after last %llu",
+				w->path, (unsigned long) w->nblocks,
+				(unsigned long long) first,
+				(unsigned long long) last));
+	if (w->nblocks && last < w->last_last)
+		return fail(w, htr_err__set(&w->err, HTR_ERR_INVALID,
+				"%s: block %lu: last ID %llu before the previous "
+				"block's %llu (blocks must come in post-order)",
+				w->path, (unsigned long) w->nblocks,
+				(unsigned long long) last,
+				(unsigned long long) w->last_last));
+	if ((b->nchildren == 0) != (b->first_child == HTR_NONE32) ||
+	    (b->nchildren && (b->first_child >= w->nblocks ||
+			      b->nchildren > w->nblocks)))
+		return fail(w, htr_err__set(&w->err, HTR_ERR_INVALID,
+				"%s: block %lu: bad first child %lu for %lu "
+				"children", w->path,
+				(unsigned long) w->nblocks,
+				(unsigned long) b->first_child,
+				(unsigned long) b->nchildren));
+
+	memset(&rec, 0, sizeof(rec));
+	memcpy(rec.first, b->first, 6);
+	memcpy(rec.last, b->last, 6);
+	rec.parent = HTR_NONE32;
+	rec.first_child = b->first_child;
+	rec.next_sibling = HTR_NONE32;
+	rec.nchildren = b->nchildren;
+	rec.func_flags = b->func_flags;
+
+	if (w->buflen + sizeof(rec) > HTR_WRITER_BUF) {
+		rc = flush_blocks(w);
+		if (rc)
+			return rc;
+	}
+	memcpy(w->buf + w->buflen, &rec, sizeof(rec));
+	w->buflen += sizeof(rec);
+	if (index)
+		*index = (uint32_t) w->nblocks;
+	w->nblocks++;
+	w->last_last = last;
+	if (last > w->max_id)
+		w->max_id = last;
+	return 0;
+}
+
+uint32_t htr_writer__nblocks(const struct htr_writer *w)
+{
+	return w ? (uint32_t) w->nblocks : 0;
+}
+
+static int spool_flush(struct htr_writer *w, struct spool *s)
+{
+	size_t n_;
+
+	if (!s->len)
+		return 0;
+	if (s->fd < 0) {
+		size_t n = strlen(w->dir) + 32;
+		char *tmpl = malloc(n);
+
+		if (!tmpl)
+			return fail(w, htr_err__set(&w->err, HTR_ERR_NOMEM,
+					"%s: out of memory", w->path));
+		snprintf(tmpl, n, "%s/.htr-spool-XXXXXX", w->dir);
+		s->fd = mkstemp(tmpl);
+		if (s->fd < 0) {
+			int rc = htr_err__sys(&w->err, "%s: temporary file",
+					      tmpl);
+
+			free(tmpl);
+			return fail(w, rc);
+		}
+		unlink(tmpl);
+		free(tmpl);
+	}
+	n_ = s->len;
+	s->len = 0;
+	return write_all(w, s->fd, s->buf, n_, "write spool");
+}
+
+/* Append @n bytes to spool @k. */
+static int spool_put(struct htr_writer *w, int k, const void *p, size_t n)
+{
+	struct spool *s = &w->sp[k];
+	const uint8_t *src = p;
+
+	while (n) {
+		size_t take = HTR_SPOOL_BUF - s->len;
+		int rc;
+
+		if (take > n)
+			take = n;
+		memcpy(s->buf + s->len, src, take);
+		s->len += take;
+		s->size += take;
+		src += take;
+		n -= take;
+		if (s->len == HTR_SPOOL_BUF) {
+			rc = spool_flush(w, s);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+static int check_state(struct htr_writer *w)
+{
+	if (!w)
+		return HTR_ERR_INVALID;
+	if (w->failed)
+		return w->err.code;
+	if (w->committed)
+		return HTR_ERR_INVALID;
+	return 0;
+}
+
+static int order_error(struct htr_writer *w, const char *what,
+		       uint64_t v, uint64_t prev)
+{
+	return fail(w, htr_err__set(&w->err, HTR_ERR_INVALID,
+			"%s: %s %llu after %llu (must not decrease)", w->path,
+			what, (unsigned long long) v,
+			(unsigned long long) prev));
+}
+
+int htr_writer__func(struct htr_writer *w, uint64_t entry)
+{
+	int rc = check_state(w);
+
+	if (rc)
+		return rc;
+	if (w->sp[SP_FUNCS].count >= HTR_FUNC_NONE)
+		return fail(w, htr_err__set(&w->err, HTR_ERR_LIMIT,
+				"%s: more than %u functions", w->path,
+				(unsigned) HTR_FUNC_NONE));
+	rc = spool_put(w, SP_FUNCS, &entry, sizeof(entry));
+	if (!rc)
+		w->sp[SP_FUNCS].count++;
+	return rc;
+}
+
+static int id_limit(struct htr_writer *w, const char *what, uint64_t id)
+{
+	if (id <= HTR_MAX_ID + 1)
+		return 0;
+	return fail(w, htr_err__set(&w->err, HTR_ERR_LIMIT,
+			"%s: %s ID %llu exceeds 48 bits", w->path, what,
+			(unsigned long long) id));
+}
+
+int htr_writer__gap(struct htr_writer *w, uint64_t id, uint64_t offset,
+		    int kind, int code)
+{
+	struct htr_disk_gap g;
+	int rc = check_state(w);
+
+	if (rc)
+		return rc;
+	if ((rc = id_limit(w, "gap", id)))
+		return rc;
+	if (kind < HTR_GAP_DISABLED || kind > HTR_GAP_ERROR)
+		return fail(w, htr_err__set(&w->err, HTR_ERR_INVALID,
+				"%s: unknown gap kind %d", w->path, kind));
+	if (w->sp[SP_GAPS].count && id < w->last_gap)
+		return order_error(w, "gap ID", id, w->last_gap);
+	memset(&g, 0, sizeof(g));
+	g.id = id;
+	g.offset = offset;
+	g.kind = kind;
+	g.code = code;
+	rc = spool_put(w, SP_GAPS, &g, sizeof(g));
+	if (rc)
+		return rc;
+	w->sp[SP_GAPS].count++;
+	w->last_gap = id;
+	return 0;
+}
+
+int htr_writer__tsc(struct htr_writer *w, uint64_t id, uint64_t tsc)
+{
+	struct htr_disk_tsc t;
+	int rc = check_state(w);
+
+	if (rc)
+		return rc;
+	if ((rc = id_limit(w, "tsc", id)))
+		return rc;
+	if (w->sp[SP_TSC].count && id < w->last_tsc)
+		return order_error(w, "tsc ID", id, w->last_tsc);
+	t.id = id;
+	t.tsc = tsc;
+	rc = spool_put(w, SP_TSC, &t, sizeof(t));
+	if (rc)
+		return rc;
+	w->sp[SP_TSC].count++;
+	w->last_tsc = id;
+	return 0;
+}
+
+int htr_writer__sync(struct htr_writer *w, uint64_t offset, uint64_t id)
+{
+	struct htr_disk_sync s;
+	int rc = check_state(w);
+
+	if (rc)
+		return rc;
+	if ((rc = id_limit(w, "sync", id)))
+		return rc;
+	if (w->sp[SP_SYNC].count && offset < w->last_sync)
+		return order_error(w, "sync offset", offset, w->last_sync);
+	s.offset = offset;
+	s.id = id;
+	rc = spool_put(w, SP_SYNC, &s, sizeof(s));
+	if (rc)
+		return rc;
+	w->sp[SP_SYNC].count++;
+	w->last_sync = offset;
+	return 0;
+}
+
+int htr_writer__image(struct htr_writer *w, uint32_t kind, uint64_t vaddr,
+		      uint64_t offset, uint64_t size, const char *path)
+{
+	static const uint8_t zeros[8];
+	struct htr_disk_image im;
+	size_t len, pad;
+	int rc = check_state(w);
+
+	if (rc)
+		return rc;
+	if (!path)
+		path = "";
+	len = strlen(path);
+	if (len > UINT32_MAX - 8)
+		return fail(w, htr_err__set(&w->err, HTR_ERR_LIMIT,
+				"%s: image path too long", w->path));
+	pad = (8 - len % 8) % 8;
+	memset(&im, 0, sizeof(im));
+	im.vaddr = vaddr;
+	im.offset = offset;
+	im.size = size;
+	im.kind = kind;
+	im.path_len = (uint32_t) len;
+	w->image_hash = htr_hash__bytes(w->image_hash, &im, sizeof(im));
+	if (len - len % 8)
+		w->image_hash = htr_hash__bytes(w->image_hash, path,
+						len - len % 8);
+	if (pad) {
+		uint8_t tail[8] = { 0 };
+
+		memcpy(tail, path + len - len % 8, len % 8);
+		w->image_hash = htr_hash__bytes(w->image_hash, tail, 8);
+	}
+	if ((rc = spool_put(w, SP_IMAGES, &im, sizeof(im))) ||
+	    (rc = spool_put(w, SP_IMAGES, path, len)) ||
+	    (rc = spool_put(w, SP_IMAGES, zeros, pad)))
+		return rc;
+	w->sp[SP_IMAGES].count++;
+	return 0;
+}
+
+/*
+ * The linking pass.  Blocks are in post-order, so walking them backward
+ * visits a block, then the subtrees of its children from the last child to
+ * the first.  A stack of open parents (one frame per level) assigns each
+ * block its parent and the next sibling seen just before it.
+ */
+struct link_state {
+	struct frame *stack;
+	size_t depth, cap;
+	uint32_t max_depth;
+	uint32_t next_root;
+	uint64_t next_root_first;
+	uint64_t nroots;
+};
+
+static int link_error(struct htr_writer *w, uint64_t i, const char *what)
+{
+	return fail(w, htr_err__set(&w->err, HTR_ERR_CORRUPT,
+			"%s: block %llu: %s", w->path, (unsigned long long) i,
+			what));
+}
+
+static int link_one(struct htr_writer *w, struct link_state *ls,
+		    struct htr_disk_block *b, uint32_t i)
+{
+	uint64_t first = htr_disk__get48(b->first);
+	uint64_t last = htr_disk__get48(b->last);
+	uint32_t depth = ls->depth ? ls->stack[ls->depth - 1].level + 1 : 1;
+
+	if (depth > ls->max_depth)
+		ls->max_depth = depth;
+	if (!ls->depth) {
+		if (ls->next_root != HTR_NONE32 && last >= ls->next_root_first)
+			return link_error(w, i, "overlaps the next root");
+		b->parent = HTR_NONE32;
+		b->next_sibling = ls->next_root;
+		ls->next_root = i;
+		ls->next_root_first = first;
+		ls->nroots++;
+	} else {
+		struct frame *f = &ls->stack[ls->depth - 1];
+
+		if (first < f->first)
+			return link_error(w, i, "starts before its parent");
+		if (f->last_seen != HTR_NONE32 && last >= f->seen_first)
+			return link_error(w, i, "overlaps its next sibling");
+		b->parent = f->block;
+		b->next_sibling = f->last_seen;
+		f->last_seen = i;
+		f->seen_first = first;
+		if (--f->remaining == 0) {
+			/* That was the parent's first child. */
+			if (f->first_child != i)
+				return link_error(w, f->block,
+						  "first_child does not match "
+						  "its children");
+			ls->depth--;
+		}
+	}
+	if (b->nchildren) {
+		struct frame *f;
+
+		if (b->first_child >= i)
+			return link_error(w, i, "first_child after the block");
+		if (ls->depth == ls->cap) {
+			size_t cap = ls->cap ? ls->cap * 2 : 256;
+			struct frame *s = realloc(ls->stack, cap * sizeof(*s));
+
+			if (!s)
+				return fail(w, htr_err__set(&w->err,
+						HTR_ERR_NOMEM,
+						"%s: out of memory", w->path));
+			ls->stack = s;
+			ls->cap = cap;
+		}
+		f = &ls->stack[ls->depth++];
+		f->block = i;
+		f->remaining = b->nchildren;
+		f->last_seen = HTR_NONE32;
+		f->first_child = b->first_child;
+		f->level = depth;
+		f->first = first;
+		f->seen_first = 0;
+	} else if (b->first_child != HTR_NONE32) {
+		return link_error(w, i, "first_child without children");
+	}
+	return 0;
+}
+
+static int link_tree(struct htr_writer *w, uint32_t *first_root,
+		     uint32_t *max_depth, uint64_t *nroots)
+{
+	const uint64_t per = HTR_WRITER_BUF / sizeof(struct htr_disk_block);
+	struct link_state ls = { .next_root = HTR_NONE32 };
+	uint64_t hi = w->nblocks;
+	int rc = 0;
+
+	while (hi > 0 && !rc) {
+		uint64_t lo = hi > per ? hi - per : 0;
+		uint64_t off = HTR_WRITER_RESERVE +
+			       lo * sizeof(struct htr_disk_block);
+		size_t n = (size_t) (hi - lo) * sizeof(struct htr_disk_block);
+		struct htr_disk_block *blk = (struct htr_disk_block *) w->buf;
+		uint64_t i;
+
+		rc = pread_all(w, w->fd, w->buf, n, off, "read blocks");
+		for (i = hi; !rc && i > lo; i--)
+			rc = link_one(w, &ls, &blk[i - 1 - lo], (uint32_t) (i - 1));
+		if (!rc)
+			rc = pwrite_all(w, w->buf, n, off, "write links");
+		hi = lo;
+	}
+	if (!rc && ls.depth) {
+		/* Some block claims more children than precede it. */
+		rc = link_error(w, ls.stack[ls.depth - 1].block,
+				"has more children than blocks before it");
+	}
+	free(ls.stack);
+	*first_root = ls.next_root;
+	*max_depth = ls.max_depth;
+	*nroots = ls.nroots;
+	return rc;
+}
+
+static int copy_spool(struct htr_writer *w, struct spool *s)
+{
+	uint64_t done = 0, infile;
+
+	if (s->fd < 0)
+		return write_all(w, w->fd, s->buf, s->len, "write section");
+	infile = s->size - s->len;
+	while (done < infile) {
+		size_t n = infile - done > HTR_WRITER_BUF ?
+			   HTR_WRITER_BUF : (size_t) (infile - done);
+		int rc = pread_all(w, s->fd, w->buf, n, done, "read spool");
+
+		if (!rc)
+			rc = write_all(w, w->fd, w->buf, n, "write section");
+		if (rc)
+			return rc;
+		done += n;
+	}
+	return write_all(w, w->fd, s->buf, s->len, "write section");
+}
+
+int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
+{
+	struct htr_disk_section table[1 + SP_COUNT];
+	struct htr_disk_header h;
+	uint64_t off, pos, body_hash;
+	uint32_t first_root, max_depth;
+	uint64_t nroots;
+	int rc, i, dfd;
+
+	if ((rc = check_state(w)))
+		return rc;
+	if (!m)
+		return htr_err__set(&w->err, HTR_ERR_INVALID,
+				    "%s: no metadata", w->path);
+	if (m->ninsns > HTR_MAX_ID + 1)
+		return fail(w, htr_err__set(&w->err, HTR_ERR_LIMIT,
+				"%s: %llu instructions exceed 48-bit IDs",
+				w->path, (unsigned long long) m->ninsns));
+	if ((w->nblocks && w->max_id >= m->ninsns) ||
+	    (w->sp[SP_GAPS].count && w->last_gap > m->ninsns) ||
+	    (w->sp[SP_TSC].count && w->last_tsc > m->ninsns))
+		return fail(w, htr_err__set(&w->err, HTR_ERR_INVALID,
+				"%s: a record names an ID past the %llu "
+				"instructions", w->path,
+				(unsigned long long) m->ninsns));
+
+	if ((rc = flush_blocks(w)))
+		return rc;
+	if ((rc = link_tree(w, &first_root, &max_depth, &nroots)))
+		return rc;
+
+	/* Sections: blocks in place, then each spool, 8-byte aligned
+	 * (every record size is a multiple of 8). */
+	memset(table, 0, sizeof(table));
+	table[0].id = HTR_SEC_BLOCKS;
+	table[0].entsize = sizeof(struct htr_disk_block);
+	table[0].offset = HTR_WRITER_RESERVE;
+	table[0].size = w->nblocks * sizeof(struct htr_disk_block);
+	off = HTR_WRITER_RESERVE + table[0].size;
+	if (lseek(w->fd, (off_t) off, SEEK_SET) < 0)
+		return fail(w, htr_err__sys(&w->err, "%s: seek", w->tmp));
+	for (i = 0; i < SP_COUNT; i++) {
+		table[1 + i].id = spool_desc[i].id;
+		table[1 + i].entsize = spool_desc[i].entsize;
+		table[1 + i].offset = off;
+		table[1 + i].size = w->sp[i].size;
+		if ((rc = copy_spool(w, &w->sp[i])))
+			return rc;
+		off += w->sp[i].size;
+	}
+
+	/* Header and table first (the body hash does not cover them). */
+	memset(&h, 0, sizeof(h));
+	memcpy(h.magic, HTR_MAGIC, 8);
+	h.version = HTR_FORMAT_VERSION;
+	h.endian = HTR_ENDIAN_TAG;
+	h.header_size = sizeof(h);
+	h.nsections = 1 + SP_COUNT;
+	h.section_table = sizeof(h);
+	h.file_size = off;
+	h.ninsns = m->ninsns;
+	h.nblocks = w->nblocks;
+	h.first_root = first_root;
+	h.max_depth = max_depth;
+	h.trace_size = m->trace_size;
+	h.trace_hash = m->trace_hash;
+	h.image_hash = w->image_hash;
+	h.body_start = sizeof(h) + sizeof(table);
+	memcpy(h.libipt_version, m->libipt_version, sizeof(h.libipt_version));
+	h.build_time = (uint64_t) time(NULL);
+	h.nroots = nroots;
+
+	/* Body hash: one forward pass in chunks that are multiples of 8. */
+	body_hash = HTR_HASH_SEED;
+	for (pos = h.body_start; pos < off;) {
+		size_t n = off - pos > HTR_WRITER_BUF ?
+			   HTR_WRITER_BUF : (size_t) (off - pos);
+
+		if ((rc = pread_all(w, w->fd, w->buf, n, pos, "read back")))
+			return rc;
+		body_hash = htr_hash__bytes(body_hash, w->buf, n);
+		pos += n;
+	}
+	h.body_hash = body_hash;
+	h.header_hash = 0;
+	h.header_hash = htr_hash__bytes(htr_hash__bytes(HTR_HASH_SEED, &h,
+							sizeof(h)),
+					table, sizeof(table));
+	if ((rc = pwrite_all(w, table, sizeof(table), sizeof(h),
+			     "write section table")) ||
+	    (rc = pwrite_all(w, &h, sizeof(h), 0, "write header")))
+		return rc;
+
+	if (fsync(w->fd) < 0)
+		return fail(w, htr_err__sys(&w->err, "%s: fsync", w->tmp));
+	if (rename(w->tmp, w->path) < 0)
+		return fail(w, htr_err__sys(&w->err, "%s: rename to %s",
+					    w->tmp, w->path));
+	w->committed = true;
+	w->max_depth = max_depth;
+	/* Make the rename durable; some filesystems refuse fsync on a
+	 * directory, which is not an error of ours. */
+	dfd = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		if (fsync(dfd) < 0 && errno != EINVAL && errno != EROFS) {
+			rc = htr_err__sys(&w->err, "%s: fsync", w->dir);
+			close(dfd);
+			return rc;
+		}
+		close(dfd);
+	}
+	return 0;
+}
+
+void htr_writer__free(struct htr_writer *w)
+{
+	int i;
+
+	if (!w)
+		return;
+	if (w->fd >= 0) {
+		close(w->fd);
+		if (!w->committed)
+			unlink(w->tmp);
+	}
+	for (i = 0; i < SP_COUNT; i++) {
+		if (w->sp[i].fd >= 0)
+			close(w->sp[i].fd);
+		free(w->sp[i].buf);
+	}
+	free(w->buf);
+	free(w->path);
+	free(w->tmp);
+	free(w->dir);
+	free(w);
+}
+
+uint32_t htr_writer__max_depth(const struct htr_writer *w)
+{
+	return w && w->committed ? w->max_depth : 0;
+}
+
+const struct htr_err *htr_writer__err(const struct htr_writer *w)
+{
+	return w ? &w->err : NULL;
+}
