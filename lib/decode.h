@@ -27,8 +27,10 @@ struct htr_decode_sink {
 	void *ctx;
 	/* @ninsn (>= 1) instructions ran, the first at @ip; the last is of
 	 * class @cls.  Every instruction the decoder delivers is in exactly
-	 * one run, in order. */
-	int (*run)(void *ctx, uint64_t ip, uint32_t ninsn, enum htr_icls cls);
+	 * one run, in order.  For calls, @ret_ip is the address of the
+	 * instruction after the call (its return address), 0 if unknown. */
+	int (*run)(void *ctx, uint64_t ip, uint32_t ninsn, enum htr_icls cls,
+		   uint64_t ret_ip);
 	/* Decoding (re)starts: the next run begins at @ip.  Called once at
 	 * the start and after every gap that the decoder could resume from. */
 	int (*resume)(void *ctx, uint64_t ip);
@@ -56,6 +58,29 @@ struct htr_decode_cfg {
 };
 
 /*
+ * Rules the decoder follows (libipt 2.0.5 block decoder, end_on_call):
+ *  - Order: run, then the time after it; gaps; the PSB the next run follows
+ *    (sync); resume; the next run.
+ *  - Asynchronous branch (interrupt, exception; FUP+TIP): the run that was
+ *    interrupted is reported with HTR_IC_FAR_CALL and @ret_ip = the
+ *    interrupted IP (where iret returns), when its last instruction is of
+ *    class HTR_IC_OTHER.  A transaction abort's branch is a plain jump.
+ *    Limitation: if the interrupted run already ends in a call or return,
+ *    or no instruction ran since the previous async branch or (re)start,
+ *    nothing marks the interrupt (instruction IDs stay exact; the tree
+ *    nests the handler in the wrong frame).
+ *  - Enabled after a disable: a DISABLED gap unless libipt says tracing
+ *    resumed where it stopped (no instruction lost).  Asynchronous disable
+ *    at the end of the trace: a DISABLED gap at the end.
+ *  - Overflow: an OVERFLOW gap; paging, vmcs, exec mode, tsx, stop,
+ *    exstop, mwait, pwre, pwrx, ptwrite, tick, cbr and mnt lose nothing.
+ *  - End of trace: code libipt decodes after the trace is exhausted runs
+ *    up to the first instruction that needs trace, which is not delivered
+ *    (its outcome is unknown); if the image ends first, that code is
+ *    dropped (ptxed stops at pts_eos) and no error is reported.
+ *  - A decode error: the runs up to it, an ERROR gap (libipt's code), then
+ *    decoding resumes at the next PSB.
+ *
  * Decode the whole trace.  A callback returning non-zero stops decoding and
  * that value is returned.  Bad trace data never fails the run: it becomes an
  * HTR_GAP_ERROR gap and decoding resumes at the next PSB.

@@ -13,6 +13,7 @@
 
 struct htr_image;
 struct pt_image;
+struct pt_image_section_cache;
 
 /* Returns 0 or HTR_ERR_NOMEM. */
 int htr_image__alloc(struct htr_image **out);
@@ -37,6 +38,9 @@ int htr_image__add_raw_spec(struct htr_image *img, const char *spec,
 
 /* The libipt image (owned by @img). */
 struct pt_image *htr_image__pt(struct htr_image *img);
+/* The section cache behind it (owned by @img): block.isid indexes it, so the
+ * decoder can read the bytes of a block's last instruction. */
+struct pt_image_section_cache *htr_image__iscache(struct htr_image *img);
 
 /* Walk the loaded pieces (for the .htr image list and identity). */
 struct htr_image_piece {

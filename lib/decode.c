@@ -1,0 +1,555 @@
+/*
+ * Decoder: libipt's block decoder driven over a whole trace (see decode.h).
+ *
+ * One run is held back ("pending") until the decoder has moved on: events
+ * that follow a block (an asynchronous branch in particular) may still change
+ * the class of its last instruction.  Everything else is emitted in trace
+ * order: a pending run and the time after it, then gaps, then the PSB the
+ * next run follows, then resume, then the next run.
+ */
+#include "decode.h"
+#include "image.h"
+#include "htr/tree.h"
+
+#include <intel-pt.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PROGRESS_STEP (1ull << 20)
+
+/* Direct-mapped cache of last-instruction classes that libipt left out. */
+#define CLS_CACHE_BITS 12
+#define CLS_CACHE_SIZE (1u << CLS_CACHE_BITS)
+
+struct cls_slot {
+	uint64_t ip;       /* end_ip + 1, 0 for an empty slot */
+	uint8_t cls, len;
+};
+
+struct blk;
+
+struct dec {
+	struct pt_block_decoder *d;
+	struct pt_image_section_cache *isc;
+	const struct htr_decode_sink *sink;
+
+	/* The run held back. */
+	int pend;
+	uint64_t pend_ip;
+	uint32_t pend_n;
+	enum htr_icls pend_cls;
+	uint64_t pend_ret;
+	int pend_has_tsc;
+	uint64_t pend_tsc;
+
+	int has_tsc;
+	uint64_t tsc;            /* last time reported */
+
+	int has_sync;
+	uint64_t sync_off;       /* last sync offset libipt gave */
+	int sync_pend;           /* sync_off not yet reported */
+
+	int need_resume;
+	int off, async_off;      /* tracing disabled (asynchronously) */
+	uint64_t off_offset;
+	int tsx_abort;           /* the next async branch is an abort */
+
+	uint64_t insns, next_progress;
+	struct cls_slot *cache;
+
+	int in_tail;             /* libipt reported pts_eos */
+	struct blk *tail;
+	size_t ntail, tail_cap;
+};
+
+static uint64_t cur_offset(const struct dec *s)
+{
+	uint64_t off = 0;
+
+	if (pt_blk_get_offset(s->d, &off) < 0)
+		return 0;
+	return off;
+}
+
+/* Length of the near or far call FF /2, FF /3 whose ModRM byte is at @p[i]
+ * (@n bytes readable), 0 if it runs past them. */
+static int modrm_len(const uint8_t *p, size_t n, size_t i)
+{
+	uint8_t modrm = p[i], mod = modrm >> 6, rm = modrm & 7;
+
+	i++;
+	if (mod != 3 && rm == 4) {              /* SIB */
+		if (i >= n)
+			return 0;
+		if (mod == 0 && (p[i] & 7) == 5)
+			i += 4;                 /* no base: disp32 */
+		i++;
+	} else if (mod == 0 && rm == 5) {
+		i += 4;                         /* RIP-relative disp32 */
+	}
+	if (mod == 1)
+		i += 1;
+	else if (mod == 2)
+		i += 4;
+	return i <= n ? (int) i : 0;
+}
+
+/* Class of the instruction at @p (@n bytes readable) and, for the call
+ * forms, its length in *@len (0 if unknown).  Used where libipt does not say
+ * (indirect jumps and far transfers taken from its block cache) and for the
+ * return address of calls.  Only what changes frames matters; everything
+ * else is HTR_IC_OTHER. */
+static enum htr_icls insn_info(const uint8_t *p, size_t n,
+			       enum pt_exec_mode mode, int *len)
+{
+	size_t i = 0;
+
+	*len = 0;
+	while (i < n && (p[i] == 0x66 || p[i] == 0x67 || p[i] == 0xf0 ||
+			 p[i] == 0xf2 || p[i] == 0xf3 || p[i] == 0x2e ||
+			 p[i] == 0x36 || p[i] == 0x3e || p[i] == 0x26 ||
+			 p[i] == 0x64 || p[i] == 0x65))
+		i++;
+	if (mode == ptem_64bit && i < n && (p[i] & 0xf0) == 0x40)
+		i++;
+	if (i >= n)
+		return HTR_IC_OTHER;
+	switch (p[i]) {
+	case 0xe8:                                /* call rel32 */
+		*len = i + 5 <= n ? (int) i + 5 : 0;
+		return HTR_IC_CALL;
+	case 0xc2: case 0xc3:
+		return HTR_IC_RET;
+	case 0xcc: case 0xce: case 0xf1:          /* int3, into, int1 */
+		*len = (int) i + 1;
+		return HTR_IC_FAR_CALL;
+	case 0xcd:                                /* int n */
+		*len = i + 2 <= n ? (int) i + 2 : 0;
+		return HTR_IC_FAR_CALL;
+	case 0x9a:                                /* call ptr16:16/32 */
+		return HTR_IC_FAR_CALL;
+	case 0xca: case 0xcb: case 0xcf:          /* lret, iret */
+		return HTR_IC_FAR_RET;
+	case 0xff:
+		if (i + 1 >= n)
+			return HTR_IC_OTHER;
+		switch ((p[i + 1] >> 3) & 7) {
+		case 2:
+			*len = modrm_len(p, n, i + 1);
+			return HTR_IC_CALL;
+		case 3:
+			*len = modrm_len(p, n, i + 1);
+			return HTR_IC_FAR_CALL;
+		}
+		return HTR_IC_OTHER;
+	case 0x0f:
+		if (i + 1 >= n)
+			return HTR_IC_OTHER;
+		switch (p[i + 1]) {
+		case 0x05: case 0x34:                 /* syscall, sysenter */
+			*len = (int) i + 2;
+			return HTR_IC_FAR_CALL;
+		case 0x07: case 0x35:                 /* sysret, sysexit */
+			return HTR_IC_FAR_RET;
+		}
+		return HTR_IC_OTHER;
+	}
+	return HTR_IC_OTHER;
+}
+
+/* Class of @b's last instruction and, for calls, its return address. */
+static enum htr_icls block_class(struct dec *s, const struct pt_block *b,
+				 uint64_t *ret_ip)
+{
+	struct cls_slot *slot;
+	uint8_t buf[pt_max_insn_size];
+	enum htr_icls cls;
+	int n, len;
+
+	*ret_ip = 0;
+	switch (b->iclass) {
+	case ptic_return:
+		return HTR_IC_RET;
+	case ptic_far_return:
+		return HTR_IC_FAR_RET;
+	case ptic_call:
+	case ptic_far_call:
+	case ptic_error:
+		break;
+	default:
+		return HTR_IC_OTHER;
+	}
+	if (b->truncated) {
+		cls = insn_info(b->raw, b->size, b->mode, &len);
+	} else {
+		slot = &s->cache[(b->end_ip ^ (b->end_ip >> CLS_CACHE_BITS)) &
+				 (CLS_CACHE_SIZE - 1)];
+		if (slot->ip != b->end_ip + 1) {
+			n = b->isid > 0 ? pt_iscache_read(s->isc, buf,
+							  sizeof(buf), b->isid,
+							  b->end_ip) : -1;
+			cls = n > 0 ? insn_info(buf, (size_t) n, b->mode, &len) :
+				HTR_IC_OTHER;
+			if (n <= 0)
+				len = 0;
+			slot->ip = b->end_ip + 1;
+			slot->cls = (uint8_t) cls;
+			slot->len = (uint8_t) len;
+		}
+		cls = (enum htr_icls) slot->cls;
+		len = slot->len;
+	}
+	/* libipt's class wins where it gave one. */
+	if (b->iclass == ptic_call)
+		cls = HTR_IC_CALL;
+	else if (b->iclass == ptic_far_call)
+		cls = HTR_IC_FAR_CALL;
+	if (len && (cls == HTR_IC_CALL || cls == HTR_IC_FAR_CALL))
+		*ret_ip = b->end_ip + (uint64_t) len;
+	return cls;
+}
+
+/* Emit the pending run and the time after it. */
+static int flush(struct dec *s)
+{
+	const struct htr_decode_sink *k = s->sink;
+	int rc;
+
+	if (!s->pend)
+		return 0;
+	s->pend = 0;
+	rc = k->run(k->ctx, s->pend_ip, s->pend_n, s->pend_cls, s->pend_ret);
+	if (rc)
+		return rc;
+	if (s->pend_has_tsc && (!s->has_tsc || s->pend_tsc != s->tsc)) {
+		s->has_tsc = 1;
+		s->tsc = s->pend_tsc;
+		if (k->time && (rc = k->time(k->ctx, s->tsc)) != 0)
+			return rc;
+	}
+	s->insns += s->pend_n;
+	if (s->insns >= s->next_progress) {
+		s->next_progress = s->insns + PROGRESS_STEP;
+		if (k->progress && k->progress(k->ctx, cur_offset(s)))
+			return HTR_ERR_CANCELED;
+	}
+	return 0;
+}
+
+static int emit_sync(struct dec *s)
+{
+	s->sync_pend = 0;
+	return s->sink->sync ? s->sink->sync(s->sink->ctx, s->sync_off) : 0;
+}
+
+/* Note the PSB the decoder last passed; report an older unreported one. */
+static int note_sync(struct dec *s)
+{
+	uint64_t off;
+	int rc;
+
+	if (pt_blk_get_sync_offset(s->d, &off) < 0 ||
+	    (s->has_sync && off == s->sync_off))
+		return 0;
+	if (s->sync_pend && ((rc = flush(s)) != 0 || (rc = emit_sync(s)) != 0))
+		return rc;
+	s->has_sync = 1;
+	s->sync_off = off;
+	s->sync_pend = 1;
+	return 0;
+}
+
+static int gap(struct dec *s, int kind, uint64_t offset, int code)
+{
+	int rc = flush(s);
+
+	if (rc)
+		return rc;
+	s->need_resume = 1;
+	return s->sink->gap ? s->sink->gap(s->sink->ctx, kind, offset, code) : 0;
+}
+
+/* A block as the sink will see it. */
+struct blk {
+	uint64_t ip, ret, tsc;
+	uint32_t n;
+	enum htr_icls cls;
+	int has_tsc;
+};
+
+static void make_blk(struct dec *s, const struct pt_block *b, struct blk *o)
+{
+	uint32_t lost_mtc, lost_cyc;
+
+	o->ip = b->ip;
+	o->n = b->ninsn;
+	o->cls = block_class(s, b, &o->ret);
+	o->has_tsc = pt_blk_time(s->d, &o->tsc, &lost_mtc, &lost_cyc) >= 0;
+}
+
+/* A new non-empty block: emit the previous run, then hold this one. */
+static int on_block(struct dec *s, const struct blk *b)
+{
+	const struct htr_decode_sink *k = s->sink;
+	int rc;
+
+	if ((rc = flush(s)) != 0)
+		return rc;
+	if (s->sync_pend && (rc = emit_sync(s)) != 0)
+		return rc;
+	if (s->need_resume) {
+		s->need_resume = 0;
+		if (k->resume && (rc = k->resume(k->ctx, b->ip)) != 0)
+			return rc;
+	}
+	s->pend = 1;
+	s->pend_ip = b->ip;
+	s->pend_n = b->n;
+	s->pend_cls = b->cls;
+	s->pend_ret = b->ret;
+	s->pend_has_tsc = b->has_tsc;
+	s->pend_tsc = b->tsc;
+	s->tsx_abort = 0;
+	return 0;
+}
+
+/* Blocks decoded after libipt said the trace is exhausted (pts_eos) are
+ * held: they count if decoding then stops for want of trace (the code up to
+ * the next branch ran), and are dropped with the error if it stops
+ * because the image ends (as ptxed, which stops at pts_eos). */
+static int tail_push(struct dec *s, const struct blk *b)
+{
+	if (s->ntail == s->tail_cap) {
+		size_t cap = s->tail_cap ? s->tail_cap * 2 : 16;
+		struct blk *p = realloc(s->tail, cap * sizeof(*p));
+
+		if (!p)
+			return HTR_ERR_NOMEM;
+		s->tail = p;
+		s->tail_cap = cap;
+	}
+	s->tail[s->ntail++] = *b;
+	return 0;
+}
+
+static int tail_commit(struct dec *s)
+{
+	size_t i;
+	int rc;
+
+	for (i = 0; i < s->ntail; i++)
+		if ((rc = on_block(s, &s->tail[i])) != 0)
+			return rc;
+	s->ntail = 0;
+	return 0;
+}
+
+static int on_event(struct dec *s, const struct pt_event *ev)
+{
+	int rc = 0, abort = 0;
+
+	switch (ev->type) {
+	case ptev_enabled:
+		/* A resumed enable continues where the asynchronous disable
+		 * stopped: nothing was lost. */
+		if (s->off && !ev->variant.enabled.resumed)
+			rc = gap(s, HTR_GAP_DISABLED, cur_offset(s), 0);
+		s->off = 0;
+		s->async_off = 0;
+		break;
+	case ptev_disabled:
+	case ptev_async_disabled:
+		s->off = 1;
+		s->async_off = ev->type == ptev_async_disabled;
+		s->off_offset = cur_offset(s);
+		break;
+	case ptev_async_branch:
+		/* An interrupt or exception: the last instruction that ran
+		 * enters the handler.  A transaction abort only jumps. */
+		if (!s->tsx_abort && s->pend && s->pend_cls == HTR_IC_OTHER) {
+			s->pend_cls = HTR_IC_FAR_CALL;
+			s->pend_ret = ev->variant.async_branch.from;
+		}
+		break;
+	case ptev_overflow:
+		rc = gap(s, HTR_GAP_OVERFLOW, cur_offset(s), 0);
+		break;
+	case ptev_tsx:
+		abort = ev->variant.tsx.aborted;
+		break;
+	case ptev_paging:
+	case ptev_async_paging:
+	case ptev_exec_mode:
+	case ptev_stop:
+	case ptev_vmcs:
+	case ptev_async_vmcs:
+	case ptev_exstop:
+	case ptev_mwait:
+	case ptev_pwre:
+	case ptev_pwrx:
+	case ptev_ptwrite:
+	case ptev_tick:
+	case ptev_cbr:
+	case ptev_mnt:
+	default:
+		/* No instruction is lost or moved; time is read after each
+		 * block. */
+		break;
+	}
+	s->tsx_abort = abort;
+	return rc;
+}
+
+/* Decode from a synchronization point until an error or the end.  Returns a
+ * callback's value (or HTR_ERR_CANCELED); libipt's status in *@status. */
+static int decode_synced(struct dec *s, int *status)
+{
+	struct pt_block b;
+	struct blk o;
+	int st = *status, rc;
+
+	s->in_tail = 0;
+	s->ntail = 0;
+	for (;;) {
+		if (st & pts_eos)
+			s->in_tail = 1;
+		while (st & pts_event_pending) {
+			struct pt_event ev;
+
+			st = pt_blk_event(s->d, &ev, sizeof(ev));
+			if (st < 0)
+				goto out;
+			if ((rc = tail_commit(s)) != 0 ||
+			    (rc = on_event(s, &ev)) != 0)
+				return rc;
+			if (st & pts_eos)
+				s->in_tail = 1;
+		}
+		b.ninsn = 0;
+		st = pt_blk_next(s->d, &b, sizeof(b));
+		/* libipt returns the block it was building with the error.
+		 * Unless the error is about decoding the next instruction,
+		 * the trace for the last one was missing: its outcome is
+		 * unknown and it is not delivered (as pt_insn_next does).
+		 * The one before it did not end a block: HTR_IC_OTHER. */
+		if (st < 0 && b.ninsn && st != -pte_nomap &&
+		    st != -pte_bad_insn) {
+			b.ninsn--;
+			b.iclass = ptic_other;
+		}
+		if (b.ninsn) {
+			make_blk(s, &b, &o);
+			rc = s->in_tail ? tail_push(s, &o) : on_block(s, &o);
+			if (rc)
+				return rc;
+		}
+		if ((rc = note_sync(s)) != 0)
+			return rc;
+		if (st < 0)
+			goto out;
+	}
+out:
+	if (s->in_tail) {
+		if (st == -pte_eos && (rc = tail_commit(s)) != 0)
+			return rc;
+		/* Out of trace: whatever stopped the tail is its end. */
+		s->ntail = 0;
+		st = -pte_eos;
+	}
+	*status = st;
+	return 0;
+}
+
+static void setup_config(struct pt_config *c, const struct htr_decode_cfg *cfg)
+{
+	pt_config_init(c);
+	c->begin = (uint8_t *) (uintptr_t) cfg->trace;
+	c->end = c->begin + cfg->size;
+	if (cfg->cpu_family) {
+		c->cpu.vendor = pcv_intel;
+		c->cpu.family = (uint16_t) cfg->cpu_family;
+		c->cpu.model = (uint8_t) cfg->cpu_model;
+		c->cpu.stepping = (uint8_t) cfg->cpu_stepping;
+		(void) pt_cpu_errata(&c->errata, &c->cpu);
+	}
+	c->cpuid_0x15_eax = cfg->cpuid_0x15_eax;
+	c->cpuid_0x15_ebx = cfg->cpuid_0x15_ebx;
+	c->mtc_freq = cfg->mtc_freq;
+	c->nom_freq = cfg->nom_freq;
+	c->flags.variant.block.end_on_call = 1;
+}
+
+int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
+		    const struct htr_decode_sink *sink, struct htr_err *err)
+{
+	struct pt_config c;
+	struct dec s;
+	uint64_t last_err = 0;
+	int status, rc = 0, synced = 0, have_err = 0;
+
+	if (!cfg || !img || !sink || !sink->run || (!cfg->trace && cfg->size))
+		return htr_err__set(err, HTR_ERR_INVALID, "decode: bad arguments");
+	memset(&s, 0, sizeof(s));
+	s.sink = sink;
+	s.isc = htr_image__iscache(img);
+	s.need_resume = 1;
+	s.next_progress = PROGRESS_STEP;
+	s.cache = calloc(CLS_CACHE_SIZE, sizeof(*s.cache));
+	if (!s.cache)
+		return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
+	setup_config(&c, cfg);
+	s.d = pt_blk_alloc_decoder(&c);
+	if (!s.d) {
+		rc = htr_err__set(err, HTR_ERR_DECODE, "cannot set up the "
+				  "Intel PT decoder (bad configuration)");
+		goto out;
+	}
+	status = pt_blk_set_image(s.d, htr_image__pt(img));
+	if (status < 0) {
+		rc = htr_err__set(err, HTR_ERR_DECODE, "cannot set the image: "
+				  "%s", pt_errstr(pt_errcode(status)));
+		goto out;
+	}
+	status = pt_blk_sync_forward(s.d);
+	for (;;) {
+		if (status >= 0) {
+			synced = 1;
+			if ((rc = note_sync(&s)) != 0 ||
+			    (rc = decode_synced(&s, &status)) != 0)
+				goto out;
+		}
+		if (status == -pte_eos)
+			break;
+		/* Bad trace: record it, resume at the next PSB.  Stop if the
+		 * decoder makes no progress (as ptxed does). */
+		{
+			uint64_t off = cur_offset(&s);
+
+			s.sync_pend = 0;
+			s.off = s.async_off = 0;
+			if ((rc = gap(&s, HTR_GAP_ERROR, off, status)) != 0)
+				goto out;
+			if (have_err && off <= last_err)
+				break;
+			have_err = 1;
+			last_err = off;
+		}
+		status = pt_blk_sync_forward(s.d);
+	}
+	if ((rc = flush(&s)) != 0)
+		goto out;
+	if (s.off && s.async_off &&
+	    (rc = gap(&s, HTR_GAP_DISABLED, s.off_offset, 0)) != 0)
+		goto out;
+	if (!synced && !have_err)
+		rc = htr_err__set(err, HTR_ERR_DECODE, "no PSB in the trace "
+				  "(%llu bytes)", (unsigned long long) cfg->size);
+out:
+	if (rc == HTR_ERR_CANCELED)
+		htr_err__set(err, rc, "decode canceled");
+	pt_blk_free_decoder(s.d);
+	free(s.cache);
+	free(s.tail);
+	return rc;
+}

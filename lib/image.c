@@ -1,0 +1,393 @@
+/*
+ * Image: one libipt image over one shared section cache (see image.h).
+ *
+ * ELF files are read with libelf only to find their executable PT_LOAD
+ * segments; libipt maps the bytes itself (pt_iscache_add_file).  Every
+ * header field is checked against the file size before use, so a corrupt
+ * ELF gives a message, never a crash.
+ */
+#include "image.h"
+
+#include <intel-pt.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct htr_image {
+	struct pt_image *pt;
+	struct pt_image_section_cache *iscache;
+	struct htr_image_piece *pieces;
+	size_t npieces, cap;
+};
+
+int htr_image__alloc(struct htr_image **out)
+{
+	struct htr_image *img;
+
+	*out = NULL;
+	img = calloc(1, sizeof(*img));
+	if (!img)
+		return HTR_ERR_NOMEM;
+	img->pt = pt_image_alloc(NULL);
+	img->iscache = pt_iscache_alloc(NULL);
+	if (!img->pt || !img->iscache) {
+		htr_image__free(img);
+		return HTR_ERR_NOMEM;
+	}
+	*out = img;
+	return 0;
+}
+
+void htr_image__free(struct htr_image *img)
+{
+	size_t i;
+
+	if (!img)
+		return;
+	/* The image references the cache's sections: free it first. */
+	pt_image_free(img->pt);
+	pt_iscache_free(img->iscache);
+	for (i = 0; i < img->npieces; i++)
+		free((char *) img->pieces[i].path);
+	free(img->pieces);
+	free(img);
+}
+
+struct pt_image *htr_image__pt(struct htr_image *img)
+{
+	return img ? img->pt : NULL;
+}
+
+struct pt_image_section_cache *htr_image__iscache(struct htr_image *img)
+{
+	return img ? img->iscache : NULL;
+}
+
+size_t htr_image__count(const struct htr_image *img)
+{
+	return img ? img->npieces : 0;
+}
+
+const struct htr_image_piece *htr_image__piece(const struct htr_image *img,
+					       size_t i)
+{
+	if (!img || i >= img->npieces)
+		return NULL;
+	return &img->pieces[i];
+}
+
+/* Map @size bytes of @path at @offset to @vaddr and remember the piece. */
+static int add_piece(struct htr_image *img, const char *path, uint32_t kind,
+		     uint64_t offset, uint64_t size, uint64_t vaddr,
+		     struct htr_err *err)
+{
+	struct htr_image_piece *p;
+	char *copy;
+	int isid, rc;
+
+	if (img->npieces == img->cap) {
+		size_t cap = img->cap ? img->cap * 2 : 8;
+
+		p = realloc(img->pieces, cap * sizeof(*p));
+		if (!p)
+			return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
+		img->pieces = p;
+		img->cap = cap;
+	}
+	copy = strdup(path);
+	if (!copy)
+		return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
+	isid = pt_iscache_add_file(img->iscache, path, offset, size, vaddr);
+	if (isid < 0) {
+		free(copy);
+		return htr_err__set(err, HTR_ERR_IO, "%s: cannot map 0x%llx bytes "
+				    "at offset 0x%llx: %s", path,
+				    (unsigned long long) size,
+				    (unsigned long long) offset,
+				    pt_errstr(pt_errcode(isid)));
+	}
+	rc = pt_image_add_cached(img->pt, img->iscache, isid, NULL);
+	if (rc < 0) {
+		free(copy);
+		return htr_err__set(err, HTR_ERR_INVALID, "%s: cannot add to "
+				    "the image at 0x%llx: %s", path,
+				    (unsigned long long) vaddr,
+				    pt_errstr(pt_errcode(rc)));
+	}
+	p = &img->pieces[img->npieces++];
+	p->path = copy;
+	p->kind = kind;
+	p->vaddr = vaddr;
+	p->offset = offset;
+	p->size = size;
+	return 0;
+}
+
+int htr_image__add_elf(struct htr_image *img, const char *path,
+		       int has_base, uint64_t base, struct htr_err *err)
+{
+	Elf *elf = NULL;
+	GElf_Ehdr eh;
+	GElf_Phdr ph;
+	struct stat st;
+	size_t n, i, nexec = 0;
+	uint64_t lowest = UINT64_MAX, bias = 0;
+	int fd, rc = 0;
+
+	if (!img || !path)
+		return htr_err__set(err, HTR_ERR_INVALID, "no image or path");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return htr_err__sys(err, "%s", path);
+	if (fstat(fd, &st) < 0) {
+		rc = htr_err__sys(err, "%s", path);
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = htr_err__set(err, HTR_ERR_IO, "%s: not a regular file", path);
+		goto out;
+	}
+	if (elf_version(EV_CURRENT) == EV_NONE) {
+		rc = htr_err__set(err, HTR_ERR_INVALID, "%s: libelf is unusable",
+				  path);
+		goto out;
+	}
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+		rc = htr_err__set(err, HTR_ERR_INVALID, "%s: not an ELF file",
+				  path);
+		goto out;
+	}
+	if (gelf_getclass(elf) != ELFCLASS64 || !gelf_getehdr(elf, &eh) ||
+	    eh.e_machine != EM_X86_64) {
+		rc = htr_err__set(err, HTR_ERR_INVALID, "%s: not an x86-64 "
+				  "ELF64 file", path);
+		goto out;
+	}
+	if (elf_getphdrnum(elf, &n) != 0) {
+		rc = htr_err__set(err, HTR_ERR_INVALID, "%s: bad program "
+				  "header table: %s", path, elf_errmsg(-1));
+		goto out;
+	}
+	/* First pass: validate every PT_LOAD and find the lowest vaddr. */
+	for (i = 0; i < n; i++) {
+		if (!gelf_getphdr(elf, (int) i, &ph)) {
+			rc = htr_err__set(err, HTR_ERR_INVALID, "%s: bad program "
+					  "header %zu: %s", path, i,
+					  elf_errmsg(-1));
+			goto out;
+		}
+		if (ph.p_type != PT_LOAD)
+			continue;
+		if (ph.p_vaddr < lowest)
+			lowest = ph.p_vaddr;
+		if (!(ph.p_flags & PF_X) || !ph.p_filesz)
+			continue;
+		if (ph.p_offset > (uint64_t) st.st_size ||
+		    ph.p_filesz > (uint64_t) st.st_size - ph.p_offset) {
+			rc = htr_err__set(err, HTR_ERR_INVALID, "%s: PT_LOAD %zu "
+					  "lies past the end of the file", path, i);
+			goto out;
+		}
+		if (ph.p_vaddr + ph.p_filesz < ph.p_vaddr) {
+			rc = htr_err__set(err, HTR_ERR_INVALID, "%s: PT_LOAD %zu "
+					  "wraps the address space", path, i);
+			goto out;
+		}
+		nexec++;
+	}
+	if (!nexec) {
+		rc = htr_err__set(err, HTR_ERR_INVALID, "%s: no executable "
+				  "PT_LOAD segment", path);
+		goto out;
+	}
+	if (has_base)
+		bias = base - lowest;     /* modular: relocating down works too */
+	for (i = 0; i < n; i++) {
+		if (!gelf_getphdr(elf, (int) i, &ph) || ph.p_type != PT_LOAD ||
+		    !(ph.p_flags & PF_X) || !ph.p_filesz)
+			continue;
+		rc = add_piece(img, path, 1, ph.p_offset, ph.p_filesz,
+			       ph.p_vaddr + bias, err);
+		if (rc < 0)
+			goto out;
+	}
+out:
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return rc;
+}
+
+int htr_image__add_raw(struct htr_image *img, const char *path,
+		       uint64_t offset, uint64_t size, uint64_t vaddr,
+		       struct htr_err *err)
+{
+	struct stat st;
+	uint64_t fsize;
+
+	if (!img || !path)
+		return htr_err__set(err, HTR_ERR_INVALID, "no image or path");
+	if (stat(path, &st) < 0)
+		return htr_err__sys(err, "%s", path);
+	if (!S_ISREG(st.st_mode))
+		return htr_err__set(err, HTR_ERR_IO, "%s: not a regular file",
+				    path);
+	fsize = (uint64_t) st.st_size;
+	if (offset >= fsize)
+		return htr_err__set(err, HTR_ERR_INVALID, "%s: offset 0x%llx is "
+				    "past the end of the file (%llu bytes)", path,
+				    (unsigned long long) offset,
+				    (unsigned long long) fsize);
+	if (!size)
+		size = fsize - offset;
+	if (size > fsize - offset)
+		return htr_err__set(err, HTR_ERR_INVALID, "%s: 0x%llx bytes at "
+				    "offset 0x%llx run past the end of the file",
+				    path, (unsigned long long) size,
+				    (unsigned long long) offset);
+	if (vaddr + size < vaddr)
+		return htr_err__set(err, HTR_ERR_INVALID, "%s: 0x%llx bytes at "
+				    "0x%llx wrap the address space", path,
+				    (unsigned long long) size,
+				    (unsigned long long) vaddr);
+	return add_piece(img, path, 2, offset, size, vaddr, err);
+}
+
+/* Parse a whole string as hex (0x...) or decimal.  Returns 0 or -1. */
+static int parse_u64(const char *s, size_t len, uint64_t *out)
+{
+	uint64_t v = 0;
+	size_t i = 0;
+	int hex = 0;
+
+	if (len > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+		hex = 1;
+		i = 2;
+	}
+	if (i >= len)
+		return -1;
+	for (; i < len; i++) {
+		unsigned d;
+		char c = s[i];
+
+		if (c >= '0' && c <= '9')
+			d = (unsigned) (c - '0');
+		else if (hex && c >= 'a' && c <= 'f')
+			d = (unsigned) (c - 'a' + 10);
+		else if (hex && c >= 'A' && c <= 'F')
+			d = (unsigned) (c - 'A' + 10);
+		else
+			return -1;
+		if (hex ? v >> 60 : v > (UINT64_MAX - d) / 10)
+			return -1;
+		v = hex ? v << 4 | d : v * 10 + d;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Last ':' in [@s, @end), or NULL. */
+static const char *last_colon(const char *s, const char *end)
+{
+	while (end > s)
+		if (*--end == ':')
+			return end;
+	return NULL;
+}
+
+/* Copy the @len first bytes of @s into a fresh string. */
+static char *dup_n(const char *s, size_t len)
+{
+	char *p = malloc(len + 1);
+
+	if (p) {
+		memcpy(p, s, len);
+		p[len] = 0;
+	}
+	return p;
+}
+
+int htr_image__add_elf_spec(struct htr_image *img, const char *spec,
+			    struct htr_err *err)
+{
+	const char *at;
+	uint64_t base = 0;
+	char *file;
+	int rc;
+
+	if (!spec || !*spec)
+		return htr_err__set(err, HTR_ERR_INVALID, "empty image spec");
+	at = strrchr(spec, '@');
+	if (!at)
+		return htr_image__add_elf(img, spec, 0, 0, err);
+	if (at == spec)
+		return htr_err__set(err, HTR_ERR_INVALID, "spec '%s': no file",
+				    spec);
+	if (parse_u64(at + 1, strlen(at + 1), &base) < 0)
+		return htr_err__set(err, HTR_ERR_INVALID, "spec '%s': bad "
+				    "address", spec);
+	file = dup_n(spec, (size_t) (at - spec));
+	if (!file)
+		return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
+	rc = htr_image__add_elf(img, file, 1, base, err);
+	free(file);
+	return rc;
+}
+
+int htr_image__add_raw_spec(struct htr_image *img, const char *spec,
+			    struct htr_err *err)
+{
+	const char *at, *end, *c1, *c2 = NULL;
+	uint64_t vaddr, offset = 0, size = 0;
+	char *file;
+	int rc;
+
+	if (!spec || !*spec)
+		return htr_err__set(err, HTR_ERR_INVALID, "empty image spec");
+	at = strrchr(spec, '@');
+	if (!at)
+		return htr_err__set(err, HTR_ERR_INVALID, "spec '%s': missing "
+				    "@VADDR", spec);
+	if (parse_u64(at + 1, strlen(at + 1), &vaddr) < 0)
+		return htr_err__set(err, HTR_ERR_INVALID, "spec '%s': bad "
+				    "address", spec);
+	/* FILE[:OFFSET[:SIZE]]: numeric ':' fields are taken from the right;
+	 * a non-numeric one belongs to the file name. */
+	end = at;
+	c1 = last_colon(spec, end);
+	if (c1 && c1 > spec) {
+		uint64_t v1;
+
+		if (parse_u64(c1 + 1, (size_t) (end - c1 - 1), &v1) == 0) {
+			const char *c0 = last_colon(spec, c1);
+			uint64_t v0;
+
+			if (c0 && c0 > spec &&
+			    parse_u64(c0 + 1, (size_t) (c1 - c0 - 1), &v0) == 0) {
+				offset = v0;
+				size = v1;
+				c2 = c0;
+			} else {
+				offset = v1;
+				c2 = c1;
+			}
+			end = c2;
+		}
+	}
+	if (end == spec)
+		return htr_err__set(err, HTR_ERR_INVALID, "spec '%s': no file",
+				    spec);
+	file = dup_n(spec, (size_t) (end - spec));
+	if (!file)
+		return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
+	rc = htr_image__add_raw(img, file, offset, size, vaddr, err);
+	free(file);
+	return rc;
+}
