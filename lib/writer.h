@@ -29,7 +29,15 @@ int htr_writer__open(struct htr_writer **out, const char *path,
 /* Append a completed block.  Only first, last, first_child, nchildren and
  * func_flags are read; parent and next_sibling are computed by commit.
  * Returns the new block's index through @index (may be NULL).
- * HTR_ERR_LIMIT past HTR_MAX_BLOCKS blocks. */
+ * HTR_ERR_LIMIT past HTR_MAX_BLOCKS blocks; HTR_ERR_INVALID if first >
+ * last, last is below the previous block's (not post-order), or
+ * first_child/nchildren are impossible (first_child must be HTR_NONE32
+ * exactly when nchildren is 0).
+ *
+ * Every error is sticky: later calls return it and commit fails.  Gaps
+ * and TSC changes must come by non-decreasing ID, sync points by
+ * non-decreasing offset (HTR_ERR_INVALID otherwise); an ID above
+ * HTR_MAX_ID + 1 is HTR_ERR_LIMIT. */
 int htr_writer__block(struct htr_writer *w, const struct htr_disk_block *b,
 		      uint32_t *index);
 uint32_t htr_writer__nblocks(const struct htr_writer *w);
@@ -45,7 +53,12 @@ int htr_writer__image(struct htr_writer *w, uint32_t kind, uint64_t vaddr,
 /* Link the tree (parent, next_sibling, first_root: one backward pass with
  * O(depth) memory), write every section, the section table and the
  * header with its hashes, fsync and rename onto the final path.
- * Returns 0 or a negative htr_error (message in the writer's err). */
+ * Returns 0 or a negative htr_error (message in the writer's err):
+ * HTR_ERR_CORRUPT when the blocks do not form a tree (a first_child or
+ * child count that does not match, overlapping siblings, a child starting
+ * before its parent), HTR_ERR_INVALID when a record names an ID at or
+ * past m->ninsns, HTR_ERR_LIMIT for more than 2^48 instructions,
+ * HTR_ERR_IO. */
 int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m);
 
 /* After a successful commit: the deepest nesting (a root has depth 1),

@@ -1,0 +1,835 @@
+/*
+ * The .htr container: writer errors and limits, crash safety of the
+ * temporary-name-then-rename rule, and htr_file_open() against truncated,
+ * bit-flipped, foreign and hand-mutated files.  Corrupt input must give an
+ * error (or, for block bytes that open does not read, consistent answers
+ * from the checked accessors), never a crash; run under ASan/UBSan too.
+ */
+#include "file.h"
+#include "writer.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static uint64_t below(uint64_t n)
+{
+	return n ? rnd() % n : 0;
+}
+
+static char dir[256];
+static char path[300];
+
+static void setup_dir(void)
+{
+	const char *t = getenv("TMPDIR");
+
+	snprintf(dir, sizeof(dir), "%s/htr-file-XXXXXX", t ? t : "/tmp");
+	cr_assert(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/t.htr", dir);
+}
+
+/* Number of entries left in the directory. */
+static int dir_entries(void)
+{
+	char cmd[400];
+	FILE *p;
+	int n = 0;
+
+	snprintf(cmd, sizeof(cmd), "ls -A '%s' | wc -l", dir);
+	p = popen(cmd, "r");
+	cr_assert(p);
+	cr_assert_eq(fscanf(p, "%d", &n), 1);
+	pclose(p);
+	return n;
+}
+
+static void teardown_dir(void)
+{
+	char cmd[1024];
+
+	snprintf(cmd, sizeof(cmd), "chmod -R u+w '%s'; rm -rf '%s'", dir, dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(file, .init = setup_dir, .fini = teardown_dir);
+
+static void put_block(struct htr_writer *w, uint64_t first, uint64_t last,
+		      uint32_t first_child, uint32_t nchildren, uint32_t ff)
+{
+	struct htr_disk_block b;
+
+	memset(&b, 0, sizeof(b));
+	htr_disk__put48(b.first, first);
+	htr_disk__put48(b.last, last);
+	b.first_child = first_child;
+	b.nchildren = nchildren;
+	b.func_flags = ff;
+	cr_assert_eq(htr_writer__block(w, &b, NULL), 0, "%s",
+		     htr_writer__err(w)->msg);
+}
+
+/*
+ * A random well-formed file of about @n blocks: a call/return simulation
+ * whose blocks go out in completion order, plus every small section.
+ */
+static uint64_t write_random(const char *p, uint32_t n, uint64_t seed)
+{
+	struct { uint32_t first_child, nchildren; uint64_t first; } st[64];
+	struct htr_writer_meta m;
+	struct htr_writer *w;
+	struct htr_err err;
+	uint32_t depth = 0, count = 0, idx, i;
+	uint64_t id = 0, k;
+
+	rng_state = seed;
+	cr_assert_eq(htr_writer__open(&w, p, &err), 0, "%s", err.msg);
+	for (i = 0; i < 5; i++)
+		cr_assert_eq(htr_writer__func(w, 0x1000 + i), 0);
+	while (count < n || depth) {
+		if (below(3) == 0)
+			id++;
+		if (count < n && depth < 60 && below(2)) {
+			st[depth].first = id;
+			st[depth].first_child = HTR_NONE32;
+			st[depth].nchildren = 0;
+			depth++;
+			count++;
+		} else if (depth) {
+			depth--;
+			put_block(w, st[depth].first, id, st[depth].first_child,
+				  st[depth].nchildren,
+				  (uint32_t) (below(6) == 5 ? HTR_FUNC_NONE :
+					      below(5)) |
+				  (uint32_t) below(16) << 24);
+			idx = htr_writer__nblocks(w) - 1;
+			id++;
+			if (depth) {
+				if (!st[depth - 1].nchildren)
+					st[depth - 1].first_child = idx;
+				st[depth - 1].nchildren++;
+			}
+		}
+	}
+	id += 2;
+	for (k = 0; k < 7; k++)
+		cr_assert_eq(htr_writer__gap(w, k * id / 8, k * 100,
+					     1 + (int) (k % 3), -(int) k), 0);
+	for (k = 0; k < 20; k++)
+		cr_assert_eq(htr_writer__tsc(w, k * id / 20, 1000 + k * 7), 0);
+	for (k = 0; k < 9; k++)
+		cr_assert_eq(htr_writer__sync(w, k * 4096, k * id / 9), 0);
+	cr_assert_eq(htr_writer__image(w, 1, 0x400000, 0, 0x1000,
+				       "/usr/bin/prog"), 0);
+	cr_assert_eq(htr_writer__image(w, 2, 0x7f0000, 64, 100,
+				       "/lib/x86_64-linux-gnu/libc.so.6!"), 0);
+	memset(&m, 0, sizeof(m));
+	m.ninsns = id;
+	m.trace_size = 777;
+	m.trace_hash = 0x1234;
+	m.libipt_version[0] = 2;
+	cr_assert_eq(htr_writer__commit(w, &m), 0, "%s",
+		     htr_writer__err(w)->msg);
+	htr_writer__free(w);
+	return id;
+}
+
+static uint8_t *slurp(const char *p, size_t *size)
+{
+	struct stat st;
+	uint8_t *buf;
+	int fd = open(p, O_RDONLY);
+
+	cr_assert(fd >= 0);
+	cr_assert_eq(fstat(fd, &st), 0);
+	buf = malloc((size_t) st.st_size + 1);
+	cr_assert_eq(read(fd, buf, (size_t) st.st_size), st.st_size);
+	close(fd);
+	*size = (size_t) st.st_size;
+	return buf;
+}
+
+static void spit(const char *p, const void *buf, size_t size)
+{
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	cr_assert(fd >= 0);
+	cr_assert_eq(write(fd, buf, size), (ssize_t) size);
+	close(fd);
+}
+
+static int open_rc(const char *p, int verify, char *msg, size_t msgsize)
+{
+	struct htr_open_opts o;
+	struct htr_file *f = NULL;
+	int rc;
+
+	htr_open_opts_init(&o);
+	o.verify_body = verify;
+	rc = htr_file_open(&f, p, &o);
+	cr_assert(f, "a failed open still returns a handle");
+	if (msg)
+		snprintf(msg, msgsize, "%s", htr_last_error(f));
+	if (rc)
+		cr_assert_eq(htr_block_count(f), 0);
+	htr_file_close(f);
+	return rc;
+}
+
+/* Use every accessor on every block; answers may be wrong for a corrupt
+ * file but nothing may crash or loop. */
+static void exercise(const struct htr_file *f);
+
+static int count_visit(const struct htr_file *f, uint32_t b, uint32_t p,
+		       uint32_t level, void *payload)
+{
+	(void) f;
+	(void) b;
+	(void) p;
+	(void) level;
+	++*(uint64_t *) payload;
+	return 0;
+}
+
+static void exercise(const struct htr_file *f)
+{
+	struct htr_file_info fi;
+	struct htr_block_info bi;
+	struct htr_gap_info gi;
+	struct htr_file_image im;
+	uint64_t id, pos = 0, n, tsc, visits;
+	uint32_t b, i, nb = htr_block_count(f);
+
+	cr_assert_eq(htr_file_info(f, &fi, sizeof(fi)), 0);
+	for (i = 0; i < nb; i++) {
+		(void) htr_block_get(f, i, &bi, sizeof(bi));
+		(void) htr_block_parent(f, i);
+		(void) htr_block_first_child(f, i);
+		(void) htr_block_next_sibling(f, i);
+		(void) htr_block_child_count(f, i);
+		(void) htr_block_depth(f, i);
+	}
+	for (i = 0; i < nb; i += 1 + nb / 16) {
+		visits = 0;
+		(void) htr_tree_visit(f, i, HTR_PREORDER, count_visit, &visits);
+		cr_assert_leq(visits, 2ull * nb + 3);
+		visits = 0;
+		(void) htr_tree_visit(f, i, HTR_POSTORDER, count_visit,
+				      &visits);
+		cr_assert_leq(visits, 2ull * nb + 3);
+	}
+	visits = 0;
+	(void) htr_tree_visit(f, HTR_NONE, HTR_PREORDER, count_visit, &visits);
+	cr_assert_leq(visits, 2ull * nb + 3);
+	visits = 0;
+	(void) htr_tree_visit(f, HTR_NONE, HTR_POSTORDER, count_visit, &visits);
+	cr_assert_leq(visits, 2ull * nb + 3);
+	for (id = 0; id < fi.ninsns && id < 100000; id++) {
+		if (htr_block_for_insn(f, id, &b) == 0) {
+			cr_assert_lt(b, nb);
+			cr_assert_eq(htr_block_get(f, b, &bi, sizeof(bi)) == 0 ?
+				     (bi.first <= id && id <= bi.last) : 1, 1);
+		}
+		(void) htr_tsc_for_insn(f, id, &tsc);
+	}
+	for (n = 0; n < htr_gap_count(f); n++)
+		cr_assert_eq(htr_gap_get(f, n, &gi, sizeof(gi)), 0);
+	n = 0;
+	while (htr_file__image_next(f, &pos, &im) == 0)
+		n++;
+	cr_assert_eq(n, fi.nimages);
+}
+
+Test(file, roundtrip_header_and_sections)
+{
+	struct htr_file_info fi;
+	struct htr_file_image im;
+	struct htr_file *f;
+	uint64_t ninsns, pos = 0;
+
+	ninsns = write_random(path, 200, 1);
+	cr_assert_eq(htr_file_open(&f, path, NULL), 0, "%s", htr_last_error(f));
+	cr_assert_eq(htr_file_info(f, &fi, sizeof(fi)), 0);
+	cr_assert_eq(fi.size, sizeof(fi));
+	cr_assert_eq(fi.version, HTR_FORMAT_VERSION);
+	cr_assert_eq(fi.ninsns, ninsns);
+	cr_assert_eq(fi.nblocks, 200);
+	cr_assert_eq(fi.nfuncs, 5);
+	cr_assert_eq(fi.ngaps, 7);
+	cr_assert_eq(fi.ntsc, 20);
+	cr_assert_eq(fi.nsync, 9);
+	cr_assert_eq(fi.nimages, 2);
+	cr_assert_eq(fi.trace_size, 777);
+	cr_assert_eq(fi.trace_hash, 0x1234);
+	cr_assert_eq(fi.libipt_version[0], 2);
+	cr_assert_neq(fi.build_time, 0);
+	cr_assert_eq(f->sync[3].offset, 3 * 4096);
+	cr_assert_eq(f->sync[3].id, 3 * ninsns / 9);
+	cr_assert_eq(htr_file__image_next(f, &pos, &im), 0);
+	cr_assert_eq(im.rec->vaddr, 0x400000);
+	cr_assert_eq(im.rec->kind, 1);
+	cr_assert_eq(im.path_len, strlen("/usr/bin/prog"));
+	cr_assert_eq(memcmp(im.path, "/usr/bin/prog", im.path_len), 0);
+	cr_assert_eq(htr_file__image_next(f, &pos, &im), 0);
+	cr_assert_eq(im.rec->offset, 64);
+	cr_assert_eq(memcmp(im.path, "/lib/x86_64-linux-gnu/libc.so.6!",
+			    im.path_len), 0);
+	cr_assert_eq(htr_file__image_next(f, &pos, &im), HTR_ERR_ITEROVER);
+	cr_assert_eq(htr_file_info(f, &fi, 8), HTR_ERR_INVALID);
+	exercise(f);
+	htr_file_close(f);
+	cr_assert_eq(open_rc(path, 1, NULL, 0), 0);
+	/* Nothing but the output is left behind. */
+	cr_assert_eq(dir_entries(), 1);
+}
+
+Test(file, open_bad_arguments)
+{
+	struct htr_open_opts o;
+	struct htr_file *f;
+
+	cr_assert_eq(htr_file_open(NULL, path, NULL), HTR_ERR_INVALID);
+	cr_assert_eq(htr_file_open(&f, NULL, NULL), HTR_ERR_INVALID);
+	cr_assert_str_neq(htr_last_error(f), "");
+	htr_file_close(f);
+	write_random(path, 3, 2);
+	o.size = 0;
+	o.verify_body = 0;
+	cr_assert_eq(htr_file_open(&f, path, &o), HTR_ERR_INVALID);
+	htr_file_close(f);
+	/* An older, shorter opts struct is read only as far as it goes. */
+	o.size = sizeof(size_t);
+	o.verify_body = 12345;
+	cr_assert_eq(htr_file_open(&f, path, &o), 0);
+	htr_file_close(f);
+}
+
+Test(file, truncated_at_every_length)
+{
+	size_t size, len;
+	uint8_t *buf;
+	char msg[600], tpath[400];
+
+	write_random(path, 40, 3);
+	buf = slurp(path, &size);
+	snprintf(tpath, sizeof(tpath), "%s/cut.htr", dir);
+	for (len = 0; len < size; len++) {
+		int rc;
+
+		spit(tpath, buf, len);
+		rc = open_rc(tpath, 0, msg, sizeof(msg));
+		cr_assert_neq(rc, 0, "length %zu opened", len);
+		if (len >= 8)
+			cr_assert_eq(rc, HTR_ERR_CORRUPT, "length %zu: %s", len,
+				     msg);
+		else
+			cr_assert(rc == HTR_ERR_CORRUPT || rc == HTR_ERR_FORMAT);
+		cr_assert_eq(strncmp(msg, tpath, strlen(tpath)), 0, "%s", msg);
+		if (len >= 256)
+			cr_assert(strstr(msg, "truncated"), "%s", msg);
+	}
+	free(buf);
+}
+
+Test(file, every_header_byte_flipped)
+{
+	struct htr_disk_header h;
+	size_t size, i;
+	uint8_t *buf;
+	char msg[600];
+	int bit;
+
+	write_random(path, 10, 4);
+	buf = slurp(path, &size);
+	memcpy(&h, buf, sizeof(h));
+	for (i = 0; i < h.body_start; i++)
+		for (bit = 0; bit < 8; bit += 7) {
+			int rc, want = HTR_ERR_CORRUPT;
+
+			buf[i] ^= (uint8_t) (1u << bit);
+			spit(path, buf, size);
+			buf[i] ^= (uint8_t) (1u << bit);
+			if (i < 8)
+				want = HTR_ERR_FORMAT;
+			else if (i < 12)
+				want = HTR_ERR_VERSION;
+			rc = open_rc(path, 0, msg, sizeof(msg));
+			cr_assert_eq(rc, want, "byte %zu bit %d: %d %s", i, bit,
+				     rc, msg);
+		}
+	free(buf);
+}
+
+Test(file, every_body_byte_flipped_is_caught_by_verify)
+{
+	struct htr_disk_header h;
+	struct htr_file *f;
+	size_t size, i;
+	uint8_t *buf;
+
+	write_random(path, 30, 5);
+	buf = slurp(path, &size);
+	memcpy(&h, buf, sizeof(h));
+	for (i = h.body_start; i < size; i++) {
+		buf[i] ^= 0x10;
+		spit(path, buf, size);
+		buf[i] ^= 0x10;
+		cr_assert_eq(open_rc(path, 1, NULL, 0), HTR_ERR_CORRUPT,
+			     "byte %zu", i);
+		/* Without verification it may open; then nothing crashes. */
+		if (htr_file_open(&f, path, NULL) == 0)
+			exercise(f);
+		htr_file_close(f);
+	}
+	free(buf);
+}
+
+Test(file, random_byte_flips_never_crash, .timeout = 300)
+{
+	struct htr_file *f;
+	size_t size, i;
+	uint8_t *buf, *mut;
+	int round, opened = 0;
+
+	write_random(path, 300, 6);
+	buf = slurp(path, &size);
+	mut = malloc(size);
+	rng_state = 66;
+	for (round = 0; round < 3000; round++) {
+		int nflips = 1 + (int) below(8);
+
+		memcpy(mut, buf, size);
+		while (nflips--) {
+			/* Half the flips land in the blocks, which open does
+			 * not check: they reach the lazy per-access checks. */
+			i = below(2) ? 4096 + below(300 * 32) : below(size);
+			mut[i] = (uint8_t) rnd();
+		}
+		spit(path, mut, size);
+		if (htr_file_open(&f, path, NULL) == 0) {
+			opened++;
+			exercise(f);
+		}
+		htr_file_close(f);
+	}
+	cr_assert_gt(opened, 100);
+	free(mut);
+	free(buf);
+}
+
+/* Header and table mutated, then re-hashed so that open goes past the
+ * checksum and has to catch the inconsistency itself. */
+Test(file, rehashed_header_mutations_never_crash, .timeout = 300)
+{
+	struct htr_disk_header h;
+	struct htr_file *f;
+	size_t size, i;
+	uint8_t *buf, *mut;
+	int round, opened = 0;
+
+	write_random(path, 50, 7);
+	buf = slurp(path, &size);
+	mut = malloc(size);
+	memcpy(&h, buf, sizeof(h));
+	rng_state = 77;
+	for (round = 0; round < 5000; round++) {
+		struct htr_disk_header *m = (struct htr_disk_header *) mut;
+		uint64_t v;
+
+		memcpy(mut, buf, size);
+		/* One word of the header or table (after magic, version
+		 * and endian tag): a random value, a small delta or an
+		 * extreme. */
+		i = 16 + 8 * below((h.body_start - 16) / 8);
+		memcpy(&v, mut + i, 8);
+		switch (below(4)) {
+		case 0: v = rnd(); break;
+		case 1: v += below(64) - 32; break;
+		case 2: v = below(2) ? UINT64_MAX : 0; break;
+		default: v ^= 1ull << below(64); break;
+		}
+		memcpy(mut + i, &v, 8);
+		m->header_hash = 0;
+		m->header_hash = htr_hash__bytes(
+			htr_hash__bytes(HTR_HASH_SEED, m, sizeof(*m)),
+			mut + m->section_table * (m->section_table < size &&
+			m->nsections <= 64 && m->section_table +
+			24ull * m->nsections <= size),
+			m->section_table < size && m->nsections <= 64 &&
+			m->section_table + 24ull * m->nsections <= size ?
+			24ull * m->nsections : 0);
+		spit(path, mut, size);
+		if (htr_file_open(&f, path, NULL) == 0) {
+			opened++;
+			exercise(f);
+		}
+		htr_file_close(f);
+	}
+	/* Some words are free (identity, build time): those still open. */
+	cr_assert_gt(opened, 0);
+	free(mut);
+	free(buf);
+}
+
+Test(file, wrong_magic_endianness_version)
+{
+	struct htr_disk_header *h;
+	size_t size;
+	uint8_t *buf;
+	char msg[600];
+
+	write_random(path, 5, 8);
+	buf = slurp(path, &size);
+	h = (struct htr_disk_header *) buf;
+
+	h->endian = 0x04030201u;
+	spit(path, buf, size);
+	cr_assert_eq(open_rc(path, 0, msg, sizeof(msg)), HTR_ERR_FORMAT);
+	cr_assert(strstr(msg, "other endianness"), "%s", msg);
+	h->endian = HTR_ENDIAN_TAG;
+
+	h->version = 2;
+	spit(path, buf, size);
+	cr_assert_eq(open_rc(path, 0, msg, sizeof(msg)), HTR_ERR_VERSION);
+	cr_assert(strstr(msg, "version 2"), "%s", msg);
+	h->version = HTR_FORMAT_VERSION;
+
+	memcpy(h->magic, "HTRTREX", 8);
+	spit(path, buf, size);
+	cr_assert_eq(open_rc(path, 0, msg, sizeof(msg)), HTR_ERR_FORMAT);
+	cr_assert(strstr(msg, "magic"), "%s", msg);
+	free(buf);
+}
+
+Test(file, foreign_files)
+{
+	char msg[600], p[400];
+	size_t size;
+	uint8_t *elf;
+
+	/* An ELF executable. */
+	elf = slurp("/proc/self/exe", &size);
+	snprintf(p, sizeof(p), "%s/prog", dir);
+	spit(p, elf, size);
+	free(elf);
+	cr_assert_eq(open_rc(p, 0, msg, sizeof(msg)), HTR_ERR_FORMAT);
+	cr_assert(strstr(msg, "not an htr file"), "%s", msg);
+	/* An empty file. */
+	snprintf(p, sizeof(p), "%s/empty", dir);
+	spit(p, "", 0);
+	cr_assert_eq(open_rc(p, 0, msg, sizeof(msg)), HTR_ERR_FORMAT);
+	cr_assert(strstr(msg, "empty"), "%s", msg);
+	/* Text. */
+	snprintf(p, sizeof(p), "%s/text", dir);
+	spit(p, "hello, world\n", 13);
+	cr_assert_eq(open_rc(p, 0, NULL, 0), HTR_ERR_FORMAT);
+	/* A directory. */
+	cr_assert_eq(open_rc(dir, 0, msg, sizeof(msg)), HTR_ERR_IO);
+	cr_assert(strstr(msg, strerror(EISDIR)), "%s", msg);
+	/* Nothing there. */
+	snprintf(p, sizeof(p), "%s/missing.htr", dir);
+	cr_assert_eq(open_rc(p, 0, msg, sizeof(msg)), HTR_ERR_IO);
+	cr_assert(strstr(msg, strerror(ENOENT)), "%s", msg);
+	cr_assert_eq(strncmp(msg, p, strlen(p)), 0, "%s", msg);
+	/* Not a regular file. */
+	cr_assert_eq(open_rc("/dev/null", 0, msg, sizeof(msg)),
+		     HTR_ERR_FORMAT);
+}
+
+Test(file, killed_writer_leaves_nothing_that_opens)
+{
+	char tmp[400];
+	pid_t pid;
+	int status;
+
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		struct htr_writer *w;
+		struct htr_err err;
+		uint32_t i;
+
+		if (htr_writer__open(&w, path, &err))
+			_exit(2);
+		for (i = 0; i < 100000; i++) {
+			struct htr_disk_block b;
+
+			memset(&b, 0, sizeof(b));
+			htr_disk__put48(b.first, i);
+			htr_disk__put48(b.last, i);
+			b.first_child = HTR_NONE32;
+			b.func_flags = HTR_FUNC_NONE;
+			if (htr_writer__block(w, &b, NULL))
+				_exit(3);
+		}
+		for (i = 0; i < 100000; i++)
+			if (htr_writer__tsc(w, i, i))
+				_exit(4);
+		_exit(0);       /* killed before commit */
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cr_assert_eq(access(path, F_OK), -1);
+	cr_assert_eq(open_rc(path, 0, NULL, 0), HTR_ERR_IO);
+	/* The temporary output is there but does not look valid. */
+	snprintf(tmp, sizeof(tmp), "%s.tmp%ld", path, (long) pid);
+	cr_assert_eq(access(tmp, F_OK), 0);
+	cr_assert_neq(open_rc(tmp, 0, NULL, 0), 0);
+	/* The spool files were unlinked at once. */
+	cr_assert_eq(dir_entries(), 1);
+}
+
+Test(file, free_without_commit_removes_everything)
+{
+	struct htr_writer *w;
+	struct htr_err err;
+	uint64_t i;
+
+	/* An older file at the path survives a failed rewrite. */
+	write_random(path, 20, 9);
+	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
+	put_block(w, 0, 5, HTR_NONE32, 0, HTR_FUNC_NONE);
+	for (i = 0; i < 50000; i++)     /* past the spool buffer */
+		cr_assert_eq(htr_writer__tsc(w, i, i), 0);
+	cr_assert_eq(dir_entries(), 2);
+	htr_writer__free(w);
+	cr_assert_eq(dir_entries(), 1);
+	cr_assert_eq(open_rc(path, 1, NULL, 0), 0);
+	htr_writer__free(NULL);
+}
+
+Test(file, read_only_directory)
+{
+	pid_t pid;
+	int status;
+
+	cr_assert_eq(chmod(dir, 0555), 0);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		struct htr_writer *w = (void *) 1;
+		struct htr_err err;
+		int rc;
+
+		/* root ignores permissions: drop to nobody first. */
+		if (geteuid() == 0 && (setgid(65534) || setuid(65534)))
+			_exit(9);
+		rc = htr_writer__open(&w, path, &err);
+		if (rc != HTR_ERR_IO || w)
+			_exit(1);
+		if (!strstr(err.msg, path) || !strstr(err.msg, strerror(EACCES)))
+			_exit(2);
+		_exit(0);
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status));
+	cr_assert_eq(WEXITSTATUS(status), 0, "child status %d",
+		     WEXITSTATUS(status));
+}
+
+Test(file, missing_directory)
+{
+	struct htr_writer *w;
+	struct htr_err err;
+	char p[400];
+
+	snprintf(p, sizeof(p), "%s/no/such/dir/t.htr", dir);
+	cr_assert_eq(htr_writer__open(&w, p, &err), HTR_ERR_IO);
+	cr_assert_null(w);
+	cr_assert(strstr(err.msg, strerror(ENOENT)), "%s", err.msg);
+}
+
+Test(file, writer_rejects_bad_input)
+{
+	struct htr_writer_meta m;
+	struct htr_writer *w;
+	struct htr_err err;
+	struct htr_disk_block b;
+
+	memset(&m, 0, sizeof(m));
+	m.ninsns = 100;
+
+	/* Out-of-order time, and the error sticks. */
+	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
+	cr_assert_eq(htr_writer__tsc(w, 10, 1), 0);
+	cr_assert_eq(htr_writer__tsc(w, 9, 2), HTR_ERR_INVALID);
+	cr_assert(strstr(htr_writer__err(w)->msg, path));
+	cr_assert_eq(htr_writer__commit(w, &m), HTR_ERR_INVALID);
+	htr_writer__free(w);
+	cr_assert_eq(access(path, F_OK), -1);
+
+	/* Gaps and syncs out of order, unknown gap kind. */
+	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
+	cr_assert_eq(htr_writer__gap(w, 5, 0, HTR_GAP_ERROR, -3), 0);
+	cr_assert_eq(htr_writer__gap(w, 4, 0, HTR_GAP_ERROR, -3),
+		     HTR_ERR_INVALID);
+	htr_writer__free(w);
+	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
+	cr_assert_eq(htr_writer__gap(w, 5, 0, 9, 0), HTR_ERR_INVALID);
+	htr_writer__free(w);
+	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
+	cr_assert_eq(htr_writer__sync(w, 100, 0), 0);
+	cr_assert_eq(htr_writer__sync(w, 99, 0), HTR_ERR_INVALID);
+	htr_writer__free(w);
+
+	/* IDs past 48 bits. */
+	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
+	cr_assert_eq(htr_writer__tsc(w, HTR_MAX_ID + 2, 0), HTR_ERR_LIMIT);
+	htr_writer__free(w);
+	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
+	m.ninsns = HTR_MAX_ID + 2;
+	cr_assert_eq(htr_writer__commit(w, &m), HTR_ERR_LIMIT);
+	htr_writer__free(w);
+	m.ninsns = 100;
+
+	/* first > last; last going backward (not post-order). */
+	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
+	memset(&b, 0, sizeof(b));
+	htr_disk__put48(b.first, 5);
+	htr_disk__put48(b.last, 4);
+	b.first_child = HTR_NONE32;
+	cr_assert_eq(htr_writer__block(w, &b, NULL), HTR_ERR_INVALID);
+	htr_writer__free(w);
+	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
+	put_block(w, 5, 9, HTR_NONE32, 0, 0);
+	htr_disk__put48(b.first, 1);
+	htr_disk__put48(b.last, 8);
+	cr_assert_eq(htr_writer__block(w, &b, NULL), HTR_ERR_INVALID);
+	htr_writer__free(w);
+
+	/* Children claims that do not match the blocks. */
+	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
+	put_block(w, 1, 1, HTR_NONE32, 0, 0);
+	put_block(w, 2, 2, HTR_NONE32, 0, 0);
+	put_block(w, 0, 3, 0, 1, 0);     /* its only child is block 1 */
+	cr_assert_eq(htr_writer__commit(w, &m), HTR_ERR_CORRUPT);
+	cr_assert(strstr(htr_writer__err(w)->msg, "first_child"), "%s",
+		  htr_writer__err(w)->msg);
+	htr_writer__free(w);
+	cr_assert_eq(access(path, F_OK), -1);
+
+	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
+	put_block(w, 1, 1, HTR_NONE32, 0, 0);
+	put_block(w, 0, 3, 0, 1, 0);
+	put_block(w, 0, 4, 0, 1, 0);     /* block 0 cannot be its child */
+	cr_assert_eq(htr_writer__commit(w, &m), HTR_ERR_CORRUPT);
+	htr_writer__free(w);
+
+	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
+	put_block(w, 1, 3, HTR_NONE32, 0, 0);
+	put_block(w, 3, 4, HTR_NONE32, 0, 0);  /* overlaps the previous */
+	cr_assert_eq(htr_writer__commit(w, &m), HTR_ERR_CORRUPT);
+	htr_writer__free(w);
+
+	/* A block past ninsns. */
+	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
+	put_block(w, 1, 100, HTR_NONE32, 0, 0);
+	cr_assert_eq(htr_writer__commit(w, &m), HTR_ERR_INVALID);
+	htr_writer__free(w);
+
+	/* Nothing left over by any of it. */
+	cr_assert_eq(dir_entries(), 0);
+}
+
+Test(file, large_spooled_sections)
+{
+	struct htr_writer_meta m;
+	struct htr_writer *w;
+	struct htr_err err;
+	struct htr_file *f;
+	struct htr_open_opts o;
+	struct htr_file_info fi;
+	char name[64];
+	uint64_t i, tsc;
+
+	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
+	for (i = 0; i < 100000; i++)
+		cr_assert_eq(htr_writer__func(w, i * 3), 0);
+	for (i = 0; i < 300000; i++)
+		cr_assert_eq(htr_writer__tsc(w, 2 * i, i * 11), 0);
+	for (i = 0; i < 5000; i++) {
+		snprintf(name, sizeof(name), "/lib/module-%llu.so",
+			 (unsigned long long) i);
+		cr_assert_eq(htr_writer__image(w, 1, i << 20, 0, 100, name), 0);
+	}
+	put_block(w, 0, 599999, HTR_NONE32, 0, 99999);
+	memset(&m, 0, sizeof(m));
+	m.ninsns = 600000;
+	cr_assert_eq(htr_writer__commit(w, &m), 0, "%s",
+		     htr_writer__err(w)->msg);
+	htr_writer__free(w);
+	htr_open_opts_init(&o);
+	o.verify_body = 1;
+	cr_assert_eq(htr_file_open(&f, path, &o), 0, "%s", htr_last_error(f));
+	cr_assert_eq(htr_file_info(f, &fi, sizeof(fi)), 0);
+	cr_assert_eq(fi.nfuncs, 100000);
+	cr_assert_eq(fi.ntsc, 300000);
+	cr_assert_eq(fi.nimages, 5000);
+	for (i = 0; i < 600000; i += 997) {
+		cr_assert_eq(htr_tsc_for_insn(f, i, &tsc), 0);
+		cr_assert_eq(tsc, i / 2 * 11);
+	}
+	cr_assert_eq(f->funcs[77777], 77777 * 3);
+	{
+		struct htr_block_info bi;
+
+		cr_assert_eq(htr_block_get(f, 0, &bi, sizeof(bi)), 0);
+		cr_assert_eq(bi.entry, 99999 * 3);
+	}
+	htr_file_close(f);
+}
+
+/* Peak RSS must not grow with the number of blocks: 4 million blocks
+ * (128 MiB of records) may cost only the writer's fixed buffers. */
+Test(file, writer_memory_is_bounded, .timeout = 300)
+{
+	struct htr_writer_meta m;
+	struct htr_writer *w;
+	struct htr_err err;
+	struct rusage ru;
+	long before;
+	uint32_t i, n = 4000000;
+
+	getrusage(RUSAGE_SELF, &ru);
+	before = ru.ru_maxrss;
+	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
+	/* Triples: two leaves and their parent, under one root. */
+	for (i = 0; i + 1 < n; i += 3) {
+		uint64_t id = (uint64_t) i * 4 + 1;
+
+		put_block(w, id + 1, id + 1, HTR_NONE32, 0, 0);
+		put_block(w, id + 2, id + 2, HTR_NONE32, 0, 0);
+		put_block(w, id, id + 3, i, 2, 0);
+		if (i % 30000 == 0)
+			cr_assert_eq(htr_writer__tsc(w, id, i), 0);
+	}
+	put_block(w, 0, (uint64_t) n * 4 + 10, 2, (n - 1) / 3, 0);
+	memset(&m, 0, sizeof(m));
+	m.ninsns = (uint64_t) n * 4 + 11;
+	cr_assert_eq(htr_writer__commit(w, &m), 0, "%s",
+		     htr_writer__err(w)->msg);
+	cr_assert_eq(htr_writer__max_depth(w), 3);
+	htr_writer__free(w);
+	getrusage(RUSAGE_SELF, &ru);
+	cr_assert_lt(ru.ru_maxrss - before, 16 * 1024,
+		     "peak RSS grew by %ld KiB", ru.ru_maxrss - before);
+	cr_assert_eq(open_rc(path, 0, NULL, 0), 0);
+}
