@@ -16,7 +16,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__GNUC__)
+#define HOT inline __attribute__((always_inline))
+#define NOINLINE __attribute__((noinline))
+#else
+#define HOT inline
+#define NOINLINE
+#endif
+
 #define PROGRESS_STEP (1ull << 20)
+#define PSB_SEARCH_MAX (1u << 16)   /* bytes to look back for a PSB */
 
 /* Direct-mapped cache of last-instruction classes that libipt left out. */
 #define CLS_CACHE_BITS 12
@@ -33,6 +42,8 @@ struct dec {
 	struct pt_block_decoder *d;
 	struct pt_image_section_cache *isc;
 	const struct htr_decode_sink *sink;
+	const uint8_t *trace;
+	uint64_t size;
 
 	/* The run held back. */
 	int pend;
@@ -159,27 +170,15 @@ static enum htr_icls insn_info(const uint8_t *p, size_t n,
 }
 
 /* Class of @b's last instruction and, for calls, its return address. */
-static enum htr_icls block_class(struct dec *s, const struct pt_block *b,
-				 uint64_t *ret_ip)
+static NOINLINE enum htr_icls block_class_slow(struct dec *s,
+						 const struct pt_block *b,
+						 uint64_t *ret_ip)
 {
 	struct cls_slot *slot;
 	uint8_t buf[pt_max_insn_size];
 	enum htr_icls cls;
 	int n, len;
 
-	*ret_ip = 0;
-	switch (b->iclass) {
-	case ptic_return:
-		return HTR_IC_RET;
-	case ptic_far_return:
-		return HTR_IC_FAR_RET;
-	case ptic_call:
-	case ptic_far_call:
-	case ptic_error:
-		break;
-	default:
-		return HTR_IC_OTHER;
-	}
 	if (b->truncated) {
 		cls = insn_info(b->raw, b->size, b->mode, &len);
 	} else {
@@ -210,8 +209,26 @@ static enum htr_icls block_class(struct dec *s, const struct pt_block *b,
 	return cls;
 }
 
+static HOT enum htr_icls block_class(struct dec *s, const struct pt_block *b,
+				     uint64_t *ret_ip)
+{
+	*ret_ip = 0;
+	switch (b->iclass) {
+	case ptic_return:
+		return HTR_IC_RET;
+	case ptic_far_return:
+		return HTR_IC_FAR_RET;
+	case ptic_call:
+	case ptic_far_call:
+	case ptic_error:
+		return block_class_slow(s, b, ret_ip);
+	default:
+		return HTR_IC_OTHER;
+	}
+}
+
 /* Emit the pending run and the time after it. */
-static int flush(struct dec *s)
+static HOT int flush(struct dec *s)
 {
 	const struct htr_decode_sink *k = s->sink;
 	int rc;
@@ -243,20 +260,58 @@ static int emit_sync(struct dec *s)
 	return s->sink->sync ? s->sink->sync(s->sink->ctx, s->sync_off) : 0;
 }
 
-/* Note the PSB the decoder last passed; report an older unreported one. */
-static int note_sync(struct dec *s)
+/* Note a PSB at @off; report an older one that no run followed yet. */
+static int note_sync_at(struct dec *s, uint64_t off)
 {
-	uint64_t off;
 	int rc;
 
-	if (pt_blk_get_sync_offset(s->d, &off) < 0 ||
-	    (s->has_sync && off == s->sync_off))
+	if (s->has_sync && off == s->sync_off)
 		return 0;
 	if (s->sync_pend && ((rc = flush(s)) != 0 || (rc = emit_sync(s)) != 0))
 		return rc;
 	s->has_sync = 1;
 	s->sync_off = off;
 	s->sync_pend = 1;
+	return 0;
+}
+
+/* The PSB libipt synchronized at. */
+static int note_sync(struct dec *s)
+{
+	uint64_t off;
+
+	if (pt_blk_get_sync_offset(s->d, &off) < 0)
+		return 0;
+	return note_sync_at(s, off);
+}
+
+static int is_psb(const uint8_t *p)
+{
+	int i;
+
+	for (i = 0; i < 16; i += 2)
+		if (p[i] != 0x02 || p[i + 1] != 0x82)
+			return 0;
+	return 1;
+}
+
+/* A status update: libipt read a PSB+ while decoding (2.0.5 has no other
+ * sign of it; pt_blk_get_sync_offset changes only when it syncs).  The PSB
+ * is the last one before the decoder's position, after the last known. */
+static int psb_passed(struct dec *s)
+{
+	uint64_t pos = cur_offset(s), low = s->has_sync ? s->sync_off + 1 : 0;
+	uint64_t i;
+
+	if (pos > s->size)
+		pos = s->size;
+	if (pos < 16 || pos - 16 < low)
+		return 0;
+	if (pos - low > PSB_SEARCH_MAX)
+		low = pos - PSB_SEARCH_MAX;
+	for (i = pos - 16 + 1; i-- > low;)
+		if (s->trace[i] == 0x02 && is_psb(s->trace + i))
+			return note_sync_at(s, i);
 	return 0;
 }
 
@@ -278,7 +333,7 @@ struct blk {
 	int has_tsc;
 };
 
-static void make_blk(struct dec *s, const struct pt_block *b, struct blk *o)
+static HOT void make_blk(struct dec *s, const struct pt_block *b, struct blk *o)
 {
 	uint32_t lost_mtc, lost_cyc;
 
@@ -289,7 +344,7 @@ static void make_blk(struct dec *s, const struct pt_block *b, struct blk *o)
 }
 
 /* A new non-empty block: emit the previous run, then hold this one. */
-static int on_block(struct dec *s, const struct blk *b)
+static HOT int on_block(struct dec *s, const struct blk *b)
 {
 	const struct htr_decode_sink *k = s->sink;
 	int rc;
@@ -398,6 +453,8 @@ static int on_event(struct dec *s, const struct pt_event *ev)
 		break;
 	}
 	s->tsx_abort = abort;
+	if (!rc && ev->status_update)
+		rc = psb_passed(s);
 	return rc;
 }
 
@@ -444,8 +501,6 @@ static int decode_synced(struct dec *s, int *status)
 			if (rc)
 				return rc;
 		}
-		if ((rc = note_sync(s)) != 0)
-			return rc;
 		if (st < 0)
 			goto out;
 	}
@@ -492,6 +547,8 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 		return htr_err__set(err, HTR_ERR_INVALID, "decode: bad arguments");
 	memset(&s, 0, sizeof(s));
 	s.sink = sink;
+	s.trace = cfg->trace;
+	s.size = cfg->size;
 	s.isc = htr_image__iscache(img);
 	s.need_resume = 1;
 	s.next_progress = PROGRESS_STEP;

@@ -402,6 +402,8 @@ static void check_synth(const char *tag, struct synth_opts *o)
 	cr_assert_geq(r.nsyncs, 1, "%s: no sync point", tag);
 	buf = slurp(path, &size);
 	cr_assert_not_null(buf);
+	cr_assert_geq(r.nsyncs, size / o->psb_period / 2, "%s: %zu sync points "
+		      "in %zu bytes", tag, r.nsyncs, size);
 	for (i = 0; i < r.nsyncs; i++) {
 		size_t j;
 
