@@ -9,5 +9,6 @@
 #include "common.h"
 #include "error.h"
 #include "tree.h"
+#include "build.h"
 
 #endif /* HTR_HTR_H */

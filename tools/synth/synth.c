@@ -42,6 +42,7 @@ struct frame {
 	uint8_t flags;
 	uint8_t comp;          /* its return may be compressed */
 	uint8_t loop_n, loop_lim, tails;
+	uint8_t own;           /* ran a traced instruction itself */
 };
 
 enum mode { M_TRACED, M_OFF_GAP, M_OFF_OVF, M_PRE, M_STOPPED };
@@ -64,6 +65,11 @@ struct run {
 	unsigned gap_depth, gap_floor;
 	uint64_t gap_len, gap_min;
 	uint32_t gap_pc;        /* where tracing was disabled */
+	uint32_t *gap_rets;     /* return addresses of the frames open at
+				 * the disable that returned since */
+	unsigned ngap_rets;
+	struct frame *gap_done; /* those frames; reported at the resume */
+	unsigned ngap_done;
 	uint64_t last_traced;   /* ID of the last traced instruction */
 	uint64_t last_dtime;
 	unsigned gaps_left, ovfs_left, ngap_events;
@@ -389,6 +395,8 @@ static int decide(struct run *r, const struct sinsn *in)
 /* Resume tracing before instruction r->pc after a gap or an overflow. */
 static void resume(struct run *r)
 {
+	unsigned i;
+
 	/* Frames that returned while tracing was off end at the last traced
 	 * instruction; the visible ones are reported. */
 	if (r->mode == M_OFF_GAP) {
@@ -403,20 +411,36 @@ static void resume(struct run *r)
 		psb(r, 1);
 	}
 	truth_gap(r, r->mode == M_OFF_GAP ? "disabled" : "overflow");
+	for (i = 0; i < r->ngap_done; i++)
+		truth_block(r, &r->gap_done[i], r->last_traced, r->last_dtime,
+			    FLAG_RETGAP);
+	r->ngap_done = 0;
 	forget_comp(r);
 	r->mode = M_TRACED;
 }
 
 static int may_resume(struct run *r, int just_returned)
 {
+	unsigned i;
+
 	/* Resuming where tracing stopped looks to a decoder as if nothing
 	 * ran in between (libipt reports it as "resumed"): avoid it. */
 	if (r->gap_len < r->gap_min || r->pc == r->gap_pc)
 		return 0;
 	if (r->depth == r->gap_depth && r->gap_floor == r->gap_depth)
 		return !ret_addr_open(r, r->pc);
-	return just_returned && r->depth == r->gap_floor &&
-	       r->depth < r->gap_depth;
+	/* Right after the return of a frame that was open when tracing
+	 * stopped: a decoder knows that frame's return address.  (After
+	 * the return of a call made while tracing was off it does not.)
+	 * If a frame that returned earlier in the gap had the same return
+	 * address (recursion), a decoder would stop at that one: wait. */
+	if (!just_returned || r->depth != r->gap_floor ||
+	    r->depth >= r->gap_depth)
+		return 0;
+	for (i = 0; i + 1 < r->ngap_rets; i++)
+		if (r->gap_rets[i] == r->pc)
+			return 0;
+	return 1;
 }
 
 static void start_off(struct run *r, enum mode m)
@@ -426,6 +450,8 @@ static void start_off(struct run *r, enum mode m)
 	r->mode = m;
 	r->gap_depth = r->gap_floor = r->depth;
 	r->gap_pc = r->pc;
+	r->ngap_rets = 0;
+	r->ngap_done = 0;
 	r->gap_len = 0;
 	r->gap_min = 10 + synth_below(&r->rng, 200);
 	if (r->gap_min > cap)
@@ -441,8 +467,8 @@ static void close_frame(struct run *r, uint64_t last_id, int traced_ret)
 		if (traced_ret)
 			truth_block(r, f, last_id, r->dtime, 0);
 		else
-			truth_block(r, f, r->last_traced, r->last_dtime,
-				    FLAG_RETGAP);
+			/* Whether it returned shows only if tracing resumes. */
+			r->gap_done[r->ngap_done++] = *f;
 	}
 	if (f->comp)
 		r->ncomp--;
@@ -484,13 +510,14 @@ static int step(struct run *r)
 	int emit = r->mode == M_TRACED;
 	uint64_t my_id = r->id;
 	uint32_t next = r->pc + 1;
-	int ovf_here = 0;
+	int ovf_here = 0, returned_open = 0, late;
 
 	r->tsc += 1 + (synth_rand(&r->rng) & 3);
 	r->executed++;
 	if (traced) {
 		r->id++;
 		r->last_traced = my_id;
+		r->st[r->depth - 1].own = 1;
 	} else {
 		r->gap_len++;
 	}
@@ -543,9 +570,15 @@ static int step(struct run *r)
 			else
 				tip(r, ppt_tip, addr(r, to));
 		}
+		late = f->flags & FLAG_LATE;
 		close_frame(r, my_id, traced);
-		if (!traced && r->depth < r->gap_floor)
+		if (!traced && r->depth < r->gap_floor) {
 			r->gap_floor = r->depth;
+			r->gap_rets[r->ngap_rets++] = to;
+			/* Where a frame entered before the trace returns to is
+			 * unknown to a decoder: no resume can follow it. */
+			returned_open = !late;
+		}
 		if (to == NO_RET)
 			return 0;
 		next = to;
@@ -566,7 +599,7 @@ static int step(struct run *r)
 		start_off(r, M_OFF_OVF);
 	}
 	if ((r->mode == M_OFF_GAP || r->mode == M_OFF_OVF) &&
-	    may_resume(r, in->kind == SK_RET))
+	    may_resume(r, returned_open))
 		resume(r);
 	return 1;
 }
@@ -592,6 +625,8 @@ static void start_trace(struct run *r)
 		make_visible(r, i, 0, FLAG_LATE);
 	r->mode = M_TRACED;
 }
+
+static void finish_truth(struct run *r);
 
 static void execute(struct run *r)
 {
@@ -645,14 +680,39 @@ static void execute(struct run *r)
 	}
 	if (r->mode == M_OFF_GAP || r->mode == M_OFF_OVF)
 		truth_gap(r, r->mode == M_OFF_GAP ? "disabled" : "overflow");
-	/* Whatever is still open was cut off by the end of the trace. */
-	while (r->depth) {
-		struct frame *f = &r->st[r->depth - 1];
+	finish_truth(r);
+}
 
-		if (f->pre >= 0)
-			truth_block(r, f, r->last_traced, r->dtime, FLAG_TRUNC);
+static void truncate_frame(struct run *r, struct frame *f, int *late_seen)
+{
+	if (f->pre < 0)
+		return;
+	if (f->flags & FLAG_LATE) {
+		/* Frames entered before the trace that never return in it
+		 * nest with identical spans: a decoder sees only the
+		 * innermost, which then has no parent. */
+		if (*late_seen || !f->own)
+			return;
+		*late_seen = 1;
+		f->parent = -1;
+	}
+	truth_block(r, f, r->last_traced, r->last_dtime, FLAG_TRUNC);
+}
+
+/* Whatever a decoder still sees open is cut off by the end of the trace:
+ * frames that returned in a final gap (it cannot tell), then the stack. */
+static void finish_truth(struct run *r)
+{
+	int late_seen = 0;
+	unsigned i;
+
+	for (i = 0; i < r->ngap_done; i++)
+		truncate_frame(r, &r->gap_done[i], &late_seen);
+	while (r->depth) {
+		truncate_frame(r, &r->st[r->depth - 1], &late_seen);
 		r->depth--;
 	}
+	r->ngap_done = 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -834,11 +894,13 @@ int synth_run(const struct synth_opts *o, const char *prefix,
 	r->text = o->base + SYNTH_TEXT_OFF;
 	r->cap = o->max_depth + 1;
 	r->st = calloc(r->cap, sizeof(*r->st));
+	r->gap_rets = calloc(r->cap, sizeof(*r->gap_rets));
+	r->gap_done = calloc(r->cap, sizeof(*r->gap_done));
 	r->tsc = r->ref = r->mref = r->dtime = 0x100000;
 	r->wrap_ticks = (1ull << (o->mtc_freq + 8)) * o->ctc_ratio;
 	r->gaps_left = n_gaps(o);
 	r->ovfs_left = n_ovfs(o);
-	if (!r->st || prog_generate(&r->prog, o->seed, o->nfuncs) < 0) {
+	if (!r->st || !r->gap_rets || !r->gap_done || prog_generate(&r->prog, o->seed, o->nfuncs) < 0) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
@@ -898,6 +960,8 @@ out:
 		*result = r->res;
 	prog_free(&r->prog);
 	free(r->st);
+	free(r->gap_rets);
+	free(r->gap_done);
 	free(r);
 	return rc;
 }

@@ -1,0 +1,99 @@
+/*
+ * libhtr - building an .htr file from an Intel PT trace.
+ *
+ * Create a builder, add the code image (ELF files and raw dumps), run it
+ * once over a trace.  A builder belongs to one thread at a time.
+ *
+ *   struct htr_build_opts opts;
+ *   struct htr_builder *b;
+ *   htr_build_opts_init(&opts);
+ *   if (htr_builder_alloc(&b, &opts) < 0) ...;
+ *   if (htr_builder_add_elf(b, "prog@0x555555554000") < 0 ||
+ *       htr_builder_run(b, "trace.pt", "trace.htr", NULL, 0) < 0)
+ *           fprintf(stderr, "%s\n", htr_builder_last_error(b));
+ *   htr_builder_free(b);
+ */
+#ifndef HTR_BUILD_H
+#define HTR_BUILD_H
+
+#include "common.h"
+#include "error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct htr_builder;
+
+struct htr_build_progress {
+	uint64_t offset;           /* trace bytes consumed */
+	uint64_t trace_size;
+	uint64_t insns;            /* instructions so far */
+	uint64_t blocks;           /* blocks completed so far */
+};
+
+struct htr_build_opts {
+	size_t size;               /* sizeof(struct htr_build_opts) */
+	/* CPU for libipt's errata workarounds; family 0 = none ("auto"). */
+	int cpu_family, cpu_model, cpu_stepping;
+	/* Timing parameters of the recording (0 = unknown): CPUID leaf 0x15,
+	 * IA32_RTIT_CTL.MTCFreq and the nominal frequency ratio. */
+	uint32_t cpuid_0x15_eax, cpuid_0x15_ebx;
+	uint8_t mtc_freq, nom_freq;
+	/* Called about every 2^20 instructions from htr_builder_run's thread;
+	 * a non-zero return cancels the build (HTR_ERR_CANCELED, no output). */
+	int (*progress)(const struct htr_build_progress *p, void *payload);
+	void *payload;
+};
+
+struct htr_build_stats {
+	size_t size;               /* set by the caller */
+	uint64_t insns, blocks, gaps, funcs;
+	uint64_t trace_size;
+	uint32_t max_depth;
+};
+
+/** Defaults: no CPU errata, no timing parameters, no progress callback. */
+HTR_API void htr_build_opts_init(struct htr_build_opts *opts);
+
+/**
+ * Create a builder.  @opts is copied (NULL: defaults).
+ * Returns 0, HTR_ERR_NOMEM or HTR_ERR_INVALID (@out NULL, bad opts size).
+ * The builder is freed with htr_builder_free().
+ */
+HTR_API int htr_builder_alloc(struct htr_builder **out,
+			      const struct htr_build_opts *opts);
+
+/** Free.  NULL is fine. */
+HTR_API void htr_builder_free(struct htr_builder *b);
+
+/**
+ * Add an ELF file: "FILE" at its link address or "FILE@BASE" with the
+ * lowest PT_LOAD at BASE.  Returns 0, HTR_ERR_IO, HTR_ERR_INVALID; the
+ * message (naming the file) is in htr_builder_last_error().
+ */
+HTR_API int htr_builder_add_elf(struct htr_builder *b, const char *spec);
+
+/** Add raw code: "FILE[:OFFSET[:SIZE]]@VADDR".  Returns as add_elf. */
+HTR_API int htr_builder_add_raw(struct htr_builder *b, const char *spec);
+
+/**
+ * Decode @trace and write the call tree to @out (written under a
+ * temporary name and renamed on success; nothing is left on failure).
+ * Bad trace data does not fail the build: it becomes gaps.  @stats may be
+ * NULL.  Returns 0, HTR_ERR_IO (cannot read the trace or write @out),
+ * HTR_ERR_DECODE (no usable trace), HTR_ERR_LIMIT, HTR_ERR_NOMEM,
+ * HTR_ERR_CANCELED.
+ */
+HTR_API int htr_builder_run(struct htr_builder *b, const char *trace,
+			    const char *out, struct htr_build_stats *stats,
+			    size_t size);
+
+/** Message of the last failure ("" if none); owned by @b. */
+HTR_API const char *htr_builder_last_error(const struct htr_builder *b);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HTR_BUILD_H */

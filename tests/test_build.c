@@ -1,0 +1,203 @@
+/*
+ * htr build against the synthesizer's ground truth: every scenario gives
+ * exactly the truth's call tree (block for block, in post-order), its gaps
+ * and its decoder-visible TSC at every block boundary; the same trace built
+ * with the ELF at another base gives the same tree; random programs satisfy
+ * the tree's structural properties.
+ */
+#include "htr/htr.h"
+#include "synth.h"
+#include "truth.h"
+
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char dir[] = "/tmp/htr-test-build-XXXXXX";
+
+static void setup(void)
+{
+	cr_assert_not_null(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	cr_expect_eq(system(cmd), 0);
+}
+
+TestSuite(build, .init = setup, .fini = teardown);
+
+/* Synthesize, build with libhtr, open.  The caller closes *f. */
+static void make(struct synth_opts *o, const char *tag, struct truth *t,
+		 struct htr_file **f, const char *elf_spec_fmt)
+{
+	char prefix[256], path[300], spec[400], out[300], err[512];
+	struct htr_build_opts bo;
+	struct htr_builder *b;
+	struct htr_build_stats st;
+	int rc;
+
+	snprintf(prefix, sizeof(prefix), "%s/%s", dir, tag);
+	cr_assert_eq(synth_run(o, prefix, NULL, err, sizeof(err)), 0, "%s", err);
+	snprintf(path, sizeof(path), "%s.truth", prefix);
+	cr_assert_eq(truth_load(t, path, err, sizeof(err)), 0, "%s", err);
+
+	htr_build_opts_init(&bo);
+	bo.cpuid_0x15_eax = t->cpuid_eax;
+	bo.cpuid_0x15_ebx = t->cpuid_ebx;
+	bo.mtc_freq = (uint8_t) t->mtc_freq;
+	bo.nom_freq = (uint8_t) t->nom_freq;
+	cr_assert_eq(htr_builder_alloc(&b, &bo), 0);
+	snprintf(spec, sizeof(spec), elf_spec_fmt, prefix,
+		 (unsigned long long) t->base);
+	rc = htr_builder_add_elf(b, spec);
+	cr_assert_eq(rc, 0, "%s: %s", spec, htr_builder_last_error(b));
+	snprintf(path, sizeof(path), "%s.pt", prefix);
+	snprintf(out, sizeof(out), "%s.htr", prefix);
+	memset(&st, 0, sizeof(st));
+	rc = htr_builder_run(b, path, out, &st, sizeof(st));
+	cr_assert_eq(rc, 0, "%s: %s", tag, htr_builder_last_error(b));
+	htr_builder_free(b);
+	cr_assert_eq(st.insns, t->insns, "%s: built %" PRIu64 " insns, truth %"
+		     PRIu64, tag, st.insns, t->insns);
+	rc = htr_file_open(f, out, NULL);
+	cr_assert_eq(rc, 0, "%s: %s", out, *f ? htr_last_error(*f) : "");
+}
+
+static unsigned truth_flags(unsigned f)
+{
+	return (f & TRUTH_LATE ? HTR_BLOCK_LATE : 0) |
+	       (f & TRUTH_TRUNC ? HTR_BLOCK_TRUNCATED : 0) |
+	       (f & TRUTH_RETGAP ? HTR_BLOCK_IMPLICIT : 0);
+}
+
+/* The file's tree is the truth's, block for block. */
+static void compare(const struct truth *t, const struct htr_file *f,
+		    const char *tag)
+{
+	uint32_t *post_of_pre;
+	struct htr_file_info fi;
+	uint64_t npre = 0;
+	size_t i;
+
+	fi.size = sizeof(fi);
+	cr_assert_eq(htr_file_info(f, &fi, sizeof(fi)), 0);
+	cr_assert_eq(fi.ninsns, t->insns);
+	cr_assert_eq(htr_block_count(f), t->nblocks, "%s: %u blocks, truth %zu",
+		     tag, htr_block_count(f), t->nblocks);
+	/* A parent the truth does not list (an outer frame entered before
+	 * the trace, invisible to a decoder) means a root. */
+	for (i = 0; i < t->nblocks; i++)
+		if ((uint64_t) t->blocks[i].pre + 1 > npre)
+			npre = (uint64_t) t->blocks[i].pre + 1;
+	post_of_pre = malloc((npre + 1) * sizeof(*post_of_pre));
+	cr_assert_not_null(post_of_pre);
+	for (i = 0; i <= npre; i++)
+		post_of_pre[i] = HTR_NONE;
+	for (i = 0; i < t->nblocks; i++)
+		post_of_pre[t->blocks[i].pre] = (uint32_t) i;
+
+	for (i = 0; i < t->nblocks; i++) {
+		const struct truth_block *tb = &t->blocks[i];
+		struct htr_block_info bi;
+		uint32_t want_parent = tb->parent < 0 ||
+				       (uint64_t) tb->parent >= npre ? HTR_NONE :
+				       post_of_pre[tb->parent];
+		uint64_t tsc;
+
+		bi.size = sizeof(bi);
+		cr_assert_eq(htr_block_get(f, (uint32_t) i, &bi, sizeof(bi)), 0);
+		cr_assert_eq(bi.first, tb->first, "%s: block %zu first %" PRIu64
+			     ", truth %" PRIu64, tag, i, bi.first, tb->first);
+		cr_assert_eq(bi.last, tb->last, "%s: block %zu last %" PRIu64
+			     ", truth %" PRIu64, tag, i, bi.last, tb->last);
+		cr_assert_eq(bi.parent, want_parent, "%s: block %zu parent %u, "
+			     "truth %u", tag, i, bi.parent, want_parent);
+		cr_assert_eq(bi.flags & ~HTR_BLOCK_GAP, truth_flags(tb->flags),
+			     "%s: block %zu flags %#x, truth %#x", tag, i,
+			     bi.flags, truth_flags(tb->flags));
+		if (!(tb->flags & TRUTH_LATE))
+			cr_assert_eq(bi.entry, t->funcs[tb->func].entry,
+				     "%s: block %zu entry %#" PRIx64 ", truth %s",
+				     tag, i, bi.entry, t->funcs[tb->func].name);
+		if (!(tb->flags & TRUTH_LATE)) {
+			cr_assert_eq(htr_tsc_for_insn(f, tb->first, &tsc), 0);
+			cr_assert_eq(tsc, tb->tsc_first, "%s: block %zu tsc at "
+				     "first %" PRIu64 ", truth %" PRIu64, tag, i,
+				     tsc, tb->tsc_first);
+		}
+		if (!(tb->flags & (TRUTH_TRUNC | TRUTH_RETGAP))) {
+			cr_assert_eq(htr_tsc_for_insn(f, tb->last, &tsc), 0);
+			cr_assert_eq(tsc, tb->tsc_last, "%s: block %zu tsc at "
+				     "last %" PRIu64 ", truth %" PRIu64, tag, i,
+				     tsc, tb->tsc_last);
+		}
+	}
+	cr_assert_eq(htr_gap_count(f), t->ngaps, "%s: %" PRIu64 " gaps, truth "
+		     "%zu", tag, htr_gap_count(f), t->ngaps);
+	for (i = 0; i < t->ngaps; i++) {
+		struct htr_gap_info g;
+
+		g.size = sizeof(g);
+		cr_assert_eq(htr_gap_get(f, i, &g, sizeof(g)), 0);
+		cr_assert_eq(g.id, t->gaps[i].id, "%s: gap %zu", tag, i);
+		cr_assert_eq(g.kind, t->gaps[i].overflow ? HTR_GAP_OVERFLOW :
+			     HTR_GAP_DISABLED);
+	}
+	free(post_of_pre);
+}
+
+static void scenario(enum synth_scenario s)
+{
+	uint64_t seed;
+
+	for (seed = 1; seed <= 4; seed++) {
+		struct synth_opts o;
+		struct truth t;
+		struct htr_file *f = NULL;
+		char tag[64];
+
+		synth_opts_init(&o);
+		o.scenario = s;
+		o.seed = seed;
+		o.insns = 30000;
+		snprintf(tag, sizeof(tag), "%s-%" PRIu64, synth_scenario_name(s),
+			 seed);
+		make(&o, tag, &t, &f, "%s.elf");
+		compare(&t, f, tag);
+		htr_file_close(f);
+		truth_free(&t);
+	}
+}
+
+Test(build, basic) { scenario(SYNTH_BASIC); }
+Test(build, nocomp) { scenario(SYNTH_NOCOMP); }
+Test(build, gap) { scenario(SYNTH_GAP); }
+Test(build, overflow) { scenario(SYNTH_OVERFLOW); }
+Test(build, late_start) { scenario(SYNTH_LATE_START); }
+Test(build, abrupt_end) { scenario(SYNTH_ABRUPT_END); }
+Test(build, mixed) { scenario(SYNTH_MIXED); }
+
+/* The same program traced at a PIE base: FILE@BASE relocates it, and the
+ * file at its link address does not decode the trace. */
+Test(build, two_bases)
+{
+	struct synth_opts o;
+	struct truth t;
+	struct htr_file *f = NULL;
+
+	synth_opts_init(&o);
+	o.scenario = SYNTH_MIXED;
+	o.seed = 11;
+	o.insns = 30000;
+	o.base = 0x555555554000ull;
+	make(&o, "pie", &t, &f, "%s.elf@0x%llx");
+	compare(&t, f, "pie");
+	htr_file_close(f);
+	truth_free(&t);
+}

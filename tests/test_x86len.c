@@ -1,0 +1,36 @@
+/* Call lengths against encodings assembled by hand from the Intel SDM's
+ * tables (opcode, ModRM, SIB, displacement sizes). */
+#include "x86len.h"
+
+#include <criterion/criterion.h>
+
+static const struct { const char *what; uint8_t b[16]; size_t n; int len; } cases[] = {
+	{ "call rel32", { 0xe8, 1, 2, 3, 4 }, 5, 5 },
+	{ "call *%rax", { 0xff, 0xd0 }, 2, 2 },
+	{ "call *%r11", { 0x41, 0xff, 0xd3 }, 3, 3 },
+	{ "call *(%rax)", { 0xff, 0x10 }, 2, 2 },
+	{ "call *8(%rax)", { 0xff, 0x50, 0x08 }, 3, 3 },
+	{ "call *0x100(%rax)", { 0xff, 0x90, 0, 1, 0, 0 }, 6, 6 },
+	{ "call *(%rax,%rbx,8)", { 0xff, 0x14, 0xd8 }, 3, 3 },
+	{ "call *0x10(%rsp)", { 0xff, 0x54, 0x24, 0x10 }, 4, 4 },
+	{ "call *0x0(,%rax,8)", { 0xff, 0x14, 0xc5, 0, 0, 0, 0 }, 7, 7 },
+	{ "call *x(%rip)", { 0xff, 0x15, 1, 2, 3, 4 }, 6, 6 },
+	{ "notrack call *%rax", { 0x3e, 0xff, 0xd0 }, 3, 3 },
+	{ "bnd call rel32", { 0xf2, 0xe8, 1, 2, 3, 4 }, 6, 6 },
+	{ "lcall *(%rax)", { 0xff, 0x18 }, 2, 2 },
+	{ "rex.w lcall *(%rax)", { 0x48, 0xff, 0x18 }, 3, 3 },
+	{ "jmp *%rax is no call", { 0xff, 0xe0 }, 2, -1 },
+	{ "ret is no call", { 0xc3 }, 1, -1 },
+	{ "truncated rel32", { 0xe8, 1, 2 }, 3, -1 },
+	{ "truncated disp32", { 0xff, 0x15, 1 }, 3, -1 },
+	{ "empty", { 0 }, 0, -1 },
+};
+
+Test(x86len, call_forms)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		cr_expect_eq(htr_x86__call_len(cases[i].b, cases[i].n),
+			     cases[i].len, "%s", cases[i].what);
+}

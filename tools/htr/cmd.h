@@ -1,0 +1,40 @@
+/* htr command table and shared helpers. */
+#ifndef HTR_TOOL_CMD_H
+#define HTR_TOOL_CMD_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit codes of every htr command (listed in README.md). */
+#define HTR_EXIT_OK 0
+#define HTR_EXIT_FAIL 1
+#define HTR_EXIT_USAGE 2
+
+struct htr_cmd {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *desc;
+};
+
+int cmd_build(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+
+/* "htr: CMD: " + message + newline on stderr; returns HTR_EXIT_FAIL. */
+int fail(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+	__attribute__((format(printf, 2, 3)))
+#endif
+	;
+/* As fail(), plus "try 'htr CMD --help'"; returns HTR_EXIT_USAGE. */
+int usage_error(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+	__attribute__((format(printf, 2, 3)))
+#endif
+	;
+/* Parse an unsigned number (0x.. hex or decimal).  Returns 0 or -1. */
+int parse_u64(const char *s, uint64_t *out);
+/* Human-readable flags: "late,truncated" or "-". */
+const char *block_flags_str(uint32_t flags, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,153 @@
+/* htr dump: print the call tree. */
+#include "cmd.h"
+
+#include "htr/htr.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <string.h>
+
+static const char usage_text[] =
+"usage: htr dump [--depth N] [--from ID] [--json] FILE.htr\n"
+"\n"
+"Print the call tree, one line per block, indented by depth:\n"
+"  FIRST..LAST  ENTRY  FLAGS\n"
+"FIRST and LAST are instruction IDs, ENTRY the function's entry address\n"
+"('?' when the trace began inside it), FLAGS any of late, truncated, gap,\n"
+"implicit-return.\n"
+"\n"
+"  -d, --depth N   print N levels at most (1: roots only)\n"
+"  -f, --from ID   print the subtree of the deepest block containing\n"
+"                  instruction ID\n"
+"  -j, --json      one JSON object per block, in a JSON array\n"
+"  -h, --help      show this help\n"
+"exit status: 0 ok, 1 failure, 2 usage error\n";
+
+struct dump {
+	uint64_t max_level;   /* UINT64_MAX: no limit */
+	int json;
+	uint64_t n;
+	int io_error;
+};
+
+static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
+		 uint32_t level, void *payload)
+{
+	struct dump *d = payload;
+	struct htr_block_info bi;
+	char flags[64], entry[24];
+	int rc;
+
+	(void) parent;
+	if (level >= d->max_level)
+		return HTR_VISIT_SKIP;
+	bi.size = sizeof(bi);
+	rc = htr_block_get(f, block, &bi, sizeof(bi));
+	if (rc < 0)
+		return rc;
+	block_flags_str(bi.flags, flags, sizeof(flags));
+	if (bi.flags & HTR_BLOCK_LATE)
+		snprintf(entry, sizeof(entry), "?");
+	else
+		snprintf(entry, sizeof(entry), "0x%" PRIx64, bi.entry);
+	if (d->json) {
+		char par[16], ent[28];
+
+		if (bi.parent == HTR_NONE)
+			snprintf(par, sizeof(par), "null");
+		else
+			snprintf(par, sizeof(par), "%u", bi.parent);
+		if (bi.flags & HTR_BLOCK_LATE)
+			snprintf(ent, sizeof(ent), "null");
+		else
+			snprintf(ent, sizeof(ent), "\"%s\"", entry);
+		printf("%s\n  {\"block\": %u, \"parent\": %s, \"level\": %u, "
+		       "\"first\": %" PRIu64 ", \"last\": %" PRIu64 ", "
+		       "\"entry\": %s, \"children\": %u, \"flags\": \"%s\"}",
+		       d->n ? "," : "", block, par, level, bi.first, bi.last, ent,
+		       bi.nchildren, flags);
+	}
+	else
+		printf("%*s%" PRIu64 "..%" PRIu64 "  %s  %s\n", (int) (2 * level),
+		       "", bi.first, bi.last, entry, flags);
+	d->n++;
+	if (ferror(stdout)) {
+		d->io_error = 1;
+		return 1;
+	}
+	return 0;
+}
+
+int cmd_dump(int argc, char **argv)
+{
+	static const struct option lopts[] = {
+		{ "depth", required_argument, NULL, 'd' },
+		{ "from", required_argument, NULL, 'f' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct htr_file *f = NULL;
+	struct dump d;
+	uint64_t v, from_id = 0;
+	uint32_t from = HTR_NONE;
+	int c, have_from = 0, rc = HTR_EXIT_FAIL, err;
+	const char *path;
+
+	memset(&d, 0, sizeof(d));
+	d.max_level = UINT64_MAX;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "d:f:jh", lopts, NULL)) != -1) {
+		switch (c) {
+		case 'd':
+			if (parse_u64(optarg, &v) < 0 || !v)
+				return usage_error("dump", "--depth: bad value '%s'",
+						   optarg);
+			d.max_level = v;
+			break;
+		case 'f':
+			if (parse_u64(optarg, &from_id) < 0)
+				return usage_error("dump", "--from: bad value '%s'",
+						   optarg);
+			have_from = 1;
+			break;
+		case 'j': d.json = 1; break;
+		case 'h': fputs(usage_text, stdout); return HTR_EXIT_OK;
+		default: return usage_error("dump", "bad option");
+		}
+	}
+	if (optind + 1 != argc)
+		return usage_error("dump", "expected one FILE.htr");
+	path = argv[optind];
+	err = htr_file_open(&f, path, NULL);
+	if (err < 0) {
+		rc = fail("dump", "%s", f ? htr_last_error(f) : htr_errstr(err));
+		goto out;
+	}
+	if (have_from) {
+		err = htr_block_for_insn(f, from_id, &from);
+		if (err < 0) {
+			rc = fail("dump", "%s: instruction %" PRIu64 ": %s", path,
+				  from_id, err == HTR_ERR_NOTFOUND ?
+				  "not inside any block" : htr_errstr(err));
+			goto out;
+		}
+	}
+	if (d.json)
+		printf("[");
+	err = htr_tree_visit(f, from, HTR_PREORDER, visit, &d);
+	if (d.json)
+		printf("%s]\n", d.n ? "\n" : "");
+	if (fflush(stdout) != 0 || d.io_error) {
+		rc = fail("dump", "writing output failed");
+		goto out;
+	}
+	if (err < 0) {
+		rc = fail("dump", "%s: %s", path, htr_errstr(err));
+		goto out;
+	}
+	rc = HTR_EXIT_OK;
+out:
+	htr_file_close(f);
+	return rc;
+}

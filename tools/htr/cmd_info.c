@@ -1,0 +1,87 @@
+/* htr info: header fields and counts. */
+#include "cmd.h"
+
+#include "htr/htr.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <string.h>
+#include <time.h>
+
+static const char usage_text[] =
+"usage: htr info [--verify] FILE.htr\n"
+"\n"
+"Print the file's format version, the identity of the trace it was built\n"
+"from, and its counts: instructions, blocks, roots, depth, functions, gaps,\n"
+"time points, sync points, file size and bytes per block.\n"
+"\n"
+"  -v, --verify    also check the checksum of every section\n"
+"  -h, --help      show this help\n"
+"exit status: 0 ok, 1 failure, 2 usage error\n";
+
+int cmd_info(int argc, char **argv)
+{
+	static const struct option lopts[] = {
+		{ "verify", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct htr_open_opts oo;
+	struct htr_file *f = NULL;
+	struct htr_file_info in;
+	char when[64];
+	time_t t;
+	int c, err, rc = HTR_EXIT_FAIL;
+	const char *path;
+
+	htr_open_opts_init(&oo);
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "vh", lopts, NULL)) != -1) {
+		switch (c) {
+		case 'v': oo.verify_body = 1; break;
+		case 'h': fputs(usage_text, stdout); return HTR_EXIT_OK;
+		default: return usage_error("info", "bad option");
+		}
+	}
+	if (optind + 1 != argc)
+		return usage_error("info", "expected one FILE.htr");
+	path = argv[optind];
+	err = htr_file_open(&f, path, &oo);
+	if (err < 0) {
+		rc = fail("info", "%s", f ? htr_last_error(f) : htr_errstr(err));
+		goto out;
+	}
+	memset(&in, 0, sizeof(in));
+	in.size = sizeof(in);
+	err = htr_file_info(f, &in, sizeof(in));
+	if (err < 0) {
+		rc = fail("info", "%s: %s", path, htr_errstr(err));
+		goto out;
+	}
+	t = (time_t) in.build_time;
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", gmtime(&t));
+	printf("file:            %s\n", path);
+	printf("format version:  %u\n", in.version);
+	printf("built:           %s with libipt %u.%u.%u\n", when,
+	       in.libipt_version[0], in.libipt_version[1], in.libipt_version[2]);
+	printf("trace:           %" PRIu64 " bytes, hash %016" PRIx64 "\n",
+	       in.trace_size, in.trace_hash);
+	printf("image:           %" PRIu64 " pieces, hash %016" PRIx64 "\n",
+	       in.nimages, in.image_hash);
+	printf("instructions:    %" PRIu64 "\n", in.ninsns);
+	printf("blocks:          %" PRIu64 " (%" PRIu64 " roots, depth %u)\n",
+	       in.nblocks, in.nroots, in.max_depth);
+	printf("functions:       %" PRIu64 "\n", in.nfuncs);
+	printf("gaps:            %" PRIu64 "\n", in.ngaps);
+	printf("time points:     %" PRIu64 "\n", in.ntsc);
+	printf("sync points:     %" PRIu64 "\n", in.nsync);
+	printf("file size:       %" PRIu64 " bytes (%.1f per block)\n",
+	       in.file_size, in.nblocks ? (double) in.file_size /
+	       (double) in.nblocks : 0.0);
+	printf("checksum:        %s\n", oo.verify_body ? "verified" :
+	       "header only (use --verify for all sections)");
+	rc = HTR_EXIT_OK;
+out:
+	htr_file_close(f);
+	return rc;
+}

@@ -1,0 +1,111 @@
+/* htr: Intel PT traces to memory-mapped call trees. */
+#include "cmd.h"
+
+#include "htr/htr.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct htr_cmd cmds[] = {
+	{ "build", cmd_build, "decode an Intel PT trace into an .htr call tree" },
+	{ "dump", cmd_dump, "print the call tree of an .htr file" },
+	{ "info", cmd_info, "print the header and counts of an .htr file" },
+};
+
+static void help(FILE *fp)
+{
+	size_t i;
+
+	fprintf(fp, "usage: htr COMMAND [options] [args]\n\ncommands:\n");
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		fprintf(fp, "  %-8s %s\n", cmds[i].name, cmds[i].desc);
+	fprintf(fp, "\n'htr COMMAND --help' describes a command.\n"
+		"exit status: 0 ok, 1 failure, 2 usage error\n");
+}
+
+int fail(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "htr: %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return HTR_EXIT_FAIL;
+}
+
+int usage_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "htr: %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (try 'htr %s --help')\n", cmd);
+	return HTR_EXIT_USAGE;
+}
+
+int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || !*s || *s == '-')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || *end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+const char *block_flags_str(uint32_t flags, char *buf, size_t size)
+{
+	static const struct { uint32_t bit; const char *name; } names[] = {
+		{ HTR_BLOCK_LATE, "late" },
+		{ HTR_BLOCK_TRUNCATED, "truncated" },
+		{ HTR_BLOCK_GAP, "gap" },
+		{ HTR_BLOCK_IMPLICIT, "implicit-return" },
+	};
+	size_t i, n = 0;
+
+	buf[0] = 0;
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (flags & names[i].bit)
+			n += (size_t) snprintf(buf + n, n < size ? size - n : 0,
+					       "%s%s", n ? "," : "",
+					       names[i].name);
+	if (!buf[0])
+		snprintf(buf, size, "-");
+	return buf;
+}
+
+int main(int argc, char **argv)
+{
+	size_t i;
+
+	if (argc < 2) {
+		help(stderr);
+		return HTR_EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+	    !strcmp(argv[1], "help")) {
+		help(stdout);
+		return HTR_EXIT_OK;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("htr %s\n", htr_version());
+		return HTR_EXIT_OK;
+	}
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(argv[1], cmds[i].name))
+			return cmds[i].fn(argc - 1, argv + 1);
+	fprintf(stderr, "htr: '%s' is not a command (try 'htr --help')\n",
+		argv[1]);
+	return HTR_EXIT_USAGE;
+}
