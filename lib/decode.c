@@ -400,6 +400,16 @@ static int tail_commit(struct dec *s)
 	return 0;
 }
 
+/* Report the resume now when the event says where decoding goes on: a
+ * second gap may follow before any block (overflow, then a disable). */
+static int resume_at(struct dec *s, uint64_t ip)
+{
+	if (!s->need_resume)
+		return 0;
+	s->need_resume = 0;
+	return s->sink->resume ? s->sink->resume(s->sink->ctx, ip) : 0;
+}
+
 static int on_event(struct dec *s, const struct pt_event *ev)
 {
 	int rc = 0, abort = 0;
@@ -408,8 +418,11 @@ static int on_event(struct dec *s, const struct pt_event *ev)
 	case ptev_enabled:
 		/* A resumed enable continues where the asynchronous disable
 		 * stopped: nothing was lost. */
-		if (s->off && !ev->variant.enabled.resumed)
+		if (s->off && !ev->variant.enabled.resumed) {
 			rc = gap(s, HTR_GAP_DISABLED, cur_offset(s), 0);
+			if (!rc)
+				rc = resume_at(s, ev->variant.enabled.ip);
+		}
 		s->off = 0;
 		s->async_off = 0;
 		break;
@@ -429,6 +442,8 @@ static int on_event(struct dec *s, const struct pt_event *ev)
 		break;
 	case ptev_overflow:
 		rc = gap(s, HTR_GAP_OVERFLOW, cur_offset(s), 0);
+		if (!rc)
+			rc = resume_at(s, ev->variant.overflow.ip);
 		break;
 	case ptev_tsx:
 		abort = ev->variant.tsx.aborted;
