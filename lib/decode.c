@@ -349,6 +349,20 @@ static HOT int on_block(struct dec *s, const struct blk *b)
 	const struct htr_decode_sink *k = s->sink;
 	int rc;
 
+	/* Most blocks end at a conditional branch and change nothing the
+	 * builder sees: extend the pending run instead of reporting each
+	 * (one callback per call, return or time change, not per branch). */
+	if (s->pend && s->pend_cls == HTR_IC_OTHER && !s->sync_pend &&
+	    !s->need_resume && s->pend_n < (1u << 30) &&
+	    b->has_tsc == s->pend_has_tsc &&
+	    (!b->has_tsc || (b->tsc == s->pend_tsc && s->has_tsc &&
+			     s->tsc == b->tsc))) {
+		s->pend_n += b->n;
+		s->pend_cls = b->cls;
+		s->pend_ret = b->ret;
+		s->tsx_abort = 0;
+		return 0;
+	}
 	if ((rc = flush(s)) != 0)
 		return rc;
 	if (s->sync_pend && (rc = emit_sync(s)) != 0)

@@ -5,7 +5,7 @@
 # usage: build_speed.sh HTR_SYNTH HTR BARE_BLK [INSNS]  (default 10^9)
 set -eu
 synth=$1 htr=$2 bare=$3 n=${4:-1G}
-dir=${HTR_BENCH_DIR:-$(mktemp -d)}
+dir=$(mktemp -d "${TMPDIR:-/tmp}/htr-bench.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 echo "build-speed: synthesizing $n instructions in $dir" >&2
 "$synth" -q --no-truth --no-bundle -n "$n" "$dir/t"
