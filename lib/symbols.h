@@ -1,0 +1,43 @@
+/*
+ * Symbols: names for code addresses, from the ELF symbol tables of the
+ * image an .htr file was built with (its HTR_SEC_IMAGES list, relocated the
+ * same way).  C++ names are demangled.  An address no symbol covers is
+ * named "MODULE+0xOFFSET" (MODULE: the file's base name, OFFSET from the
+ * lowest loaded address of that file); one outside every module "0xADDR".
+ *
+ * Memory: one entry per function symbol of the image (not per block).
+ * A loaded table is read-only; it may be shared between threads.
+ */
+#ifndef HTR_LIB_SYMBOLS_H
+#define HTR_LIB_SYMBOLS_H
+
+#include "err.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct htr_file;
+struct htr_syms;
+
+/*
+ * Load the symbols of @file's ELF images.  Images that cannot be read any
+ * more (moved, deleted, changed: checked against the recorded segment
+ * size) or carry no symbols are skipped; their addresses get
+ * "MODULE+0xOFFSET" names.  *@nskipped (may be NULL) counts them, and
+ * @err then holds a message naming the first.
+ * Returns 0 or HTR_ERR_NOMEM.
+ */
+int htr_syms__load(struct htr_syms **out, const struct htr_file *file,
+		   unsigned *nskipped, struct htr_err *err);
+void htr_syms__free(struct htr_syms *syms);
+
+/*
+ * The name of the function at @addr into @buf (always NUL-terminated,
+ * truncated to @size).  Exact symbol start: its (demangled) name; inside a
+ * symbol: "name+0xOFF"; otherwise "MODULE+0xOFFSET" or "0xADDR".
+ * Returns 1 if a symbol starts exactly at @addr, 0 otherwise.
+ */
+int htr_syms__name(const struct htr_syms *syms, uint64_t addr, char *buf,
+		   size_t size);
+
+#endif
