@@ -168,6 +168,10 @@ static int emit(struct htr_tb *t, const struct frame *f, uint64_t last,
 	uint32_t idx;
 	int rc;
 
+	/* A call whose callee ran no traced instruction (the trace ends or
+	 * stops right after it) is no block: it has nothing to span. */
+	if (f->first > last)
+		return 0;
 	memset(&b, 0, sizeof(b));
 	htr_disk__put48(b.first, f->first);
 	htr_disk__put48(b.last, last);

@@ -1,0 +1,83 @@
+#include "corpus.h"
+
+#include <intel-pt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int split_tabs(char *line, struct mrow *m)
+{
+	char *p = line;
+
+	m->n = 0;
+	while (m->n < 32) {
+		char *t = strchr(p, '\t');
+
+		m->f[m->n++] = p;
+		if (!t)
+			break;
+		*t = 0;
+		p = t + 1;
+	}
+	p = m->f[m->n - 1];
+	p[strcspn(p, "\r\n")] = 0;
+	return m->n;
+}
+
+/* Count instructions and decode errors in a -ptxed.exp file. */
+int read_exp(const char *path, long *insns, long *errors)
+{
+	FILE *fp = fopen(path, "r");
+	char line[512];
+
+	if (!fp)
+		return -1;
+	*insns = 0;
+	*errors = 0;
+	while (fgets(line, sizeof(line), fp)) {
+		const char *p = line;
+		long n;
+
+		if (p[0] == '?' && p[1] == ' ')
+			p += 2;
+		if (strspn(p, "0123456789abcdef") == 16)
+			(*insns)++;
+		else if (line[0] == '[' && strstr(line, ": error: "))
+			(*errors)++;
+		else if (sscanf(line, "insn: %ld.", &n) == 1)
+			*insns = n;
+	}
+	fclose(fp);
+	return 0;
+}
+
+const char *corpus_dir(char *buf, size_t len)
+{
+	const char *root = getenv("HTR_SOURCE_ROOT");
+	struct stat st;
+
+	snprintf(buf, len, "%s/../shared/corpus/libipt-ptt", root ? root : ".");
+	return stat(buf, &st) == 0 ? buf : NULL;
+}
+
+/* Whether libipt knows any erratum for cpu "F/M". */
+int has_errata(const char *cpu)
+{
+	static const struct pt_errata none;
+	struct pt_errata er;
+	struct pt_cpu c;
+	int fam = 0, mod = 0;
+
+	memset(&c, 0, sizeof(c));
+	memset(&er, 0, sizeof(er));
+	if (sscanf(cpu, "%d/%d", &fam, &mod) != 2)
+		return 0;
+	c.vendor = pcv_intel;
+	c.family = (uint16_t) fam;
+	c.model = (uint8_t) mod;
+	if (pt_cpu_errata(&er, &c) < 0)
+		return 0;
+	return memcmp(&er, &none, sizeof(er)) != 0;
+}
+

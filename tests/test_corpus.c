@@ -1,0 +1,333 @@
+/*
+ * htr build over Intel's libipt test corpus (../shared/corpus/libipt-ptt):
+ * every test Debian's libipt 2.0.5 supports builds to the expected
+ * instruction count and decode errors, and its blocks agree with the calls
+ * and returns listed in the expected disassembled flow (-insn.out): a
+ * block starts right after every call whose callee ran, at the callee's
+ * address, and a block ends at every return.
+ */
+#include "corpus.h"
+
+#include "htr/htr.h"
+
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[] = "/tmp/htr-test-corpus-XXXXXX";
+
+static void setup(void)
+{
+	cr_assert_not_null(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	cr_expect_eq(system(cmd), 0);
+}
+
+TestSuite(corpus, .init = setup, .fini = teardown);
+
+/* What the expected flow says. */
+struct flow {
+	uint64_t n;                 /* instructions */
+	long errors;
+	uint64_t *call_next;        /* IDs right after a call whose callee ran */
+	uint64_t *call_entry;       /* ... and the callee's address */
+	size_t ncall;
+	uint64_t *rets;
+	size_t nret;
+};
+
+static int read_flow(const char *path, struct flow *fl)
+{
+	FILE *fp = fopen(path, "r");
+	char line[512];
+	int after_call = 0;
+	size_t cap = 0;
+
+	memset(fl, 0, sizeof(*fl));
+	if (!fp)
+		return -1;
+	while (fgets(line, sizeof(line), fp)) {
+		const char *p = line, *mn;
+		uint64_t ip;
+
+		if (!strncmp(line, "[block]", 7))
+			continue;           /* ptxed's block marker */
+		if (line[0] == '[') {
+			if (strstr(line, ": error: "))
+				fl->errors++;
+			after_call = 0;     /* the callee did not run next */
+			continue;
+		}
+		if (p[0] == '?' && p[1] == ' ')
+			p += 2;
+		if (strspn(p, "0123456789abcdef") != 16)
+			continue;
+		ip = strtoull(p, NULL, 16);
+		mn = p + 16;
+		while (*mn == ' ')
+			mn++;
+		if (fl->ncall == cap || fl->nret == cap) {
+			cap = cap ? cap * 2 : 64;
+			fl->call_next = realloc(fl->call_next, cap * 8);
+			fl->call_entry = realloc(fl->call_entry, cap * 8);
+			fl->rets = realloc(fl->rets, cap * 8);
+			cr_assert(fl->call_next && fl->call_entry && fl->rets);
+		}
+		if (after_call) {
+			fl->call_next[fl->ncall] = fl->n;
+			fl->call_entry[fl->ncall++] = ip;
+		}
+		after_call = !strncmp(mn, "call", 4);
+		if (!strncmp(mn, "ret", 3) && (mn[3] == ' ' || mn[3] == '\n' ||
+					       mn[3] == 0))
+			fl->rets[fl->nret++] = fl->n;
+		fl->n++;
+	}
+	fclose(fp);
+	return 0;
+}
+
+static void flow_free(struct flow *fl)
+{
+	free(fl->call_next);
+	free(fl->call_entry);
+	free(fl->rets);
+}
+
+/* Build one test; 1 pass, 0 fail (with @why), -1 skip (with @why). */
+static int build_one(const char *cdir, struct mrow *m, const char *cpu,
+		     const char *insn_out, char *why, size_t wlen)
+{
+	char path[2200], spec[2300], extra[2300], out[300];
+	char *opts = strdup(m->f[5]);
+	char *tok, *save;
+	struct htr_build_opts bo;
+	struct htr_builder *b = NULL;
+	struct htr_file *f = NULL;
+	struct flow fl;
+	uint8_t *starts = NULL, *ends = NULL;
+	uint64_t *entry_at = NULL;
+	uint32_t i, nblocks;
+	int res = 1, rc;
+	long nerr = 0;
+
+	cr_assert_not_null(opts);
+	htr_build_opts_init(&bo);
+	if (cpu)
+		sscanf(cpu, "%d/%d", &bo.cpu_family, &bo.cpu_model);
+	extra[0] = 0;
+	for (tok = strtok_r(opts, " ", &save); tok && res == 1;
+	     tok = strtok_r(NULL, " ", &save)) {
+		char *arg = NULL;
+
+		if (!strcmp(tok, "-") || !strcmp(tok, "--block-decoder") ||
+		    !strcmp(tok, "--insn-decoder") || !strncmp(tok, "--event:", 8) ||
+		    !strncmp(tok, "--block:", 8))
+			continue;       /* how ptxed prints, not what it decodes */
+		if (!strcmp(tok, "--quiet") || !strncmp(tok, "--stat", 6)) {
+			snprintf(why, wlen, "%s: the expectation lists no "
+				 "instructions", tok);
+			res = -1;
+			break;
+		}
+		if (strncmp(tok, "--", 2) || !strncmp(tok, "--filter:", 9) ||
+		    !(arg = strtok_r(NULL, " ", &save))) {
+			snprintf(why, wlen, "ptxed option %s is not a build "
+				 "option", tok);
+			res = -1;
+		} else if (!strcmp(tok, "--raw")) {
+			/* ptxed's FILE:OFFSET:VADDR or FILE:VADDR */
+			char *c1 = strchr(arg, ':'), *c2;
+
+			cr_assert_not_null(c1);
+			*c1 = 0;
+			c2 = strchr(c1 + 1, ':');
+			if (c2)
+				*c2 = 0;
+			snprintf(extra, sizeof(extra), "%s/%s/%s%s%s@%s", cdir,
+				 m->f[0], arg, c2 ? ":" : "", c2 ? c1 + 1 : "",
+				 c2 ? c2 + 1 : c1 + 1);
+		} else if (!strcmp(tok, "--mtc-freq")) {
+			bo.mtc_freq = (uint8_t) strtoul(arg, NULL, 0);
+		} else if (!strcmp(tok, "--nom-freq")) {
+			bo.nom_freq = (uint8_t) strtoul(arg, NULL, 0);
+		} else if (!strcmp(tok, "--cpuid-0x15.eax")) {
+			bo.cpuid_0x15_eax = (uint32_t) strtoul(arg, NULL, 0);
+		} else if (!strcmp(tok, "--cpuid-0x15.ebx")) {
+			bo.cpuid_0x15_ebx = (uint32_t) strtoul(arg, NULL, 0);
+		} else if (strcmp(tok, "--cpu")) {
+			snprintf(why, wlen, "ptxed option %s is not a build "
+				 "option", tok);
+			res = -1;
+		}
+	}
+	free(opts);
+	if (res < 0)
+		return res;
+	cr_assert_eq(htr_builder_alloc(&b, &bo), 0);
+	snprintf(spec, sizeof(spec), "%s/%s@%s", cdir, m->f[2], m->f[3]);
+	cr_assert_eq(htr_builder_add_raw(b, spec), 0, "%s", spec);
+	/* ptxed's extra --raw goes over the test's image. */
+	if (extra[0])
+		cr_assert_eq(htr_builder_add_raw(b, extra), 0, "%s: %s", extra,
+			     htr_builder_last_error(b));
+	snprintf(path, sizeof(path), "%s/%s/%s", cdir, m->f[0], insn_out);
+	cr_assert_eq(read_flow(path, &fl), 0, "%s", path);
+	snprintf(path, sizeof(path), "%s/%s", cdir, m->f[1]);
+	snprintf(out, sizeof(out), "%s/%s.htr", dir, m->f[0]);
+	rc = htr_builder_run(b, path, out, NULL, 0);
+	htr_builder_free(b);
+	if (rc == HTR_ERR_DECODE && fl.n == 0) {
+		flow_free(&fl);
+		return 1;           /* no PSB: nothing expected either */
+	}
+	if (rc < 0) {
+		snprintf(why, wlen, "build failed: %s", htr_errstr(rc));
+		flow_free(&fl);
+		return 0;
+	}
+	cr_assert_eq(htr_file_open(&f, out, NULL), 0);
+	{
+		struct htr_file_info fi;
+
+		fi.size = sizeof(fi);
+		cr_assert_eq(htr_file_info(f, &fi, sizeof(fi)), 0);
+		if (fi.ninsns != fl.n) {
+			snprintf(why, wlen, "%" PRIu64 " insns, expected %" PRIu64,
+				 fi.ninsns, fl.n);
+			res = 0;
+		}
+	}
+	for (i = 0; i < htr_gap_count(f); i++) {
+		struct htr_gap_info g;
+
+		g.size = sizeof(g);
+		cr_assert_eq(htr_gap_get(f, i, &g, sizeof(g)), 0);
+		nerr += g.kind == HTR_GAP_ERROR;
+	}
+	if (res && nerr != fl.errors) {
+		snprintf(why, wlen, "%ld error gaps, expected %ld", nerr,
+			 fl.errors);
+		res = 0;
+	}
+	nblocks = htr_block_count(f);
+	starts = calloc(fl.n + 1, 1);
+	ends = calloc(fl.n + 1, 1);
+	entry_at = calloc(fl.n + 1, sizeof(*entry_at));
+	cr_assert(starts && ends && entry_at);
+	for (i = 0; i < nblocks; i++) {
+		struct htr_block_info bi;
+
+		bi.size = sizeof(bi);
+		cr_assert_eq(htr_block_get(f, i, &bi, sizeof(bi)), 0);
+		cr_assert_leq(bi.last, fl.n);
+		if (!(bi.flags & HTR_BLOCK_LATE)) {
+			starts[bi.first] = 1;
+			entry_at[bi.first] = bi.entry;
+		}
+		ends[bi.last] = 1;
+	}
+	for (i = 0; res && i < fl.ncall; i++)
+		if (!starts[fl.call_next[i]] ||
+		    entry_at[fl.call_next[i]] != fl.call_entry[i]) {
+			snprintf(why, wlen, "no block for the call before "
+				 "instruction %" PRIu64, fl.call_next[i]);
+			res = 0;
+		}
+	for (i = 0; res && i < fl.nret; i++)
+		if (!ends[fl.rets[i]]) {
+			snprintf(why, wlen, "no block ends at the return %"
+				 PRIu64, fl.rets[i]);
+			res = 0;
+		}
+	free(starts);
+	free(ends);
+	free(entry_at);
+	flow_free(&fl);
+	htr_file_close(f);
+	return res;
+}
+
+Test(corpus, build, .timeout = 300)
+{
+	char cbuf[1024], path[1100], line[8192], why[512];
+	const char *cdir = corpus_dir(cbuf, sizeof(cbuf));
+	int col_v205 = -1, col_files = -1, built = 0, failed = 0, skipped = 0;
+	FILE *fp;
+
+	if (!cdir) {
+		fprintf(stderr, "corpus: ../shared/corpus is absent, skipped\n");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/manifest.tsv", cdir);
+	fp = fopen(path, "r");
+	cr_assert_not_null(fp);
+	while (fgets(line, sizeof(line), fp)) {
+		struct mrow m;
+		char files[4096], *fn, *save;
+		int k;
+
+		split_tabs(line, &m);
+		if (col_v205 < 0) {
+			for (k = 0; k < m.n; k++) {
+				if (!strcmp(m.f[k], "in_libipt_v2.0.5_tests"))
+					col_v205 = k;
+				if (!strcmp(m.f[k], "exp_files"))
+					col_files = k;
+			}
+			cr_assert(col_v205 >= 0 && col_files >= 0);
+			continue;
+		}
+		if (m.n <= col_v205 || strcmp(m.f[col_v205], "yes"))
+			continue;
+		snprintf(files, sizeof(files), "%s", m.f[col_files]);
+		for (fn = strtok_r(files, ",", &save); fn;
+		     fn = strtok_r(NULL, ",", &save)) {
+			char cpu[32] = "", insn_out[512], *c = strstr(fn, "-ptxed");
+			int res, fam, mod;
+
+			/* NAME-ptxed[-cpu_F_M].exp has NAME-ptxed[...]-insn.out */
+			if (!c || strcmp(fn + strlen(fn) - 4, ".exp"))
+				continue;
+			snprintf(insn_out, sizeof(insn_out), "%.*s-insn.out",
+				 (int) (strlen(fn) - 4), fn);
+			if (sscanf(c, "-ptxed-cpu_%d_%d", &fam, &mod) == 2) {
+				snprintf(cpu, sizeof(cpu), "%d/%d", fam, mod);
+				/* Expectations for CPUs whose errata 2.0.5
+				 * does not know come from a newer libipt. */
+				if (strcmp(m.f[4], "-") && !has_errata(cpu) &&
+				    has_errata(m.f[4]))
+					continue;
+			} else if (strcmp(c, "-ptxed.exp")) {
+				continue;
+			}
+			why[0] = 0;
+			res = build_one(cdir, &m, cpu[0] ? cpu : NULL, insn_out,
+					why, sizeof(why));
+			if (res < 0) {
+				skipped++;
+				fprintf(stderr, "corpus: skip %s: %s\n", m.f[0], why);
+			} else if (!res) {
+				failed++;
+				fprintf(stderr, "corpus: FAIL %s (%s): %s\n", m.f[0],
+					cpu[0] ? cpu : "no cpu", why);
+			} else {
+				built++;
+			}
+		}
+	}
+	fclose(fp);
+	fprintf(stderr, "corpus: %d builds agree with the expected flow, %d "
+		"failed, %d skipped\n", built, failed, skipped);
+	cr_assert_gt(built, 100);
+	cr_assert_eq(failed, 0);
+}
