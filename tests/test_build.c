@@ -201,3 +201,86 @@ Test(build, two_bases)
 	htr_file_close(f);
 	truth_free(&t);
 }
+
+/* The deepest block containing @id by brute force, HTR_NONE if none. */
+static uint32_t scan_for_insn(const struct htr_file *f, uint64_t id)
+{
+	uint32_t i, best = HTR_NONE;
+	int64_t best_depth = -1;
+
+	for (i = 0; i < htr_block_count(f); i++) {
+		struct htr_block_info bi;
+
+		bi.size = sizeof(bi);
+		cr_assert_eq(htr_block_get(f, i, &bi, sizeof(bi)), 0);
+		if (bi.first <= id && id <= bi.last &&
+		    htr_block_depth(f, i) > best_depth) {
+			best = i;
+			best_depth = htr_block_depth(f, i);
+		}
+	}
+	return best;
+}
+
+/* Random programs and scenarios: whatever the shape, spans nest, children
+ * are chronological, links agree both ways, and block_for_insn agrees with
+ * a linear scan for every instruction. */
+Test(build, properties, .timeout = 240)
+{
+	uint64_t seed;
+
+	for (seed = 1; seed <= 24; seed++) {
+		struct synth_opts o;
+		struct truth t;
+		struct htr_file *f = NULL;
+		char tag[64];
+		uint32_t i, n;
+		uint64_t id;
+
+		synth_opts_init(&o);
+		o.seed = seed * 7919;
+		o.scenario = (enum synth_scenario) (seed % SYNTH_NSCENARIOS);
+		o.insns = 1500 + seed * 100;
+		o.nfuncs = 2 + (unsigned) (seed * 13 % 60);
+		o.max_depth = 1 + (unsigned) (seed * 5 % 30);
+		snprintf(tag, sizeof(tag), "prop-%" PRIu64, seed);
+		make(&o, tag, &t, &f, "%s.elf");
+		n = htr_block_count(f);
+		for (i = 0; i < n; i++) {
+			struct htr_block_info bi, ci, prev;
+			uint32_t c, k = 0;
+
+			bi.size = ci.size = prev.size = sizeof(bi);
+			cr_assert_eq(htr_block_get(f, i, &bi, sizeof(bi)), 0);
+			cr_assert_leq(bi.first, bi.last, "%s: block %u", tag, i);
+			cr_assert_lt(bi.last, t.insns);
+			for (c = htr_block_first_child(f, i); c != HTR_NONE;
+			     c = htr_block_next_sibling(f, c), k++) {
+				cr_assert_eq(htr_block_get(f, c, &ci, sizeof(ci)), 0);
+				cr_assert_eq(ci.parent, i, "%s: child %u of %u", tag,
+					     c, i);
+				cr_assert(ci.first >= bi.first && ci.last <= bi.last,
+					  "%s: child %u outside block %u", tag, c, i);
+				if (k)
+					cr_assert_lt(prev.last, ci.first,
+						     "%s: children of %u overlap",
+						     tag, i);
+				prev = ci;
+			}
+			cr_assert_eq(k, bi.nchildren, "%s: block %u", tag, i);
+			if (bi.parent != HTR_NONE)
+				cr_assert_lt(i, bi.parent, "%s: not post-order", tag);
+		}
+		for (id = 0; id < t.insns; id++) {
+			uint32_t got = HTR_NONE;
+			int rc = htr_block_for_insn(f, id, &got);
+
+			cr_assert(rc == 0 || rc == HTR_ERR_NOTFOUND);
+			cr_assert_eq(rc ? HTR_NONE : got, scan_for_insn(f, id),
+				     "%s: block for insn %" PRIu64, tag, id);
+		}
+		cr_assert_eq(htr_block_for_insn(f, t.insns, &i), HTR_ERR_RANGE);
+		htr_file_close(f);
+		truth_free(&t);
+	}
+}

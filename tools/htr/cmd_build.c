@@ -143,6 +143,7 @@ int cmd_build(int argc, char **argv)
 		goto done;
 	}
 	optind = 1;
+	opterr = 0;     /* one error line, ours */
 	while ((c = getopt_long(argc, argv, "e:r:o:qh", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'e': elfs[nelf++] = optarg; break;
@@ -181,7 +182,8 @@ int cmd_build(int argc, char **argv)
 				opts.cpuid_0x15_ebx = (uint32_t) v;
 			break;
 		default:
-			rc = usage_error("build", "bad option");
+			rc = usage_error("build", "unknown option '%s'",
+					    argv[optind - 1]);
 			goto done;
 		}
 	}

@@ -97,6 +97,7 @@ int cmd_dump(int argc, char **argv)
 	memset(&d, 0, sizeof(d));
 	d.max_level = UINT64_MAX;
 	optind = 1;
+	opterr = 0;     /* one error line, ours */
 	while ((c = getopt_long(argc, argv, "d:f:jh", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'd':
@@ -113,7 +114,9 @@ int cmd_dump(int argc, char **argv)
 			break;
 		case 'j': d.json = 1; break;
 		case 'h': fputs(usage_text, stdout); return HTR_EXIT_OK;
-		default: return usage_error("dump", "bad option");
+		default:
+			return usage_error("dump", "unknown option '%s'",
+					   argv[optind - 1]);
 		}
 	}
 	if (optind + 1 != argc)

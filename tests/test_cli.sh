@@ -1,0 +1,81 @@
+#!/bin/sh
+# htr's command-line contract: --help everywhere, one-line errors naming
+# the file and the problem, exit 0 ok / 1 failure / 2 usage, and a build
+# that is killed or fails leaves nothing that opens.
+# usage: test_cli.sh HTR HTR_SYNTH
+set -u
+htr=$1 synth=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fails=0
+
+# expect STATUS PATTERN CMD...: exit status, and stderr one line matching.
+expect() {
+	want=$1 pat=$2
+	shift 2
+	"$@" >"$dir/out" 2>"$dir/err"
+	got=$?
+	lines=$(wc -l <"$dir/err")
+	if [ "$got" != "$want" ] || { [ -n "$pat" ] && ! grep -q -- "$pat" "$dir/err"; } ||
+	   { [ "$want" != 0 ] && [ "$lines" != 1 ]; }; then
+		echo "FAIL: $* -> exit $got (want $want), stderr:"
+		sed 's/^/    /' "$dir/err"
+		fails=$((fails + 1))
+	else
+		echo "ok: $* -> $got"
+	fi
+}
+
+"$synth" -q -S mixed -s 5 -n 20000 "$dir/t" || exit 1
+T="$dir/t.pt" E="$dir/t.elf"
+timing="--cpuid-0x15-eax 1 --cpuid-0x15-ebx 2 --mtc-freq 6 --nom-freq 16"
+
+for c in build dump info; do
+	expect 0 '' "$htr" "$c" --help
+done
+expect 0 '' "$htr" --help
+expect 2 'not a command' "$htr" frobnicate
+expect 2 'no TRACE given' "$htr" build --elf "$E"
+expect 2 'no image' "$htr" build "$T"
+expect 2 'cpu' "$htr" build "$T" --elf "$E" --cpu 6/x
+expect 2 'unknown option' "$htr" dump --bogus "$dir/t.htr"
+expect 1 "$dir/missing.pt: No such file" "$htr" build "$dir/missing.pt" --elf "$E"
+expect 1 "$dir/missing.elf" "$htr" build "$T" --elf "$dir/missing.elf"
+expect 1 "not an ELF" "$htr" build "$T" --elf "$T"
+expect 1 "bad address" "$htr" build "$T" --raw "$E@zz"
+expect 1 "empty trace" sh -c ": > '$dir/empty.pt'; '$htr' build '$dir/empty.pt' --elf '$E'"
+expect 1 "$dir/nodir/x.htr" "$htr" build "$T" --elf "$E" -o "$dir/nodir/x.htr"
+[ -e "$dir/nodir" ] && { echo "FAIL: output directory appeared"; fails=$((fails + 1)); }
+
+expect 0 '' "$htr" build -q $timing "$T" --elf "$E" -o "$dir/t.htr"
+expect 0 '' "$htr" info "$dir/t.htr"
+expect 0 '' "$htr" info --verify "$dir/t.htr"
+expect 0 '' "$htr" dump --depth 2 "$dir/t.htr"
+expect 0 '' "$htr" dump --from 1000 "$dir/t.htr"
+expect 1 'out of range' "$htr" dump --from 99999999 "$dir/t.htr"
+if command -v python3 >/dev/null; then
+	"$htr" dump --json "$dir/t.htr" | python3 -c 'import json,sys; json.load(sys.stdin)' &&
+		echo "ok: dump --json parses" ||
+		{ echo "FAIL: dump --json is not JSON"; fails=$((fails + 1)); }
+fi
+expect 1 'not an htr file' "$htr" info "$T"
+head -c 1000 "$dir/t.htr" >"$dir/cut.htr"
+expect 1 'cut.htr' "$htr" dump "$dir/cut.htr"
+expect 1 'missing.htr' "$htr" info "$dir/missing.htr"
+
+# A build killed midway leaves no file that opens.
+"$synth" -q --no-truth --no-bundle -n 200M "$dir/big" || exit 1
+"$htr" build -q $timing "$dir/big.pt" --elf "$dir/big.elf" -o "$dir/big.htr" &
+pid=$!
+sleep 1
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+if [ -e "$dir/big.htr" ]; then
+	echo "FAIL: a killed build left $dir/big.htr"
+	fails=$((fails + 1))
+else
+	echo "ok: a killed build left no output (temporaries: $(ls "$dir" | grep -c tmp))"
+fi
+
+[ "$fails" = 0 ] && echo "cli: all checks passed" || echo "cli: $fails failed"
+[ "$fails" = 0 ]
