@@ -4,7 +4,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 
-pkgs="gcc time pkg-config meson ninja-build libipt-dev liblmdb-dev libelf-dev libcriterion-dev"
+pkgs="gcc time pkg-config meson ninja-build libipt-dev liblmdb-dev libelf-dev libiberty-dev libcriterion-dev"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||

@@ -1,0 +1,627 @@
+/*
+ * Symbols (see symbols.h).
+ *
+ * Load: the image records are grouped into modules by path.  Every module
+ * has a name (the path's base name), a lowest address and one address
+ * range per record.  An ELF module's file is opened once; each of its
+ * records must still match a PT_LOAD (same file offset and size), which
+ * gives that record's bias.  The function symbols of .symtab (or .dynsym
+ * without one) that lie inside a matched segment are relocated by its
+ * bias, demangled into one string pool, then all modules' symbols are
+ * sorted by address with one entry per address.
+ *
+ * Everything read from an ELF file is checked before it is indexed:
+ * libelf bounds the sections and symbol indices, the string offsets and
+ * their NUL terminators are checked here.
+ */
+#include "symbols.h"
+
+#include "file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <libiberty/demangle.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define U64(x) ((unsigned long long) (x))
+
+struct sym {
+	uint64_t addr;
+	uint64_t size;          /* 0: up to the next symbol of the module */
+	uint32_t name;          /* pool offset */
+	uint32_t mod;
+	uint32_t rank;          /* 0 global, 1 weak, 2 local: lower wins */
+};
+
+struct range {
+	uint64_t lo, hi;        /* [lo, hi) */
+	uint32_t mod;
+};
+
+struct module {
+	const char *path;       /* load only: into @file, NOT NUL-terminated */
+	uint32_t path_len;
+	uint32_t name;          /* pool offset of the base name */
+	uint64_t lowest;
+	int elf;                /* has ELF records */
+};
+
+struct htr_syms {
+	struct sym *syms;
+	size_t nsyms;
+	struct range *ranges;   /* by lo */
+	size_t nranges;
+	struct module *mods;
+	size_t nmods;
+	char *pool;
+	size_t pool_len;
+};
+
+/* Load-time state. */
+struct loader {
+	struct htr_syms *s;
+	size_t cap_syms, cap_mods, cap_pool, cap_ranges;
+	unsigned nskipped;
+	struct htr_err *err;
+};
+
+/* A candidate symbol of one ELF file; @name points into libelf's data. */
+struct cand {
+	uint64_t value, size;
+	const char *name;
+	uint32_t rank;
+};
+
+static int grow(void **p, size_t *cap, size_t need, size_t elsize)
+{
+	size_t n = *cap ? *cap : 16;
+	void *q;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need) {
+		if (n > SIZE_MAX / 2 / elsize)
+			return HTR_ERR_NOMEM;
+		n *= 2;
+	}
+	q = realloc(*p, n * elsize);
+	if (!q)
+		return HTR_ERR_NOMEM;
+	*p = q;
+	*cap = n;
+	return 0;
+}
+
+/* Append @len bytes of @str and a NUL to the pool; *@off gets the offset. */
+static int pool_add(struct loader *ld, const char *str, size_t len,
+		    uint32_t *off)
+{
+	struct htr_syms *s = ld->s;
+
+	if (len > UINT32_MAX - 1 || s->pool_len > UINT32_MAX - 1 - len)
+		return HTR_ERR_NOMEM;
+	if (grow((void **) &s->pool, &ld->cap_pool, s->pool_len + len + 1, 1))
+		return HTR_ERR_NOMEM;
+	memcpy(s->pool + s->pool_len, str, len);
+	s->pool[s->pool_len + len] = 0;
+	*off = (uint32_t) s->pool_len;
+	s->pool_len += len + 1;
+	return 0;
+}
+
+static int nomem(struct loader *ld)
+{
+	return htr_err__set(ld->err, HTR_ERR_NOMEM, "out of memory");
+}
+
+/* Count a skipped module; the first one's reason goes to @err. */
+static void skip(struct loader *ld, const char *path, const char *why)
+{
+	if (!ld->nskipped++)
+		htr_err__set(ld->err, HTR_ERR_IO, "%s: %s; no symbols", path,
+			     why);
+}
+
+/* The module with @path, created if new. */
+static int module_get(struct loader *ld, const struct htr_file_image *im,
+		      uint32_t *out)
+{
+	struct htr_syms *s = ld->s;
+	struct module *m;
+	const char *base;
+	size_t i, len;
+
+	for (i = 0; i < s->nmods; i++) {
+		m = &s->mods[i];
+		if (m->path_len == im->path_len &&
+		    !memcmp(m->path, im->path, im->path_len)) {
+			*out = (uint32_t) i;
+			return 0;
+		}
+	}
+	if (s->nmods >= UINT32_MAX ||
+	    grow((void **) &s->mods, &ld->cap_mods, s->nmods + 1,
+		 sizeof(*m)))
+		return HTR_ERR_NOMEM;
+	m = &s->mods[s->nmods];
+	memset(m, 0, sizeof(*m));
+	m->path = im->path;
+	m->path_len = im->path_len;
+	m->lowest = UINT64_MAX;
+	/* The base name; a path ending in '/' keeps its whole text. */
+	base = im->path;
+	len = im->path_len;
+	for (i = im->path_len; i > 0; i--) {
+		if (im->path[i - 1] == '/') {
+			if (i < im->path_len) {
+				base = im->path + i;
+				len = im->path_len - i;
+			}
+			break;
+		}
+	}
+	if (memchr(base, 0, len))
+		len = strlen(base);
+	if (pool_add(ld, base, len, &m->name))
+		return HTR_ERR_NOMEM;
+	*out = (uint32_t) s->nmods++;
+	return 0;
+}
+
+static uint32_t bind_rank(unsigned bind)
+{
+	switch (bind) {
+	case STB_GLOBAL:
+	case STB_GNU_UNIQUE:
+		return 0;
+	case STB_WEAK:
+		return 1;
+	case STB_LOCAL:
+		return 2;
+	default:
+		return 3;
+	}
+}
+
+/* Section @type's first instance, or NULL. */
+static Elf_Scn *find_section(Elf *elf, Elf64_Word type, GElf_Shdr *sh)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn)))
+		if (gelf_getshdr(scn, sh) && sh->sh_type == type)
+			return scn;
+	return NULL;
+}
+
+/*
+ * The function symbols of @elf's .symtab (or .dynsym) into *@out.
+ * Returns the count, 0 if there is no usable table, or HTR_ERR_NOMEM.
+ */
+static long read_cands(Elf *elf, struct cand **out)
+{
+	Elf_Scn *scn, *strscn;
+	GElf_Shdr sh, strsh;
+	Elf_Data *data, *strdata;
+	struct cand *c = NULL;
+	size_t n, i, nc = 0, shnum;
+	GElf_Sym sym;
+
+	*out = NULL;
+	scn = find_section(elf, SHT_SYMTAB, &sh);
+	if (!scn)
+		scn = find_section(elf, SHT_DYNSYM, &sh);
+	if (!scn || elf_getshdrnum(elf, &shnum) != 0 || sh.sh_link == 0 ||
+	    sh.sh_link >= shnum)
+		return 0;
+	strscn = elf_getscn(elf, sh.sh_link);
+	if (!strscn || !gelf_getshdr(strscn, &strsh) ||
+	    strsh.sh_type != SHT_STRTAB)
+		return 0;
+	data = elf_getdata(scn, NULL);
+	strdata = elf_getdata(strscn, NULL);
+	if (!data || !data->d_buf || !strdata || !strdata->d_buf ||
+	    !strdata->d_size)
+		return 0;
+	n = data->d_size / sizeof(Elf64_Sym);
+	if (gelf_getclass(elf) == ELFCLASS32)
+		n = data->d_size / sizeof(Elf32_Sym);
+	if (n > INT_MAX)                /* gelf_getsym takes an int */
+		n = INT_MAX;
+	if (!n)
+		return 0;
+	c = malloc(n * sizeof(*c));
+	if (!c)
+		return HTR_ERR_NOMEM;
+	for (i = 0; i < n; i++) {
+		const char *str = strdata->d_buf;
+		unsigned type;
+
+		if (!gelf_getsym(data, (int) i, &sym))
+			break;
+		type = GELF_ST_TYPE(sym.st_info);
+		if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
+		    !sym.st_value || sym.st_shndx == SHN_UNDEF ||
+		    sym.st_name >= strdata->d_size ||
+		    !memchr(str + sym.st_name, 0,
+			    strdata->d_size - sym.st_name) ||
+		    !str[sym.st_name])
+			continue;
+		c[nc].value = sym.st_value;
+		c[nc].size = sym.st_size;
+		c[nc].name = str + sym.st_name;
+		c[nc].rank = bind_rank(GELF_ST_BIND(sym.st_info));
+		nc++;
+	}
+	if (!nc) {
+		free(c);
+		return 0;
+	}
+	*out = c;
+	return (long) nc;
+}
+
+/* Add @name (demangled if it can be) as a symbol. */
+static int add_sym(struct loader *ld, uint64_t addr, const struct cand *c,
+		   uint32_t mod)
+{
+	struct htr_syms *s = ld->s;
+	struct sym *e;
+	char *dm = NULL;
+	const char *name = c->name;
+	int rc;
+
+	if (grow((void **) &s->syms, &ld->cap_syms, s->nsyms + 1, sizeof(*e)))
+		return HTR_ERR_NOMEM;
+	if (name[0] == '_' && (name[1] == 'Z' || name[1] == 'R')) {
+		dm = cplus_demangle(name, DMGL_PARAMS | DMGL_ANSI);
+		if (dm)
+			name = dm;
+	}
+	e = &s->syms[s->nsyms];
+	rc = pool_add(ld, name, strlen(name), &e->name);
+	free(dm);
+	if (rc)
+		return rc;
+	e->addr = addr;
+	e->size = c->size;
+	e->mod = mod;
+	e->rank = c->rank;
+	s->nsyms++;
+	return 0;
+}
+
+/*
+ * Open the ELF file of module @mod, match each of its @nrecs records
+ * against its PT_LOADs and add the symbols of every matched segment.
+ * A file that cannot be used is skipped.  Returns 0 or HTR_ERR_NOMEM.
+ */
+static int load_elf(struct loader *ld, uint32_t mod,
+		    const struct htr_disk_image **recs, size_t nrecs)
+{
+	const struct module *m = &ld->s->mods[mod];
+	GElf_Phdr *seg = NULL;
+	struct cand *c = NULL;
+	Elf *elf = NULL;
+	struct stat st;
+	char *path;
+	size_t nph, i, j;
+	long nc = 0;
+	int fd = -1, rc = 0;
+
+	path = malloc((size_t) m->path_len + 1);
+	if (!path)
+		return nomem(ld);
+	memcpy(path, m->path, m->path_len);
+	path[m->path_len] = 0;
+	if (strlen(path) != m->path_len) {
+		skip(ld, path, "path holds a NUL byte");
+		goto out;
+	}
+	/* O_NONBLOCK: a FIFO put in the file's place must not hang us. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		skip(ld, path, strerror(errno));
+		goto out;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		skip(ld, path, "not a regular file");
+		goto out;
+	}
+	if (elf_version(EV_CURRENT) == EV_NONE) {
+		skip(ld, path, "libelf is unusable");
+		goto out;
+	}
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF ||
+	    elf_getphdrnum(elf, &nph) != 0) {
+		skip(ld, path, "not an ELF file any more");
+		goto out;
+	}
+	seg = calloc(nrecs, sizeof(*seg));
+	if (!seg) {
+		rc = nomem(ld);
+		goto out;
+	}
+	for (j = 0; j < nrecs; j++) {
+		for (i = 0; i < nph; i++) {
+			if (gelf_getphdr(elf, (int) i, &seg[j]) &&
+			    seg[j].p_type == PT_LOAD &&
+			    seg[j].p_offset == recs[j]->offset &&
+			    seg[j].p_filesz == recs[j]->size)
+				break;
+		}
+		if (i == nph) {
+			char why[128];
+
+			snprintf(why, sizeof(why), "changed since the build "
+				 "(no segment of 0x%llx bytes at offset 0x%llx)",
+				 U64(recs[j]->size), U64(recs[j]->offset));
+			skip(ld, path, why);
+			goto out;
+		}
+	}
+	nc = read_cands(elf, &c);
+	if (nc < 0) {
+		rc = nomem(ld);
+		goto out;
+	}
+	if (!nc) {
+		skip(ld, path, "no function symbols");
+		goto out;
+	}
+	for (j = 0; j < nrecs; j++) {
+		uint64_t bias = recs[j]->vaddr - seg[j].p_vaddr;  /* modular */
+
+		for (i = 0; i < (size_t) nc; i++) {
+			if (c[i].value < seg[j].p_vaddr ||
+			    c[i].value - seg[j].p_vaddr >= seg[j].p_filesz)
+				continue;
+			rc = add_sym(ld, c[i].value + bias, &c[i], mod);
+			if (rc) {
+				rc = nomem(ld);
+				goto out;
+			}
+		}
+	}
+out:
+	free(c);
+	free(seg);
+	if (elf)
+		elf_end(elf);
+	if (fd >= 0)
+		close(fd);
+	free(path);
+	return rc;
+}
+
+static int cmp_sym(const void *a, const void *b)
+{
+	const struct sym *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	if (x->size != y->size)         /* the larger extent first */
+		return x->size > y->size ? -1 : 1;
+	if (x->mod != y->mod)
+		return x->mod < y->mod ? -1 : 1;
+	return x->name < y->name ? -1 : x->name > y->name;
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+	const struct range *x = a, *y = b;
+
+	if (x->lo != y->lo)
+		return x->lo < y->lo ? -1 : 1;
+	return x->hi < y->hi ? -1 : x->hi > y->hi;
+}
+
+void htr_syms__free(struct htr_syms *syms)
+{
+	if (!syms)
+		return;
+	free(syms->syms);
+	free(syms->ranges);
+	free(syms->mods);
+	free(syms->pool);
+	free(syms);
+}
+
+int htr_syms__load(struct htr_syms **out, const struct htr_file *file,
+		   unsigned *nskipped, struct htr_err *err)
+{
+	struct loader ld;
+	struct htr_syms *s;
+	struct htr_file_image im;
+	const struct htr_disk_image **recs = NULL;
+	uint32_t *recmod = NULL;
+	uint64_t pos = 0;
+	size_t n = 0, cap = 0, i, j, k;
+	int rc = 0;
+
+	if (nskipped)
+		*nskipped = 0;
+	if (!out)
+		return htr_err__set(err, HTR_ERR_INVALID, "no output");
+	*out = NULL;
+	memset(&ld, 0, sizeof(ld));
+	ld.err = err;
+	s = ld.s = calloc(1, sizeof(*s));
+	if (!s)
+		return nomem(&ld);
+
+	/* Modules and ranges. */
+	while (htr_file__image_next(file, &pos, &im) == 0) {
+		uint32_t mod;
+		uint64_t hi;
+
+		if (n == cap) {
+			size_t c2 = cap ? cap * 2 : 16;
+			void *p = realloc(recs, c2 * sizeof(*recs));
+
+			if (p)
+				recs = p;
+			p = p ? realloc(recmod, c2 * sizeof(*recmod)) : NULL;
+			if (!p) {
+				rc = nomem(&ld);
+				goto out;
+			}
+			recmod = p;
+			cap = c2;
+		}
+		if (module_get(&ld, &im, &mod)) {
+			rc = nomem(&ld);
+			goto out;
+		}
+		recs[n] = im.rec;
+		recmod[n] = mod;
+		n++;
+		if (im.rec->vaddr < s->mods[mod].lowest)
+			s->mods[mod].lowest = im.rec->vaddr;
+		if (im.rec->kind == 1)
+			s->mods[mod].elf = 1;
+		hi = im.rec->vaddr + im.rec->size;
+		if (hi < im.rec->vaddr)
+			hi = UINT64_MAX;    /* saturate a wrapping record */
+		if (hi == im.rec->vaddr)
+			continue;           /* empty: names nothing */
+		if (grow((void **) &s->ranges, &ld.cap_ranges, s->nranges + 1,
+			 sizeof(*s->ranges))) {
+			rc = nomem(&ld);
+			goto out;
+		}
+		s->ranges[s->nranges].lo = im.rec->vaddr;
+		s->ranges[s->nranges].hi = hi;
+		s->ranges[s->nranges].mod = mod;
+		s->nranges++;
+	}
+	qsort(s->ranges, s->nranges, sizeof(*s->ranges), cmp_range);
+
+	/* Symbols: each ELF module's file once, with its ELF records. */
+	for (k = 0; k < s->nmods; k++) {
+		const struct htr_disk_image **mrecs;
+		size_t nm = 0;
+
+		if (!s->mods[k].elf)
+			continue;
+		mrecs = malloc(n * sizeof(*mrecs));
+		if (!mrecs) {
+			rc = nomem(&ld);
+			goto out;
+		}
+		for (j = 0; j < n; j++)
+			if (recmod[j] == k && recs[j]->kind == 1)
+				mrecs[nm++] = recs[j];
+		rc = load_elf(&ld, (uint32_t) k, mrecs, nm);
+		free(mrecs);
+		if (rc)
+			goto out;
+	}
+
+	/* Sort; one entry per address, the best-bound first. */
+	qsort(s->syms, s->nsyms, sizeof(*s->syms), cmp_sym);
+	for (i = j = 0; i < s->nsyms; i++)
+		if (!j || s->syms[i].addr != s->syms[j - 1].addr)
+			s->syms[j++] = s->syms[i];
+	s->nsyms = j;
+	for (k = 0; k < s->nmods; k++)
+		s->mods[k].path = NULL;     /* pointed into @file */
+out:
+	free(recs);
+	free(recmod);
+	if (nskipped)
+		*nskipped = ld.nskipped;
+	if (rc) {
+		htr_syms__free(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+/* The range holding @addr, or NULL. */
+static const struct range *find_range(const struct htr_syms *s, uint64_t addr)
+{
+	size_t lo = 0, hi = s->nranges;
+
+	/* First range with lo > addr; then look back (ranges may overlap). */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->ranges[mid].lo <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	while (lo > 0) {
+		const struct range *r = &s->ranges[--lo];
+
+		if (addr < r->hi)
+			return r;
+	}
+	return NULL;
+}
+
+int htr_syms__name(const struct htr_syms *syms, uint64_t addr, char *buf,
+		   size_t size)
+{
+	const struct sym *e = NULL;
+	const struct range *r;
+	size_t lo = 0, hi;
+	int exact = 0;
+
+	if (syms) {
+		hi = syms->nsyms;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (syms->syms[mid].addr <= addr)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo)
+			e = &syms->syms[lo - 1];
+	}
+	if (e && e->addr == addr)
+		exact = 1;
+	if (!buf || !size)
+		return exact;
+	if (exact) {
+		snprintf(buf, size, "%s", syms->pool + e->name);
+		return 1;
+	}
+	r = syms ? find_range(syms, addr) : NULL;
+	if (e) {
+		int inside;
+
+		if (e->size)
+			inside = addr - e->addr < e->size;
+		else    /* up to the next symbol, inside the same range */
+			inside = r && r->mod == e->mod && e->addr >= r->lo;
+		if (inside) {
+			snprintf(buf, size, "%s+0x%llx", syms->pool + e->name,
+				 U64(addr - e->addr));
+			return 0;
+		}
+	}
+	if (r) {
+		const struct module *m = &syms->mods[r->mod];
+
+		snprintf(buf, size, "%s+0x%llx", syms->pool + m->name,
+			 U64(addr - m->lowest));
+		return 0;
+	}
+	snprintf(buf, size, "0x%llx", U64(addr));
+	return 0;
+}
