@@ -8,6 +8,7 @@
  * next run follows, then resume, then the next run.
  */
 #include "decode.h"
+#include "x86len.h"
 #include "image.h"
 #include "htr/tree.h"
 
@@ -83,92 +84,6 @@ static uint64_t cur_offset(const struct dec *s)
 	return off;
 }
 
-/* Length of the near or far call FF /2, FF /3 whose ModRM byte is at @p[i]
- * (@n bytes readable), 0 if it runs past them. */
-static int modrm_len(const uint8_t *p, size_t n, size_t i)
-{
-	uint8_t modrm = p[i], mod = modrm >> 6, rm = modrm & 7;
-
-	i++;
-	if (mod != 3 && rm == 4) {              /* SIB */
-		if (i >= n)
-			return 0;
-		if (mod == 0 && (p[i] & 7) == 5)
-			i += 4;                 /* no base: disp32 */
-		i++;
-	} else if (mod == 0 && rm == 5) {
-		i += 4;                         /* RIP-relative disp32 */
-	}
-	if (mod == 1)
-		i += 1;
-	else if (mod == 2)
-		i += 4;
-	return i <= n ? (int) i : 0;
-}
-
-/* Class of the instruction at @p (@n bytes readable) and, for the call
- * forms, its length in *@len (0 if unknown).  Used where libipt does not say
- * (indirect jumps and far transfers taken from its block cache) and for the
- * return address of calls.  Only what changes frames matters; everything
- * else is HTR_IC_OTHER. */
-static enum htr_icls insn_info(const uint8_t *p, size_t n,
-			       enum pt_exec_mode mode, int *len)
-{
-	size_t i = 0;
-
-	*len = 0;
-	while (i < n && (p[i] == 0x66 || p[i] == 0x67 || p[i] == 0xf0 ||
-			 p[i] == 0xf2 || p[i] == 0xf3 || p[i] == 0x2e ||
-			 p[i] == 0x36 || p[i] == 0x3e || p[i] == 0x26 ||
-			 p[i] == 0x64 || p[i] == 0x65))
-		i++;
-	if (mode == ptem_64bit && i < n && (p[i] & 0xf0) == 0x40)
-		i++;
-	if (i >= n)
-		return HTR_IC_OTHER;
-	switch (p[i]) {
-	case 0xe8:                                /* call rel32 */
-		*len = i + 5 <= n ? (int) i + 5 : 0;
-		return HTR_IC_CALL;
-	case 0xc2: case 0xc3:
-		return HTR_IC_RET;
-	case 0xcc: case 0xce: case 0xf1:          /* int3, into, int1 */
-		*len = (int) i + 1;
-		return HTR_IC_FAR_CALL;
-	case 0xcd:                                /* int n */
-		*len = i + 2 <= n ? (int) i + 2 : 0;
-		return HTR_IC_FAR_CALL;
-	case 0x9a:                                /* call ptr16:16/32 */
-		return HTR_IC_FAR_CALL;
-	case 0xca: case 0xcb: case 0xcf:          /* lret, iret */
-		return HTR_IC_FAR_RET;
-	case 0xff:
-		if (i + 1 >= n)
-			return HTR_IC_OTHER;
-		switch ((p[i + 1] >> 3) & 7) {
-		case 2:
-			*len = modrm_len(p, n, i + 1);
-			return HTR_IC_CALL;
-		case 3:
-			*len = modrm_len(p, n, i + 1);
-			return HTR_IC_FAR_CALL;
-		}
-		return HTR_IC_OTHER;
-	case 0x0f:
-		if (i + 1 >= n)
-			return HTR_IC_OTHER;
-		switch (p[i + 1]) {
-		case 0x05: case 0x34:                 /* syscall, sysenter */
-			*len = (int) i + 2;
-			return HTR_IC_FAR_CALL;
-		case 0x07: case 0x35:                 /* sysret, sysexit */
-			return HTR_IC_FAR_RET;
-		}
-		return HTR_IC_OTHER;
-	}
-	return HTR_IC_OTHER;
-}
-
 /* Class of @b's last instruction and, for calls, its return address. */
 static NOINLINE enum htr_icls block_class_slow(struct dec *s,
 						 const struct pt_block *b,
@@ -180,7 +95,7 @@ static NOINLINE enum htr_icls block_class_slow(struct dec *s,
 	int n, len;
 
 	if (b->truncated) {
-		cls = insn_info(b->raw, b->size, b->mode, &len);
+		cls = htr_x86__classify(b->raw, b->size, b->mode == ptem_64bit, &len);
 	} else {
 		slot = &s->cache[(b->end_ip ^ (b->end_ip >> CLS_CACHE_BITS)) &
 				 (CLS_CACHE_SIZE - 1)];
@@ -188,7 +103,8 @@ static NOINLINE enum htr_icls block_class_slow(struct dec *s,
 			n = b->isid > 0 ? pt_iscache_read(s->isc, buf,
 							  sizeof(buf), b->isid,
 							  b->end_ip) : -1;
-			cls = n > 0 ? insn_info(buf, (size_t) n, b->mode, &len) :
+			cls = n > 0 ? htr_x86__classify(buf, (size_t) n,
+							 b->mode == ptem_64bit, &len) :
 				HTR_IC_OTHER;
 			if (n <= 0)
 				len = 0;

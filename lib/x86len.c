@@ -1,58 +1,83 @@
 #include "x86len.h"
 
-/* Legacy prefixes and REX; enough for every call form compilers emit
- * (including notrack 3E, bnd F2, and REX.W / REX.B on FF /2). */
-static int is_prefix(uint8_t b)
+/* Length of the near or far call FF /2, FF /3 whose ModRM byte is at @p[i]
+ * (@n bytes readable), 0 if it runs past them. */
+static int modrm_len(const uint8_t *p, size_t n, size_t i)
 {
-	switch (b) {
-	case 0x26: case 0x2e: case 0x36: case 0x3e: case 0x64: case 0x65:
-	case 0x66: case 0x67: case 0xf0: case 0xf2: case 0xf3:
-		return 1;
-	}
-	return 0;
-}
+	uint8_t modrm = p[i], mod = modrm >> 6, rm = modrm & 7;
 
-int htr_x86__call_len(const uint8_t *p, size_t n)
-{
-	size_t i = 0;
-	int addr32 = 0;
-	uint8_t modrm, mod, rm, reg;
-
-	while (i < n && i < 14 && is_prefix(p[i])) {
-		if (p[i] == 0x67)
-			addr32 = 1;
-		i++;
-	}
-	if (i < n && (p[i] & 0xf0) == 0x40)
-		i++;                    /* REX */
-	if (i >= n)
-		return -1;
-	if (p[i] == 0xe8)
-		return i + 5 <= n ? (int) (i + 5) : -1;
-	if (p[i] != 0xff || i + 1 >= n)
-		return -1;
-	modrm = p[i + 1];
-	reg = (modrm >> 3) & 7;
-	if (reg != 2 && reg != 3)
-		return -1;
-	mod = modrm >> 6;
-	rm = modrm & 7;
-	i += 2;
-	(void) addr32;              /* 67 changes the address size only */
-	if (mod == 3)
-		return (int) i;
-	if (rm == 4) {                  /* SIB */
+	i++;
+	if (mod != 3 && rm == 4) {              /* SIB */
 		if (i >= n)
-			return -1;
+			return 0;
 		if (mod == 0 && (p[i] & 7) == 5)
-			i += 4;         /* no base: disp32 */
+			i += 4;                 /* no base: disp32 */
 		i++;
 	} else if (mod == 0 && rm == 5) {
-		i += 4;                 /* RIP-relative disp32 */
+		i += 4;                         /* RIP-relative disp32 */
 	}
 	if (mod == 1)
 		i += 1;
 	else if (mod == 2)
 		i += 4;
-	return i <= n ? (int) i : -1;
+	return i <= n ? (int) i : 0;
 }
+
+enum htr_icls htr_x86__classify(const uint8_t *p, size_t n, int is64,
+				 int *len)
+{
+	size_t i = 0;
+
+	*len = 0;
+	while (i < n && (p[i] == 0x66 || p[i] == 0x67 || p[i] == 0xf0 ||
+			 p[i] == 0xf2 || p[i] == 0xf3 || p[i] == 0x2e ||
+			 p[i] == 0x36 || p[i] == 0x3e || p[i] == 0x26 ||
+			 p[i] == 0x64 || p[i] == 0x65))
+		i++;
+	if (is64 && i < n && (p[i] & 0xf0) == 0x40)
+		i++;
+	if (i >= n)
+		return HTR_IC_OTHER;
+	switch (p[i]) {
+	case 0xe8:                                /* call rel32 */
+		*len = i + 5 <= n ? (int) i + 5 : 0;
+		return HTR_IC_CALL;
+	case 0xc2: case 0xc3:
+		return HTR_IC_RET;
+	case 0xcc: case 0xce: case 0xf1:          /* int3, into, int1 */
+		*len = (int) i + 1;
+		return HTR_IC_FAR_CALL;
+	case 0xcd:                                /* int n */
+		*len = i + 2 <= n ? (int) i + 2 : 0;
+		return HTR_IC_FAR_CALL;
+	case 0x9a:                                /* call ptr16:16/32 */
+		return HTR_IC_FAR_CALL;
+	case 0xca: case 0xcb: case 0xcf:          /* lret, iret */
+		return HTR_IC_FAR_RET;
+	case 0xff:
+		if (i + 1 >= n)
+			return HTR_IC_OTHER;
+		switch ((p[i + 1] >> 3) & 7) {
+		case 2:
+			*len = modrm_len(p, n, i + 1);
+			return HTR_IC_CALL;
+		case 3:
+			*len = modrm_len(p, n, i + 1);
+			return HTR_IC_FAR_CALL;
+		}
+		return HTR_IC_OTHER;
+	case 0x0f:
+		if (i + 1 >= n)
+			return HTR_IC_OTHER;
+		switch (p[i + 1]) {
+		case 0x05: case 0x34:                 /* syscall, sysenter */
+			*len = (int) i + 2;
+			return HTR_IC_FAR_CALL;
+		case 0x07: case 0x35:                 /* sysret, sysexit */
+			return HTR_IC_FAR_RET;
+		}
+		return HTR_IC_OTHER;
+	}
+	return HTR_IC_OTHER;
+}
+

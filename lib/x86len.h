@@ -1,13 +1,24 @@
-/* Length of x86-64 call instructions, so the builder knows a call's return
- * address (libipt's block decoder reports only where the call is). */
+/*
+ * Just enough x86 decoding for the builder: which instructions enter or
+ * leave a frame, and how long calls are (a call's return address).  libipt
+ * 2.0.5's block decoder does not always give the class (indirect jumps and
+ * far transfers from its block cache) and never the call's length.
+ */
 #ifndef HTR_LIB_X86LEN_H
 #define HTR_LIB_X86LEN_H
+
+#include "decode.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* Length in bytes of the near call (E8, or FF /2) or far call (FF /3) at
- * @p, read from at most @n bytes; -1 if it is not one of those. */
-int htr_x86__call_len(const uint8_t *p, size_t n);
+/*
+ * Class of the instruction at @p (@n bytes readable; @is64: 64-bit mode,
+ * where 0x40-0x4f are REX prefixes) and, for calls, software interrupts
+ * and syscalls, its length in *@len (0 if unknown or not one of those).
+ * Only what changes frames matters; everything else is HTR_IC_OTHER.
+ */
+enum htr_icls htr_x86__classify(const uint8_t *p, size_t n, int is64,
+				 int *len);
 
 #endif

@@ -1,10 +1,11 @@
-/* Call lengths against encodings assembled by hand from the Intel SDM's
- * tables (opcode, ModRM, SIB, displacement sizes). */
+/* Classes and call lengths against encodings assembled by hand from the
+ * Intel SDM's tables (opcode, ModRM, SIB, displacement sizes). */
 #include "x86len.h"
 
 #include <criterion/criterion.h>
 
 static const struct { const char *what; uint8_t b[16]; size_t n; int len; } cases[] = {
+	/* len -1: not a call */
 	{ "call rel32", { 0xe8, 1, 2, 3, 4 }, 5, 5 },
 	{ "call *%rax", { 0xff, 0xd0 }, 2, 2 },
 	{ "call *%r11", { 0x41, 0xff, 0xd3 }, 3, 3 },
@@ -30,7 +31,44 @@ Test(x86len, call_forms)
 {
 	size_t i;
 
-	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-		cr_expect_eq(htr_x86__call_len(cases[i].b, cases[i].n),
-			     cases[i].len, "%s", cases[i].what);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int len = -2;
+		enum htr_icls c = htr_x86__classify(cases[i].b, cases[i].n, 1,
+						    &len);
+		int is_call = c == HTR_IC_CALL || c == HTR_IC_FAR_CALL;
+
+		if (cases[i].len < 0) {
+			cr_expect(!is_call || len == 0, "%s", cases[i].what);
+		} else {
+			cr_expect(is_call, "%s", cases[i].what);
+			cr_expect_eq(len, cases[i].len, "%s", cases[i].what);
+		}
+	}
+}
+
+Test(x86len, classes)
+{
+	static const struct { const char *what; uint8_t b[4]; size_t n;
+			      enum htr_icls cls; int is64; } c[] = {
+		{ "ret", { 0xc3 }, 1, HTR_IC_RET, 1 },
+		{ "ret imm16", { 0xc2, 8, 0 }, 3, HTR_IC_RET, 1 },
+		{ "rep ret", { 0xf3, 0xc3 }, 2, HTR_IC_RET, 1 },
+		{ "iretq", { 0x48, 0xcf }, 2, HTR_IC_FAR_RET, 1 },
+		{ "lret", { 0xcb }, 1, HTR_IC_FAR_RET, 1 },
+		{ "syscall", { 0x0f, 0x05 }, 2, HTR_IC_FAR_CALL, 1 },
+		{ "sysret", { 0x0f, 0x07 }, 2, HTR_IC_FAR_RET, 1 },
+		{ "int 0x80", { 0xcd, 0x80 }, 2, HTR_IC_FAR_CALL, 1 },
+		{ "int3", { 0xcc }, 1, HTR_IC_FAR_CALL, 1 },
+		{ "jmp *%rax", { 0xff, 0xe0 }, 2, HTR_IC_OTHER, 1 },
+		{ "nop", { 0x90 }, 1, HTR_IC_OTHER, 1 },
+		{ "inc %eax (32-bit), not REX", { 0x40, 0xc3 }, 2, HTR_IC_OTHER, 0 },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		int len;
+
+		cr_expect_eq(htr_x86__classify(c[i].b, c[i].n, c[i].is64, &len),
+			     c[i].cls, "%s", c[i].what);
+	}
 }
