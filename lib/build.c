@@ -6,6 +6,7 @@
 #include "err.h"
 #include "format.h"
 #include "image.h"
+#include "pipe.h"
 #include "writer.h"
 
 #include <fcntl.h>
@@ -16,6 +17,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#define TRACE_PAGE 4096u
 
 struct htr_builder {
 	struct htr_build_opts opts;
@@ -93,41 +96,51 @@ int htr_builder_add_raw(struct htr_builder *b, const char *spec)
 }
 
 /* ------------------------------------------------------------------ */
-/* decoder -> tree builder */
+/* decoder -> (pipe) -> tree builder */
 
 struct glue {
 	struct htr_builder *b;
 	struct htr_tb *tb;
 	struct htr_writer *w;
+	struct htr_pipe *pipe;
+	const uint8_t *trace;
 	uint64_t trace_size;
+	uint64_t released;      /* trace bytes given back to the kernel */
 };
 
-static int on_run(void *ctx, uint64_t ip, uint32_t ninsn, enum htr_icls cls,
-		  uint64_t ret_ip)
-{
-	struct glue *g = ctx;
+/* The trace is mapped; pages the decoder has passed would stay resident
+ * and make memory grow with the trace.  Give back all but a margin behind
+ * the decoder (it never reads far backwards). */
+#define TRACE_MARGIN (16u << 20)
 
-	return htr_tb__run(g->tb, ip, ninsn, cls, ret_ip);
+static void release_trace(struct glue *g, uint64_t offset)
+{
+	uint64_t upto;
+
+	if (offset <= TRACE_MARGIN)
+		return;
+	upto = (offset - TRACE_MARGIN) & ~(uint64_t) (TRACE_PAGE - 1);
+	if (upto <= g->released + TRACE_MARGIN)
+		return;
+	madvise((void *) (g->trace + g->released), upto - g->released,
+		MADV_DONTNEED);
+	g->released = upto;
 }
 
-static int on_resume(void *ctx, uint64_t ip)
+/* Hash the trace in chunks, giving each back once hashed. */
+static uint64_t hash_trace(const uint8_t *data, uint64_t size)
 {
-	return htr_tb__resume(((struct glue *) ctx)->tb, ip);
-}
+	uint64_t h = HTR_HASH_SEED, off;
 
-static int on_gap(void *ctx, int kind, uint64_t offset, int code)
-{
-	return htr_tb__gap(((struct glue *) ctx)->tb, kind, offset, code);
-}
+	for (off = 0; off < size; off += TRACE_MARGIN) {
+		uint64_t n = size - off < TRACE_MARGIN ? size - off
+						       : TRACE_MARGIN;
 
-static int on_time(void *ctx, uint64_t tsc)
-{
-	return htr_tb__time(((struct glue *) ctx)->tb, tsc);
-}
-
-static int on_sync(void *ctx, uint64_t offset)
-{
-	return htr_tb__sync(((struct glue *) ctx)->tb, offset);
+		h = htr_hash__bytes(h, data + off, n);
+		madvise((void *) (data + off), n & ~(uint64_t) (TRACE_PAGE - 1),
+			MADV_DONTNEED);
+	}
+	return h;
 }
 
 static int on_progress(void *ctx, uint64_t offset)
@@ -135,12 +148,13 @@ static int on_progress(void *ctx, uint64_t offset)
 	struct glue *g = ctx;
 	struct htr_build_progress p;
 
+	release_trace(g, offset);
 	if (!g->b->opts.progress)
 		return 0;
 	p.offset = offset;
 	p.trace_size = g->trace_size;
-	p.insns = htr_tb__insns(g->tb);
-	p.blocks = htr_writer__nblocks(g->w);
+	p.insns = htr_pipe__insns(g->pipe);
+	p.blocks = htr_pipe__blocks(g->pipe);
 	if (g->b->opts.progress(&p, g->b->opts.payload))
 		return HTR_ERR_CANCELED;
 	return 0;
@@ -190,7 +204,7 @@ int htr_builder_run(struct htr_builder *b, const char *trace,
 	const uint8_t *data = NULL;
 	uint64_t tsize = 0;
 	size_t i;
-	int rc;
+	int rc, prc;
 
 	if (!b || !trace || !out)
 		return HTR_ERR_INVALID;
@@ -206,6 +220,7 @@ int htr_builder_run(struct htr_builder *b, const char *trace,
 
 	memset(&g, 0, sizeof(g));
 	g.b = b;
+	g.trace = data;
 	g.trace_size = tsize;
 	rc = htr_writer__open(&g.w, out, &b->err);
 	if (rc < 0)
@@ -235,14 +250,19 @@ int htr_builder_run(struct htr_builder *b, const char *trace,
 	cfg.mtc_freq = b->opts.mtc_freq;
 	cfg.nom_freq = b->opts.nom_freq;
 	memset(&sink, 0, sizeof(sink));
-	sink.ctx = &g;
-	sink.run = on_run;
-	sink.resume = on_resume;
-	sink.gap = on_gap;
-	sink.time = on_time;
-	sink.sync = on_sync;
-	sink.progress = on_progress;
+	rc = htr_pipe__start(&g.pipe, g.tb, g.w);
+	if (rc < 0) {
+		htr_err__set(&b->err, rc, "cannot start the builder thread");
+		goto out;
+	}
+	htr_pipe__sink(g.pipe, &sink, on_progress, &g);
 	rc = htr_decode__run(&cfg, b->img, &sink, &b->err);
+	prc = htr_pipe__finish(g.pipe);
+	if (prc < 0) {
+		/* The builder failed first; decoding stopped because of it. */
+		rc = prc;
+		goto werr;
+	}
 	if (rc == HTR_ERR_CANCELED)
 		htr_err__set(&b->err, rc, "%s: canceled", trace);
 	if (rc < 0)
@@ -254,7 +274,7 @@ int htr_builder_run(struct htr_builder *b, const char *trace,
 	memset(&meta, 0, sizeof(meta));
 	meta.ninsns = htr_tb__insns(g.tb);
 	meta.trace_size = tsize;
-	meta.trace_hash = htr_hash__bytes(HTR_HASH_SEED, data, tsize);
+	meta.trace_hash = hash_trace(data, tsize);
 	v = pt_library_version();
 	meta.libipt_version[0] = v.major;
 	meta.libipt_version[1] = v.minor;
@@ -285,6 +305,7 @@ werr:
 	else
 		htr_err__set(&b->err, rc, "%s: %s", out, htr_errstr(rc));
 out:
+	htr_pipe__free(g.pipe);
 	htr_tb__free(g.tb);
 	htr_writer__free(g.w);
 	munmap((void *) data, tsize);

@@ -1,0 +1,256 @@
+#include "pipe.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NBATCH 4
+#define BATCH 8192
+
+enum ev_type { EV_RUN, EV_RESUME, EV_GAP, EV_TIME, EV_SYNC };
+
+struct ev {
+	uint8_t type;
+	uint8_t cls;
+	int32_t code;
+	uint32_t n;
+	uint64_t a, b;
+};
+
+struct htr_pipe {
+	struct htr_tb *tb;
+	struct htr_writer *w;
+	pthread_t thread;
+	int started, finished;
+	pthread_mutex_t lock;
+	pthread_cond_t not_empty, not_full;
+	struct ev *batch[NBATCH];
+	uint32_t len[NBATCH];
+	unsigned head, tail, count;   /* full batches: [head, head + count) */
+	int done;                     /* no more batches will come */
+	int err;                      /* the builder's first error */
+	struct ev *cur;               /* the producer's batch (= batch[tail]) */
+	uint32_t ncur;
+	uint64_t insns;               /* producer side */
+	int (*progress)(void *ctx, uint64_t offset);
+	void *progress_ctx;
+	_Atomic uint64_t blocks;
+};
+
+static int apply(struct htr_tb *tb, const struct ev *e)
+{
+	switch (e->type) {
+	case EV_RUN:
+		return htr_tb__run(tb, e->a, e->n, (enum htr_icls) e->cls, e->b);
+	case EV_RESUME:
+		return htr_tb__resume(tb, e->a);
+	case EV_GAP:
+		return htr_tb__gap(tb, (int) e->n, e->a, e->code);
+	case EV_TIME:
+		return htr_tb__time(tb, e->a);
+	case EV_SYNC:
+		return htr_tb__sync(tb, e->a);
+	}
+	return HTR_ERR_INVALID;
+}
+
+static void *builder_main(void *arg)
+{
+	struct htr_pipe *p = arg;
+
+	for (;;) {
+		const struct ev *evs;
+		uint32_t n, i;
+		int err;
+
+		pthread_mutex_lock(&p->lock);
+		while (!p->count && !p->done)
+			pthread_cond_wait(&p->not_empty, &p->lock);
+		if (!p->count) {
+			pthread_mutex_unlock(&p->lock);
+			return NULL;
+		}
+		evs = p->batch[p->head];
+		n = p->len[p->head];
+		err = p->err;
+		pthread_mutex_unlock(&p->lock);
+
+		/* After an error, batches are drained unread so the decoding
+		 * thread never waits for room that will not come. */
+		for (i = 0; !err && i < n; i++)
+			err = apply(p->tb, &evs[i]);
+		atomic_store_explicit(&p->blocks, htr_writer__nblocks(p->w),
+				      memory_order_relaxed);
+
+		pthread_mutex_lock(&p->lock);
+		if (err && !p->err)
+			p->err = err;
+		p->head = (p->head + 1) % NBATCH;
+		p->count--;
+		pthread_cond_signal(&p->not_full);
+		pthread_mutex_unlock(&p->lock);
+	}
+}
+
+/* Hand the current batch to the builder thread; take the next one. */
+static int publish(struct htr_pipe *p)
+{
+	int err;
+
+	pthread_mutex_lock(&p->lock);
+	p->len[p->tail] = p->ncur;
+	p->tail = (p->tail + 1) % NBATCH;
+	p->count++;
+	pthread_cond_signal(&p->not_empty);
+	while (p->count == NBATCH)
+		pthread_cond_wait(&p->not_full, &p->lock);
+	err = p->err;
+	pthread_mutex_unlock(&p->lock);
+	p->cur = p->batch[p->tail];
+	p->ncur = 0;
+	return err;
+}
+
+static inline int put(struct htr_pipe *p, uint8_t type, uint8_t cls,
+		      uint32_t n, uint64_t a, uint64_t b, int32_t code)
+{
+	struct ev *e = &p->cur[p->ncur++];
+
+	e->type = type;
+	e->cls = cls;
+	e->n = n;
+	e->a = a;
+	e->b = b;
+	e->code = code;
+	return p->ncur == BATCH ? publish(p) : 0;
+}
+
+static int on_run(void *ctx, uint64_t ip, uint32_t ninsn, enum htr_icls cls,
+		  uint64_t ret_ip)
+{
+	struct htr_pipe *p = ctx;
+
+	p->insns += ninsn;
+	return put(p, EV_RUN, (uint8_t) cls, ninsn, ip, ret_ip, 0);
+}
+
+static int on_resume(void *ctx, uint64_t ip)
+{
+	return put(ctx, EV_RESUME, 0, 0, ip, 0, 0);
+}
+
+static int on_gap(void *ctx, int kind, uint64_t offset, int code)
+{
+	return put(ctx, EV_GAP, 0, (uint32_t) kind, offset, 0, code);
+}
+
+static int on_time(void *ctx, uint64_t tsc)
+{
+	return put(ctx, EV_TIME, 0, 0, tsc, 0, 0);
+}
+
+static int on_sync(void *ctx, uint64_t offset)
+{
+	return put(ctx, EV_SYNC, 0, 0, offset, 0, 0);
+}
+
+static int on_progress(void *ctx, uint64_t offset)
+{
+	struct htr_pipe *p = ctx;
+
+	return p->progress ? p->progress(p->progress_ctx, offset) : 0;
+}
+
+uint64_t htr_pipe__insns(const struct htr_pipe *p)
+{
+	return p->insns;
+}
+
+void htr_pipe__sink(struct htr_pipe *p, struct htr_decode_sink *sink,
+		    int (*progress)(void *ctx, uint64_t offset), void *ctx)
+{
+	p->progress = progress;
+	p->progress_ctx = ctx;
+	sink->progress = on_progress;
+	sink->ctx = p;
+	sink->run = on_run;
+	sink->resume = on_resume;
+	sink->gap = on_gap;
+	sink->time = on_time;
+	sink->sync = on_sync;
+}
+
+int htr_pipe__start(struct htr_pipe **out, struct htr_tb *tb,
+		    struct htr_writer *w)
+{
+	struct htr_pipe *p = calloc(1, sizeof(*p));
+	int i;
+
+	*out = NULL;
+	if (!p)
+		return HTR_ERR_NOMEM;
+	for (i = 0; i < NBATCH; i++) {
+		p->batch[i] = malloc(BATCH * sizeof(struct ev));
+		if (!p->batch[i]) {
+			htr_pipe__free(p);
+			return HTR_ERR_NOMEM;
+		}
+	}
+	p->tb = tb;
+	p->w = w;
+	p->cur = p->batch[0];
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->not_empty, NULL);
+	pthread_cond_init(&p->not_full, NULL);
+	if (pthread_create(&p->thread, NULL, builder_main, p) != 0) {
+		htr_pipe__free(p);
+		return HTR_ERR_IO;
+	}
+	p->started = 1;
+	*out = p;
+	return 0;
+}
+
+uint64_t htr_pipe__blocks(const struct htr_pipe *p)
+{
+	return atomic_load_explicit(&((struct htr_pipe *) p)->blocks,
+				    memory_order_relaxed);
+}
+
+int htr_pipe__finish(struct htr_pipe *p)
+{
+	int err = 0;
+
+	if (p->finished)
+		return p->err;
+	if (p->ncur)
+		err = publish(p);
+	pthread_mutex_lock(&p->lock);
+	p->done = 1;
+	pthread_cond_signal(&p->not_empty);
+	pthread_mutex_unlock(&p->lock);
+	pthread_join(p->thread, NULL);
+	p->finished = 1;
+	return err ? err : p->err;
+}
+
+void htr_pipe__free(struct htr_pipe *p)
+{
+	int i;
+
+	if (!p)
+		return;
+	if (p->started && !p->finished) {
+		p->ncur = 0;            /* drop what was not handed over */
+		htr_pipe__finish(p);
+	}
+	if (p->started) {
+		pthread_mutex_destroy(&p->lock);
+		pthread_cond_destroy(&p->not_empty);
+		pthread_cond_destroy(&p->not_full);
+	}
+	for (i = 0; i < NBATCH; i++)
+		free(p->batch[i]);
+	free(p);
+}

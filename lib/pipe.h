@@ -1,0 +1,43 @@
+/*
+ * Pipe: runs the tree builder on a second thread.  The decoding thread
+ * packs each decoder event into a batch; full batches go to the builder
+ * thread through a small ring (4 batches of 8192 events, 1 MiB), so
+ * decoding and building/writing overlap on two cores and memory stays
+ * bounded.  Only the builder thread touches the builder and its writer
+ * until htr_pipe__finish() returns.
+ */
+#ifndef HTR_LIB_PIPE_H
+#define HTR_LIB_PIPE_H
+
+#include "builder.h"
+
+#include <stdint.h>
+
+struct htr_pipe;
+
+/* Start the builder thread on @tb.  Returns 0, HTR_ERR_NOMEM or
+ * HTR_ERR_IO (no thread). */
+int htr_pipe__start(struct htr_pipe **out, struct htr_tb *tb,
+		    struct htr_writer *w);
+
+/* The decoder's sink, feeding @p (ctx = @p): the callbacks queue the event
+ * and return the builder's first error, if any, to stop decoding.  The
+ * decoder's progress reports go to @progress(@ctx, offset), on the
+ * decoding thread. */
+void htr_pipe__sink(struct htr_pipe *p, struct htr_decode_sink *sink,
+		    int (*progress)(void *ctx, uint64_t offset), void *ctx);
+
+/* Instructions queued so far (decoding thread only). */
+uint64_t htr_pipe__insns(const struct htr_pipe *p);
+
+/* Blocks written so far (read from any thread; approximate). */
+uint64_t htr_pipe__blocks(const struct htr_pipe *p);
+
+/* Hand over what is queued, wait for the builder thread and stop it.
+ * Returns the builder's first error or 0. */
+int htr_pipe__finish(struct htr_pipe *p);
+
+/* Stop (if still running) and free.  NULL is fine. */
+void htr_pipe__free(struct htr_pipe *p);
+
+#endif
