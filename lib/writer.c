@@ -13,7 +13,9 @@
 
 #include "htr/tree.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -155,6 +157,38 @@ static int pread_all(struct htr_writer *w, int fd, void *p, size_t n,
 	return 0;
 }
 
+/* A build that was killed left "PATH.tmpPID" behind; remove those whose
+ * process is gone (best effort: nothing else depends on it). */
+static void remove_stale(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	size_t blen = strlen(base);
+	char *dir = slash ? strndup(path, (size_t) (slash - path + 1)) :
+			    strdup("./");
+	DIR *d = dir ? opendir(dir) : NULL;
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		char *end, full[4096];
+		long pid;
+
+		if (strncmp(de->d_name, base, blen) ||
+		    strncmp(de->d_name + blen, ".tmp", 4))
+			continue;
+		pid = strtol(de->d_name + blen + 4, &end, 10);
+		if (*end || pid <= 0 || pid == (long) getpid() ||
+		    kill((pid_t) pid, 0) == 0 || errno != ESRCH)
+			continue;
+		if (snprintf(full, sizeof(full), "%s%s", dir, de->d_name) <
+		    (int) sizeof(full))
+			unlink(full);
+	}
+	if (d)
+		closedir(d);
+	free(dir);
+}
+
 int htr_writer__open(struct htr_writer **out, const char *path,
 		     struct htr_err *err)
 {
@@ -198,10 +232,11 @@ int htr_writer__open(struct htr_writer **out, const char *path,
 			goto nomem;
 	}
 	snprintf(w->tmp, n + 32, "%s.tmp%ld", path, (long) getpid());
+	remove_stale(path);
 
 	w->fd = open(w->tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
 	if (w->fd < 0) {
-		int rc = htr_err__sys(err, "%s: create", w->tmp);
+		int rc = htr_err__sys(err, "%s: cannot create", w->path);
 
 		htr_writer__free(w);
 		return rc;

@@ -74,7 +74,18 @@ if [ -e "$dir/big.htr" ]; then
 	echo "FAIL: a killed build left $dir/big.htr"
 	fails=$((fails + 1))
 else
-	echo "ok: a killed build left no output (temporaries: $(ls "$dir" | grep -c tmp))"
+	echo "ok: a killed build left no output"
+fi
+if ! ls "$dir" | grep -q 'big.htr.tmp'; then
+	echo "FAIL: the killed build left no temporary (was it killed too late?)"
+	fails=$((fails + 1))
+fi
+"$htr" build -q $timing "$T" --elf "$E" -o "$dir/big.htr" >/dev/null 2>&1
+if ls "$dir" | grep -q 'big.htr.tmp'; then
+	echo "FAIL: the next build did not remove the killed build's temporary"
+	fails=$((fails + 1))
+else
+	echo "ok: the next build removed the killed build's temporary"
 fi
 
 [ "$fails" = 0 ] && echo "cli: all checks passed" || echo "cli: $fails failed"
