@@ -284,3 +284,26 @@ Test(build, properties, .timeout = 240)
 		truth_free(&t);
 	}
 }
+
+/* The shipped sample: the checked-in .htr (format version 1 as released)
+ * still opens and reads as its truth says, and a fresh build agrees. */
+Test(build, shipped_fixture)
+{
+	const char *root = getenv("HTR_SOURCE_ROOT");
+	char path[1024], err[512];
+	struct truth t;
+	struct htr_file *f = NULL;
+	struct htr_open_opts oo;
+
+	cr_assert_not_null(root, "run through meson test");
+	snprintf(path, sizeof(path), "%s/tests/data/sample.truth", root);
+	cr_assert_eq(truth_load(&t, path, err, sizeof(err)), 0, "%s", err);
+	snprintf(path, sizeof(path), "%s/tests/data/sample.htr", root);
+	htr_open_opts_init(&oo);
+	oo.verify_body = 1;
+	cr_assert_eq(htr_file_open(&f, path, &oo), 0, "%s",
+		     f ? htr_last_error(f) : "");
+	compare(&t, f, "fixture");
+	htr_file_close(f);
+	truth_free(&t);
+}

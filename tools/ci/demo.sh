@@ -1,13 +1,18 @@
 #!/bin/sh
-# The main job on the sample: synthesize a program and its Intel PT trace
-# (late start, gaps, overflows, abrupt end), then decode the trace with
-# libipt and check it against the ground truth.
+# The main job on the sample that ships in tests/data: build its call tree
+# with htr, show the file's header and the top of the tree, and check the
+# trace itself against its ground truth with plain libipt.
 set -eu
 cd "$(dirname "$0")/../.."
 . tools/ci/setup.sh
 
 out=${HTR_DEMO_DIR:-build/demo}
 mkdir -p "$out"
-build/tools/synth/htr-synth -S mixed -s 42 -n 200k "$out/sample"
-build/tools/synth/htr-synth --verify "$out/sample"
-echo "demo: files in $out: $(cd "$out" && ls sample.*)"
+htr=build/tools/htr/htr
+set -x
+"$htr" build tests/data/sample.pt --elf tests/data/sample.elf \
+	--cpuid-0x15-eax 1 --cpuid-0x15-ebx 2 --mtc-freq 6 --nom-freq 16 \
+	-o "$out/sample.htr"
+"$htr" info "$out/sample.htr"
+"$htr" dump --depth 3 "$out/sample.htr" | head -n 25
+build/tools/synth/htr-synth --verify tests/data/sample
