@@ -440,6 +440,29 @@ static int id_limit(struct htr_writer *w, const char *what, uint64_t id)
 			(unsigned long long) id));
 }
 
+/* Append @rec to spool @k after the checks every sorted section shares:
+ * the writer is usable, @id fits, and @key does not go below the
+ * previous record's (@key_name says which field it is). */
+static int put_sorted(struct htr_writer *w, int k, const char *what,
+		      const char *key_name, uint64_t id, uint64_t key,
+		      uint64_t *last, const void *rec, size_t size)
+{
+	char name[32];
+	int rc = check_state(w);
+
+	if (rc || (rc = id_limit(w, what, id)))
+		return rc;
+	if (w->sp[k].count && key < *last) {
+		snprintf(name, sizeof(name), "%s %s", what, key_name);
+		return order_error(w, name, key, *last);
+	}
+	if ((rc = spool_put(w, k, rec, size)))
+		return rc;
+	w->sp[k].count++;
+	*last = key;
+	return 0;
+}
+
 int htr_writer__gap(struct htr_writer *w, uint64_t id, uint64_t offset,
 		    int kind, int code)
 {
@@ -448,66 +471,32 @@ int htr_writer__gap(struct htr_writer *w, uint64_t id, uint64_t offset,
 
 	if (rc)
 		return rc;
-	if ((rc = id_limit(w, "gap", id)))
-		return rc;
 	if (kind < HTR_GAP_DISABLED || kind > HTR_GAP_ERROR)
 		return fail(w, htr_err__set(&w->err, HTR_ERR_INVALID,
 				"%s: unknown gap kind %d", w->path, kind));
-	if (w->sp[SP_GAPS].count && id < w->last_gap)
-		return order_error(w, "gap ID", id, w->last_gap);
 	memset(&g, 0, sizeof(g));
 	g.id = id;
 	g.offset = offset;
 	g.kind = kind;
 	g.code = code;
-	rc = spool_put(w, SP_GAPS, &g, sizeof(g));
-	if (rc)
-		return rc;
-	w->sp[SP_GAPS].count++;
-	w->last_gap = id;
-	return 0;
+	return put_sorted(w, SP_GAPS, "gap", "ID", id, id, &w->last_gap, &g,
+			  sizeof(g));
 }
 
 int htr_writer__tsc(struct htr_writer *w, uint64_t id, uint64_t tsc)
 {
-	struct htr_disk_tsc t;
-	int rc = check_state(w);
+	struct htr_disk_tsc t = { id, tsc };
 
-	if (rc)
-		return rc;
-	if ((rc = id_limit(w, "tsc", id)))
-		return rc;
-	if (w->sp[SP_TSC].count && id < w->last_tsc)
-		return order_error(w, "tsc ID", id, w->last_tsc);
-	t.id = id;
-	t.tsc = tsc;
-	rc = spool_put(w, SP_TSC, &t, sizeof(t));
-	if (rc)
-		return rc;
-	w->sp[SP_TSC].count++;
-	w->last_tsc = id;
-	return 0;
+	return put_sorted(w, SP_TSC, "tsc", "ID", id, id,
+			  w ? &w->last_tsc : NULL, &t, sizeof(t));
 }
 
 int htr_writer__sync(struct htr_writer *w, uint64_t offset, uint64_t id)
 {
-	struct htr_disk_sync s;
-	int rc = check_state(w);
+	struct htr_disk_sync s = { offset, id };
 
-	if (rc)
-		return rc;
-	if ((rc = id_limit(w, "sync", id)))
-		return rc;
-	if (w->sp[SP_SYNC].count && offset < w->last_sync)
-		return order_error(w, "sync offset", offset, w->last_sync);
-	s.offset = offset;
-	s.id = id;
-	rc = spool_put(w, SP_SYNC, &s, sizeof(s));
-	if (rc)
-		return rc;
-	w->sp[SP_SYNC].count++;
-	w->last_sync = offset;
-	return 0;
+	return put_sorted(w, SP_SYNC, "sync", "offset", id, offset,
+			  w ? &w->last_sync : NULL, &s, sizeof(s));
 }
 
 int htr_writer__image(struct htr_writer *w, uint32_t kind, uint64_t vaddr,

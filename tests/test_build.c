@@ -9,28 +9,15 @@
 #include "synth.h"
 #include "truth.h"
 
+#include "tmpdir.h"
+
 #include <criterion/criterion.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static char dir[] = "/tmp/htr-test-build-XXXXXX";
-
-static void setup(void)
-{
-	cr_assert_not_null(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	cr_expect_eq(system(cmd), 0);
-}
-
-TestSuite(build, .init = setup, .fini = teardown);
+HTR_TEST_TMPDIR(build);
 
 /* Synthesize, build with libhtr, open.  The caller closes *f. */
 static void make(struct synth_opts *o, const char *tag, struct truth *t,

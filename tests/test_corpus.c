@@ -10,6 +10,8 @@
 
 #include "htr/htr.h"
 
+#include "tmpdir.h"
+
 #include <criterion/criterion.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,22 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static char dir[] = "/tmp/htr-test-corpus-XXXXXX";
-
-static void setup(void)
-{
-	cr_assert_not_null(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	cr_expect_eq(system(cmd), 0);
-}
-
-TestSuite(corpus, .init = setup, .fini = teardown);
+HTR_TEST_TMPDIR(corpus);
 
 /* What the expected flow says. */
 struct flow {

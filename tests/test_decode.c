@@ -11,6 +11,8 @@
 
 #include "corpus.h"
 
+#include "tmpdir.h"
+
 #include <criterion/criterion.h>
 #include <elf.h>
 #include <intel-pt.h>
@@ -180,22 +182,7 @@ static int tsc_at(const struct rec *r, uint64_t id, uint64_t *tsc)
 
 /* ---- (a) synthesized traces ------------------------------------------ */
 
-static char dir[] = "/tmp/htr-test-decode-XXXXXX";
-
-static void setup(void)
-{
-	cr_assert_not_null(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	cr_expect_eq(system(cmd), 0);
-}
-
-TestSuite(decode, .init = setup, .fini = teardown);
+HTR_TEST_TMPDIR(decode);
 
 static void make_synth(struct synth_opts *o, const char *tag, char *prefix,
 		       size_t len, struct truth *t)

@@ -10,6 +10,8 @@
 #include "synth.h"
 #include "truth.h"
 
+#include "tmpdir.h"
+
 #include <criterion/criterion.h>
 #include <elf.h>
 #include <stdio.h>
@@ -22,22 +24,7 @@
 #define PIE_BASE 0x555555554000ull
 #define LINK_BASE 0x400000ull
 
-static char dir[] = "/tmp/htr-test-symbols-XXXXXX";
-
-static void setup(void)
-{
-	cr_assert_not_null(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	cr_expect_eq(system(cmd), 0);
-}
-
-TestSuite(symbols, .init = setup, .fini = teardown);
+HTR_TEST_TMPDIR(symbols);
 
 /* Synthesize DIR/TAG.{elf,pt,truth} for a program at @base. */
 static void synth(const char *tag, uint64_t base, uint64_t seed,

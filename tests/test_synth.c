@@ -6,6 +6,8 @@
 #include "synth.h"
 #include "verify.h"
 
+#include "tmpdir.h"
+
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,22 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char dir[] = "/tmp/htr-test-synth-XXXXXX";
-
-static void setup(void)
-{
-	cr_assert_not_null(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	cr_expect_eq(system(cmd), 0);
-}
-
-TestSuite(synth, .init = setup, .fini = teardown);
+HTR_TEST_TMPDIR(synth);
 
 /* Synthesize with @o, then decode with libipt and compare everything. */
 static void check(struct synth_opts *o, const char *tag)
