@@ -10,5 +10,6 @@
 #include "error.h"
 #include "tree.h"
 #include "build.h"
+#include "analyze.h"
 
 #endif /* HTR_HTR_H */

@@ -19,6 +19,11 @@ struct htr_cmd {
 int cmd_build(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_find(int argc, char **argv);
+int cmd_top(int argc, char **argv);
+
+struct htr_file;
+struct htr_analysis;
 
 /* "htr: CMD: " + message + newline on stderr; returns HTR_EXIT_FAIL. */
 int fail(const char *cmd, const char *fmt, ...)
@@ -36,5 +41,13 @@ int usage_error(const char *cmd, const char *fmt, ...)
 int parse_u64(const char *s, uint64_t *out);
 /* Human-readable flags: "late,truncated" or "-". */
 const char *block_flags_str(uint32_t flags, char *buf, size_t size);
+
+/* Open the analyses of @f (HTR_ANALYZE_* @what) into *@a; when the
+ * sidecar cannot be used, say so once on stderr.  Returns 0, or -1 after
+ * printing the error (the caller exits with HTR_EXIT_FAIL; *@a is NULL). */
+int open_analysis(const char *cmd, struct htr_file *f, unsigned what,
+		  struct htr_analysis **a);
+/* @s as a JSON string (quoted, escaped) on @fp. */
+void json_string(FILE *fp, const char *s);
 
 #endif

@@ -8,14 +8,21 @@
 #include <string.h>
 
 static const char usage_text[] =
-"usage: htr dump [--depth N] [--from ID] [--json] FILE.htr\n"
+"usage: htr dump [--tsc] [--depth N] [--from ID] [--json] FILE.htr\n"
 "\n"
 "Print the call tree, one line per block, indented by depth:\n"
 "  FIRST..LAST  ENTRY  FLAGS\n"
 "FIRST and LAST are instruction IDs, ENTRY the function's entry address\n"
 "('?' when the trace began inside it), FLAGS any of late, truncated, gap,\n"
 "implicit-return.\n"
+"With --tsc, each line is instead\n"
+"  NAME  LOCAL  TOTAL  PCT%\n"
+"NAME the function ('?' for a late block), LOCAL and TOTAL its local and\n"
+"cumulative TSC ticks, PCT its total as a share of the total of the\n"
+"outermost block printed above it.  The figures come from the sidecar\n"
+"FILE.htr.lmdb/, computed on first use.\n"
 "\n"
+"  -t, --tsc       print names and TSC ticks\n"
 "  -d, --depth N   print N levels at most (1: roots only)\n"
 "  -f, --from ID   print the subtree of the deepest block containing\n"
 "                  instruction ID\n"
@@ -26,6 +33,9 @@ static const char usage_text[] =
 struct dump {
 	uint64_t max_level;   /* UINT64_MAX: no limit */
 	int json;
+	struct htr_analysis *an;   /* --tsc */
+	uint64_t top_total;        /* total of the level-0 block */
+	int an_error;
 	uint64_t n;
 	int io_error;
 };
@@ -50,7 +60,36 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		snprintf(entry, sizeof(entry), "?");
 	else
 		snprintf(entry, sizeof(entry), "0x%" PRIx64, bi.entry);
-	if (d->json) {
+	if (d->an) {
+		uint64_t total, children, local;
+		const char *name;
+		double pct;
+
+		rc = htr_tsc_get(d->an, block, &total, &children, &local);
+		if (rc == 0)
+			rc = htr_block_name(d->an, block, &name);
+		if (rc < 0) {
+			d->an_error = 1;
+			return rc;
+		}
+		if (level == 0)
+			d->top_total = total;
+		pct = d->top_total ? 100.0 * (double) total /
+				     (double) d->top_total : 100.0;
+		if (d->json) {
+			printf("%s\n  {\"block\": %u, \"level\": %u, "
+			       "\"name\": ", d->n ? "," : "", block, level);
+			json_string(stdout, name);
+			printf(", \"first\": %" PRIu64 ", \"last\": %" PRIu64
+			       ", \"local\": %" PRIu64 ", \"children\": %"
+			       PRIu64 ", \"total\": %" PRIu64 ", \"pct\": %.2f, "
+			       "\"flags\": \"%s\"}", bi.first, bi.last, local,
+			       children, total, pct, flags);
+		} else {
+			printf("%*s%s  %" PRIu64 "  %" PRIu64 "  %.1f%%\n",
+			       (int) (2 * level), "", name, local, total, pct);
+		}
+	} else if (d->json) {
 		char par[16], ent[28];
 
 		if (bi.parent == HTR_NONE)
@@ -84,6 +123,7 @@ int cmd_dump(int argc, char **argv)
 		{ "depth", required_argument, NULL, 'd' },
 		{ "from", required_argument, NULL, 'f' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "tsc", no_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -91,14 +131,14 @@ int cmd_dump(int argc, char **argv)
 	struct dump d;
 	uint64_t v, from_id = 0;
 	uint32_t from = HTR_NONE;
-	int c, have_from = 0, rc = HTR_EXIT_FAIL, err;
+	int c, have_from = 0, tsc = 0, rc = HTR_EXIT_FAIL, err;
 	const char *path;
 
 	memset(&d, 0, sizeof(d));
 	d.max_level = UINT64_MAX;
 	optind = 1;
 	opterr = 0;     /* one error line, ours */
-	while ((c = getopt_long(argc, argv, "d:f:jh", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:f:jth", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'd':
 			if (parse_u64(optarg, &v) < 0 || !v)
@@ -113,6 +153,7 @@ int cmd_dump(int argc, char **argv)
 			have_from = 1;
 			break;
 		case 'j': d.json = 1; break;
+		case 't': tsc = 1; break;
 		case 'h': fputs(usage_text, stdout); return HTR_EXIT_OK;
 		default:
 			return usage_error("dump", "unknown option '%s'",
@@ -127,6 +168,8 @@ int cmd_dump(int argc, char **argv)
 		rc = fail("dump", "%s", f ? htr_last_error(f) : htr_errstr(err));
 		goto out;
 	}
+	if (tsc && open_analysis("dump", f, HTR_ANALYZE_ALL, &d.an) < 0)
+		goto out;
 	if (have_from) {
 		err = htr_block_for_insn(f, from_id, &from);
 		if (err < 0) {
@@ -145,12 +188,17 @@ int cmd_dump(int argc, char **argv)
 		rc = fail("dump", "writing output failed");
 		goto out;
 	}
+	if (d.an_error) {
+		rc = fail("dump", "%s", htr_analysis_last_error(d.an));
+		goto out;
+	}
 	if (err < 0) {
 		rc = fail("dump", "%s: %s", path, htr_errstr(err));
 		goto out;
 	}
 	rc = HTR_EXIT_OK;
 out:
+	htr_analysis_close(d.an);
 	htr_file_close(f);
 	return rc;
 }

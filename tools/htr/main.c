@@ -12,6 +12,8 @@ static const struct htr_cmd cmds[] = {
 	{ "build", cmd_build, "decode an Intel PT trace into an .htr call tree" },
 	{ "dump", cmd_dump, "print the call tree of an .htr file" },
 	{ "info", cmd_info, "print the header and counts of an .htr file" },
+	{ "find", cmd_find, "list the invocations of functions with their ticks" },
+	{ "top", cmd_top, "per-function calls and TSC ticks" },
 };
 
 static void help(FILE *fp)
@@ -83,6 +85,47 @@ const char *block_flags_str(uint32_t flags, char *buf, size_t size)
 	if (!buf[0])
 		snprintf(buf, size, "-");
 	return buf;
+}
+
+int open_analysis(const char *cmd, struct htr_file *f, unsigned what,
+		  struct htr_analysis **a)
+{
+	struct htr_analysis_opts ao;
+	int err;
+
+	htr_analysis_opts_init(&ao);
+	ao.analyzers = what;
+	err = htr_analysis_open(a, f, &ao);
+	if (err < 0) {
+		fail(cmd, "%s", *a ? htr_analysis_last_error(*a) :
+			  htr_errstr(err));
+		htr_analysis_close(*a);
+		*a = NULL;
+		return -1;
+	}
+	if (htr_analysis_flags(*a) & HTR_ANALYSIS_IN_MEMORY)
+		fprintf(stderr, "htr: %s: results computed in memory, not "
+			"saved (%s)\n", cmd, htr_analysis_note(*a));
+	else if (htr_analysis_flags(*a) & HTR_ANALYSIS_SYMS_PARTIAL)
+		fprintf(stderr, "htr: %s: some names are missing (%s)\n", cmd,
+			htr_analysis_note(*a));
+	return 0;
+}
+
+void json_string(FILE *fp, const char *s)
+{
+	const unsigned char *p = (const unsigned char *) s;
+
+	fputc('"', fp);
+	for (; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(fp, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(fp, "\\u%04x", *p);
+		else
+			fputc(*p, fp);
+	}
+	fputc('"', fp);
 }
 
 int main(int argc, char **argv)

@@ -1,0 +1,790 @@
+/*
+ * Analyzers against the synthesizer's ground truth: cumulative TSC ticks
+ * (total, children, local) computed from the truth's TSC_FIRST/TSC_LAST,
+ * names and the symbol index from the truth's func table (demangled with
+ * libiberty), per-function figures; the sidecar's life: reload, rebuild of
+ * the .htr, two processes at once, corruption, read-only directories.
+ */
+#include "htr/htr.h"
+#include "synth.h"
+#include "truth.h"
+
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <libiberty/demangle.h>
+#include <lmdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[] = "/tmp/htr-test-analyze-XXXXXX";
+
+static void setup(void)
+{
+	cr_assert_not_null(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "chmod -R u+w %s; rm -rf %s", dir, dir);
+	cr_expect_eq(system(cmd), 0);
+}
+
+TestSuite(analyze, .init = setup, .fini = teardown);
+
+/* Synthesize into DIR/TAG.*, build DIR/OUT (TAG.htr if NULL). */
+static void make(struct synth_opts *o, const char *tag, const char *out,
+		 struct truth *t)
+{
+	char prefix[256], path[300], spec[300], outp[300], err[512];
+	struct htr_build_opts bo;
+	struct htr_builder *b;
+	int rc;
+
+	snprintf(prefix, sizeof(prefix), "%s/%s", dir, tag);
+	cr_assert_eq(synth_run(o, prefix, NULL, err, sizeof(err)), 0, "%s", err);
+	snprintf(path, sizeof(path), "%s.truth", prefix);
+	cr_assert_eq(truth_load(t, path, err, sizeof(err)), 0, "%s", err);
+	htr_build_opts_init(&bo);
+	bo.cpuid_0x15_eax = t->cpuid_eax;
+	bo.cpuid_0x15_ebx = t->cpuid_ebx;
+	bo.mtc_freq = (uint8_t) t->mtc_freq;
+	bo.nom_freq = (uint8_t) t->nom_freq;
+	cr_assert_eq(htr_builder_alloc(&b, &bo), 0);
+	snprintf(spec, sizeof(spec), "%s.elf", prefix);
+	cr_assert_eq(htr_builder_add_elf(b, spec), 0);
+	snprintf(path, sizeof(path), "%s.pt", prefix);
+	if (out)
+		snprintf(outp, sizeof(outp), "%s/%s", dir, out);
+	else
+		snprintf(outp, sizeof(outp), "%s.htr", prefix);
+	rc = htr_builder_run(b, path, outp, NULL, 0);
+	cr_assert_eq(rc, 0, "%s: %s", tag, htr_builder_last_error(b));
+	htr_builder_free(b);
+}
+
+static struct htr_file *open_file(const char *name)
+{
+	char path[300];
+	struct htr_file *f = NULL;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	rc = htr_file_open(&f, path, NULL);
+	cr_assert_eq(rc, 0, "%s: %s", path, f ? htr_last_error(f) : "");
+	return f;
+}
+
+static struct htr_analysis *open_an(struct htr_file *f, const char *sidecar,
+				    int no_sidecar)
+{
+	struct htr_analysis_opts ao;
+	struct htr_analysis *a = NULL;
+	int rc;
+
+	htr_analysis_opts_init(&ao);
+	ao.sidecar = sidecar;
+	ao.no_sidecar = no_sidecar;
+	rc = htr_analysis_open(&a, f, &ao);
+	cr_assert_eq(rc, 0, "analysis: %s", htr_analysis_last_error(a));
+	return a;
+}
+
+/* Expected figures from the truth alone. */
+struct expect {
+	uint64_t *total, *children;
+	char **name;             /* per block; "?" for late blocks */
+	int64_t *parent;         /* post-order index of the parent, -1 */
+	uint32_t *chrono;        /* block indices by pre-order index */
+};
+
+static char *demangled(const char *name)
+{
+	char *d = cplus_demangle(name, DMGL_PARAMS | DMGL_ANSI);
+
+	return d ? d : strdup(name);
+}
+
+/*
+ * The start time of late blocks.  The truth gives the trace's first TSC
+ * ("at trace start"), but a decoder reports no time before its first step,
+ * so by the documented rule a late block starts at the first time point the
+ * decoder reported: take it from the file's time table (checked against the
+ * truth by test_build) and make sure it is the trace start or shortly after.
+ */
+static uint64_t late_start_time(const struct truth *t, const char *htr)
+{
+	char path[300];
+	struct htr_file *f = NULL;
+	uint64_t id, tsc = 0, start = UINT64_MAX;
+	size_t i;
+
+	for (i = 0; i < t->nblocks; i++)
+		if (t->blocks[i].flags & TRUTH_LATE)
+			start = t->blocks[i].tsc_first;
+	if (start == UINT64_MAX)
+		return 0;
+	snprintf(path, sizeof(path), "%s/%s", dir, htr);
+	cr_assert_eq(htr_file_open(&f, path, NULL), 0);
+	for (id = 0; id < t->insns; id++)
+		if (htr_tsc_for_insn(f, id, &tsc) == 0)
+			break;
+	htr_file_close(f);
+	cr_assert_lt(id, t->insns, "no time point at all");
+	cr_assert(tsc >= start && tsc - start < 4096, "first time point %"
+		  PRIu64 ", trace start %" PRIu64, tsc, start);
+	return tsc;
+}
+
+static void expect_init(struct expect *e, const struct truth *t,
+			const char *htr)
+{
+	uint64_t t0 = late_start_time(t, htr);
+
+	uint64_t npre = 0;
+	int64_t *post_of_pre;
+	size_t i;
+
+	e->total = calloc(t->nblocks + 1, sizeof(*e->total));
+	e->children = calloc(t->nblocks + 1, sizeof(*e->children));
+	e->name = calloc(t->nblocks + 1, sizeof(*e->name));
+	e->parent = calloc(t->nblocks + 1, sizeof(*e->parent));
+	for (i = 0; i < t->nblocks; i++)
+		if ((uint64_t) t->blocks[i].pre + 1 > npre)
+			npre = (uint64_t) t->blocks[i].pre + 1;
+	post_of_pre = malloc((npre + 1) * sizeof(*post_of_pre));
+	cr_assert(e->total && e->children && e->name && e->parent &&
+		  post_of_pre);
+	for (i = 0; i <= npre; i++)
+		post_of_pre[i] = -1;
+	for (i = 0; i < t->nblocks; i++)
+		post_of_pre[t->blocks[i].pre] = (int64_t) i;
+	e->chrono = malloc((t->nblocks + 1) * sizeof(*e->chrono));
+	cr_assert_not_null(e->chrono);
+	{
+		size_t n = 0;
+
+		for (i = 0; i < npre; i++)
+			if (post_of_pre[i] >= 0)
+				e->chrono[n++] = (uint32_t) post_of_pre[i];
+		cr_assert_eq(n, t->nblocks);
+	}
+	for (i = 0; i < t->nblocks; i++) {
+		const struct truth_block *b = &t->blocks[i];
+
+		uint64_t first = b->flags & TRUTH_LATE ? t0 : b->tsc_first;
+
+		e->total[i] = b->tsc_last > first ? b->tsc_last - first : 0;
+		e->parent[i] = b->parent < 0 || (uint64_t) b->parent >= npre ?
+			       -1 : post_of_pre[b->parent];
+		e->name[i] = b->flags & TRUTH_LATE ? strdup("?") :
+			     demangled(t->funcs[b->func].name);
+	}
+	/* Children come before parents (post-order). */
+	for (i = 0; i < t->nblocks; i++)
+		if (e->parent[i] >= 0)
+			e->children[e->parent[i]] += e->total[i];
+	free(post_of_pre);
+}
+
+static void expect_free(struct expect *e, const struct truth *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->nblocks; i++)
+		free(e->name[i]);
+	free(e->total);
+	free(e->children);
+	free(e->name);
+	free(e->parent);
+	free(e->chrono);
+}
+
+static void check_tsc(struct htr_analysis *a, const struct truth *t,
+		      const struct expect *e, const char *tag)
+{
+	size_t i;
+
+	for (i = 0; i < t->nblocks; i++) {
+		uint64_t total, children, local;
+		int rc = htr_tsc_get(a, (uint32_t) i, &total, &children, &local);
+
+		cr_assert_eq(rc, 0, "%s: block %zu: %s", tag, i,
+			     htr_analysis_last_error(a));
+		cr_assert_eq(total, e->total[i], "%s: block %zu total %" PRIu64
+			     ", truth %" PRIu64, tag, i, total, e->total[i]);
+		cr_assert_eq(children, e->children[i], "%s: block %zu children "
+			     "%" PRIu64 ", truth %" PRIu64, tag, i, children,
+			     e->children[i]);
+		cr_assert_eq(local, e->total[i] - e->children[i],
+			     "%s: block %zu local", tag, i);
+	}
+	cr_assert_eq(htr_tsc_get(a, (uint32_t) t->nblocks, NULL, NULL, NULL),
+		     HTR_ERR_RANGE);
+}
+
+struct list {
+	uint32_t v[1 << 16];
+	size_t n;
+};
+
+static int collect(const char *name, uint32_t block, void *payload)
+{
+	struct list *l = payload;
+
+	(void) name;
+	cr_assert_lt(l->n, sizeof(l->v) / sizeof(l->v[0]));
+	l->v[l->n++] = block;
+	return 0;
+}
+
+struct fstat_check {
+	const struct truth *t;
+	const struct expect *e;
+	size_t seen;
+};
+
+/* Per-function figures recomputed from the truth. */
+static int check_func(const struct htr_func_stats *st, void *payload)
+{
+	struct fstat_check *c = payload;
+	const struct truth *t = c->t;
+	const struct expect *e = c->e;
+	uint64_t calls = 0, incl = 0, local = 0, slow = 0;
+	size_t i;
+	int64_t slowest = -1, pre_best = 0;
+
+	for (i = 0; i < t->nblocks; i++) {
+		int64_t p;
+		int nested = 0;
+
+		if (strcmp(e->name[i], st->name))
+			continue;
+		calls++;
+		local += e->total[i] - e->children[i];
+		for (p = e->parent[i]; p >= 0; p = e->parent[p])
+			if (!strcmp(e->name[p], st->name))
+				nested = 1;
+		if (!nested)
+			incl += e->total[i];
+		/* Slowest: largest total, the earliest (pre-order) on ties. */
+		if (slowest < 0 || e->total[i] > slow ||
+		    (e->total[i] == slow && t->blocks[i].pre < pre_best)) {
+			slow = e->total[i];
+			slowest = (int64_t) i;
+			pre_best = t->blocks[i].pre;
+		}
+	}
+	cr_assert_gt(calls, 0, "%s: not in the truth", st->name);
+	cr_assert_eq(st->calls, calls, "%s calls", st->name);
+	cr_assert_eq(st->local, local, "%s local", st->name);
+	cr_assert_eq(st->inclusive, incl, "%s inclusive %" PRIu64 ", truth %"
+		     PRIu64, st->name, st->inclusive, incl);
+	cr_assert_eq(st->slowest_total, slow, "%s slowest", st->name);
+	cr_assert_eq(st->slowest, (uint32_t) slowest, "%s slowest block",
+		     st->name);
+	c->seen++;
+	return 0;
+}
+
+/* The truth's blocks of @name, chronologically (by pre-order index). */
+static size_t truth_list(const struct truth *t, const struct expect *e,
+			 const char *pattern, int glob, uint32_t *out)
+{
+	size_t i, n = 0;
+
+	/* Names in byte order, then blocks chronologically per name: walk
+	 * names by repeated minimum. */
+	{
+		const char *last = NULL;
+
+		for (;;) {
+			const char *next = NULL;
+
+			for (i = 0; i < t->nblocks; i++) {
+				const char *nm = e->name[i];
+
+				if (glob ? fnmatch(pattern, nm, 0) :
+					   strcmp(pattern, nm))
+					continue;
+				if (last && strcmp(nm, last) <= 0)
+					continue;
+				if (!next || strcmp(nm, next) < 0)
+					next = nm;
+			}
+			if (!next)
+				break;
+			for (i = 0; i < t->nblocks; i++)
+				if (!strcmp(e->name[e->chrono[i]], next))
+					out[n++] = e->chrono[i];
+			last = next;
+		}
+	}
+	return n;
+}
+
+static void check_syms(struct htr_analysis *a, const struct truth *t,
+		       const struct expect *e, const char *tag)
+{
+	static struct list got;
+	static uint32_t want[1 << 16];
+	static const char *globs[] = { "*", "parse_*", "*::*", "?", "[a-l]*",
+				       "no_such_function*" };
+	struct fstat_check fc = { t, e, 0 };
+	size_t i, n;
+	int64_t rc;
+
+	cr_assert_lt(t->nblocks, sizeof(want) / sizeof(want[0]));
+	for (i = 0; i < t->nblocks; i++) {
+		const char *name;
+
+		cr_assert_eq(htr_block_name(a, (uint32_t) i, &name), 0);
+		cr_assert_str_eq(name, e->name[i], "%s: block %zu", tag, i);
+	}
+	/* Exact lookups: every function of the truth's table. */
+	for (i = 0; i < t->nfuncs; i++) {
+		char *nm = demangled(t->funcs[i].name);
+
+		n = truth_list(t, e, nm, 0, want);
+		got.n = 0;
+		rc = htr_symidx_find(a, nm, HTR_MATCH_EXACT, collect, &got);
+		if (!n) {
+			cr_assert_eq(rc, HTR_ERR_NOTFOUND, "%s: %s", tag, nm);
+		} else {
+			cr_assert_eq(rc, (int64_t) n, "%s: %s: %" PRId64
+				     " blocks, truth %zu", tag, nm, rc, n);
+			cr_assert_eq(memcmp(got.v, want, n * sizeof(*want)), 0,
+				     "%s: %s: block list", tag, nm);
+		}
+		free(nm);
+	}
+	for (i = 0; i < sizeof(globs) / sizeof(globs[0]); i++) {
+		n = truth_list(t, e, globs[i], 1, want);
+		got.n = 0;
+		rc = htr_symidx_find(a, globs[i], HTR_MATCH_GLOB, collect, &got);
+		if (!n) {
+			cr_assert_eq(rc, HTR_ERR_NOTFOUND, "%s: %s", tag,
+				     globs[i]);
+			continue;
+		}
+		cr_assert_eq(rc, (int64_t) n, "%s: glob %s: %" PRId64 ", truth "
+			     "%zu", tag, globs[i], rc, n);
+		cr_assert_eq(memcmp(got.v, want, n * sizeof(*want)), 0,
+			     "%s: glob %s: block list", tag, globs[i]);
+	}
+	rc = htr_func_visit(a, NULL, HTR_MATCH_GLOB, check_func, &fc);
+	cr_assert_gt(rc, 0, "%s: %s", tag, htr_analysis_last_error(a));
+	cr_assert_eq((size_t) rc, fc.seen);
+}
+
+static void scenario(enum synth_scenario s)
+{
+	uint64_t seed;
+
+	for (seed = 1; seed <= 3; seed++) {
+		struct synth_opts o;
+		struct truth t;
+		struct expect e;
+		struct htr_file *f;
+		struct htr_analysis *a;
+		char tag[64], name[80];
+
+		synth_opts_init(&o);
+		o.scenario = s;
+		o.seed = seed;
+		o.insns = 20000 + 7000 * seed;
+		snprintf(tag, sizeof(tag), "%s-%" PRIu64,
+			 synth_scenario_name(s), seed);
+		make(&o, tag, NULL, &t);
+		snprintf(name, sizeof(name), "%s.htr", tag);
+		expect_init(&e, &t, name);
+		f = open_file(name);
+
+		/* First open computes, the second reloads, both agree with
+		 * the truth; so does an in-memory analysis. */
+		a = open_an(f, NULL, 0);
+		cr_assert_eq(htr_analysis_flags(a) & (HTR_ANALYSIS_COMPUTED |
+			     HTR_ANALYSIS_RELOADED | HTR_ANALYSIS_IN_MEMORY),
+			     HTR_ANALYSIS_COMPUTED, "%s: %s", tag,
+			     htr_analysis_note(a));
+		check_tsc(a, &t, &e, tag);
+		check_syms(a, &t, &e, tag);
+		htr_analysis_close(a);
+
+		a = open_an(f, NULL, 0);
+		cr_assert_eq(htr_analysis_flags(a) & (HTR_ANALYSIS_COMPUTED |
+			     HTR_ANALYSIS_RELOADED), HTR_ANALYSIS_RELOADED);
+		check_tsc(a, &t, &e, tag);
+		check_syms(a, &t, &e, tag);
+		htr_analysis_close(a);
+
+		a = open_an(f, NULL, 1);
+		cr_assert(htr_analysis_flags(a) & HTR_ANALYSIS_IN_MEMORY);
+		check_tsc(a, &t, &e, tag);
+		check_syms(a, &t, &e, tag);
+		htr_analysis_close(a);
+
+		htr_file_close(f);
+		expect_free(&e, &t);
+		truth_free(&t);
+	}
+}
+
+Test(analyze, basic, .timeout = 300) { scenario(SYNTH_BASIC); }
+Test(analyze, nocomp, .timeout = 300) { scenario(SYNTH_NOCOMP); }
+Test(analyze, gap, .timeout = 300) { scenario(SYNTH_GAP); }
+Test(analyze, overflow, .timeout = 300) { scenario(SYNTH_OVERFLOW); }
+Test(analyze, late_start, .timeout = 300) { scenario(SYNTH_LATE_START); }
+Test(analyze, abrupt_end, .timeout = 300) { scenario(SYNTH_ABRUPT_END); }
+Test(analyze, mixed, .timeout = 300) { scenario(SYNTH_MIXED); }
+
+/* The compute counters the sidecar keeps ("count.tsc", "count.sym"). */
+static uint64_t counter(const char *sidecar, const char *key)
+{
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	MDB_val k, v;
+	uint64_t n = 0;
+
+	cr_assert_eq(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 8);
+	cr_assert_eq(mdb_env_open(env, sidecar, MDB_RDONLY, 0), 0);
+	cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+	cr_assert_eq(mdb_dbi_open(txn, "meta", 0, &dbi), 0);
+	k.mv_data = (void *) key;
+	k.mv_size = strlen(key);
+	if (mdb_get(txn, dbi, &k, &v) == 0 && v.mv_size == 8)
+		memcpy(&n, v.mv_data, 8);
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+	return n;
+}
+
+/* Rebuilding the .htr from another trace makes the sidecar stale: the
+ * next open recomputes and gives the new trace's figures. */
+Test(analyze, rebuilt_htr_is_not_reused, .timeout = 300)
+{
+	struct synth_opts o;
+	struct truth t1, t2;
+	struct expect e1, e2;
+	struct htr_file *f;
+	struct htr_analysis *a;
+	char side[300];
+
+	snprintf(side, sizeof(side), "%s/x.htr.lmdb", dir);
+	synth_opts_init(&o);
+	o.scenario = SYNTH_MIXED;
+	o.seed = 21;
+	o.insns = 30000;
+	make(&o, "one", "x.htr", &t1);
+	expect_init(&e1, &t1, "x.htr");
+	f = open_file("x.htr");
+	a = open_an(f, NULL, 0);
+	cr_assert_str_eq(htr_analysis_sidecar(a), side);
+	check_tsc(a, &t1, &e1, "one");
+	htr_analysis_close(a);
+	htr_file_close(f);
+	cr_assert_eq(counter(side, "count.tsc"), 1);
+
+	o.seed = 22;
+	make(&o, "two", "x.htr", &t2);
+	expect_init(&e2, &t2, "x.htr");
+	f = open_file("x.htr");
+	a = open_an(f, NULL, 0);
+	cr_assert(htr_analysis_flags(a) & HTR_ANALYSIS_COMPUTED);
+	cr_assert_not(htr_analysis_flags(a) & HTR_ANALYSIS_RELOADED);
+	check_tsc(a, &t2, &e2, "two");
+	check_syms(a, &t2, &e2, "two");
+	htr_analysis_close(a);
+	htr_file_close(f);
+	cr_assert_eq(counter(side, "count.tsc"), 2);
+	cr_assert_eq(counter(side, "count.sym"), 2);
+	expect_free(&e1, &t1);
+	expect_free(&e2, &t2);
+	truth_free(&t1);
+	truth_free(&t2);
+}
+
+static void probe(const struct truth *t, const struct expect *e,
+		  const char *name, int no_memory);
+
+/* Two processes open the same fresh sidecar at the same moment: both get
+ * the truth's figures, and the analyzers were computed once. */
+Test(analyze, two_processes_compute_once, .timeout = 600)
+{
+	struct synth_opts o;
+	struct truth t;
+	struct expect e;
+	char side[300];
+	int go[2], k, status;
+	pid_t pid[2];
+
+	synth_opts_init(&o);
+	o.scenario = SYNTH_MIXED;
+	o.seed = 5;
+	o.insns = 400000;
+	make(&o, "race", NULL, &t);
+	expect_init(&e, &t, "race.htr");
+	snprintf(side, sizeof(side), "%s/race.htr.lmdb", dir);
+	cr_assert_eq(pipe(go), 0);
+	for (k = 0; k < 2; k++) {
+		pid[k] = fork();
+		cr_assert_neq(pid[k], -1);
+		if (pid[k] == 0) {
+			char c;
+
+			close(go[1]);
+			/* Wait until the parent lets both go. */
+			if (read(go[0], &c, 1) != 0)
+				_exit(3);
+			probe(&t, &e, "race.htr", 1);
+		}
+	}
+	close(go[0]);
+	close(go[1]);
+	for (k = 0; k < 2; k++) {
+		cr_assert_eq(waitpid(pid[k], &status, 0), pid[k]);
+		cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			  "child %d: status %#x", k, status);
+	}
+	cr_assert_eq(counter(side, "count.tsc"), 1);
+	cr_assert_eq(counter(side, "count.sym"), 1);
+	expect_free(&e, &t);
+	truth_free(&t);
+}
+
+/* In a child (no criterion assertions there): open the analyses of
+ * DIR/@name and read every block.  Exit 0 when the figures are the truth's
+ * (recomputed or reloaded), 1 on a clear error, 4 when computed in memory
+ * (if @no_memory), 5 on an error without a message, 6 on a misread. */
+static void probe(const struct truth *t, const struct expect *e,
+		  const char *name, int no_memory)
+{
+	struct htr_file *f = NULL;
+	struct htr_analysis_opts ao;
+	struct htr_analysis *a = NULL;
+	char path[300];
+	size_t i;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (htr_file_open(&f, path, NULL) < 0)
+		_exit(7);
+	htr_analysis_opts_init(&ao);
+	if (htr_analysis_open(&a, f, &ao) < 0) {
+		if (!htr_analysis_last_error(a)[0])
+			_exit(5);
+		_exit(1);
+	}
+	for (i = 0; i < t->nblocks; i++) {
+		uint64_t total, children;
+		const char *name;
+
+		if (htr_tsc_get(a, (uint32_t) i, &total, &children, NULL) < 0 ||
+		    htr_block_name(a, (uint32_t) i, &name) < 0)
+			_exit(htr_analysis_last_error(a)[0] ? 1 : 5);
+		if (total != e->total[i] || children != e->children[i] ||
+		    strcmp(name, e->name[i]))
+			_exit(6);       /* misread */
+	}
+	if (no_memory && (htr_analysis_flags(a) & HTR_ANALYSIS_IN_MEMORY))
+		_exit(4);
+	htr_analysis_close(a);
+	htr_file_close(f);
+	_exit(0);
+}
+
+static int run_probe(const struct truth *t, const struct expect *e)
+{
+	int status;
+	pid_t pid = fork();
+
+	cr_assert_neq(pid, -1);
+	if (pid == 0)
+		probe(t, e, "c.htr", 0);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status), "probe died of signal %d",
+		  WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	cr_assert(WEXITSTATUS(status) <= 1, "probe: exit %d",
+		  WEXITSTATUS(status));
+	return WEXITSTATUS(status);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	char cmd[700];
+
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", from, to);
+	cr_assert_eq(system(cmd), 0);
+}
+
+/* A damaged sidecar gives a clear error or a recompute, never a crash and
+ * never wrong figures. */
+Test(analyze, corrupt_sidecar, .timeout = 600)
+{
+	struct synth_opts o;
+	struct truth t;
+	struct expect e;
+	struct htr_file *f;
+	struct htr_analysis *a;
+	char data[300], saved[300];
+	struct stat sb;
+	int fd, i, errors = 0, k;
+	uint64_t seed = 12345;
+
+	synth_opts_init(&o);
+	o.scenario = SYNTH_MIXED;
+	o.seed = 9;
+	o.insns = 60000;
+	make(&o, "c", NULL, &t);
+	expect_init(&e, &t, "c.htr");
+	f = open_file("c.htr");
+	a = open_an(f, NULL, 0);
+	htr_analysis_close(a);
+	htr_file_close(f);
+	snprintf(data, sizeof(data), "%s/c.htr.lmdb/data.mdb", dir);
+	snprintf(saved, sizeof(saved), "%s/saved.mdb", dir);
+	copy_file(data, saved);
+	cr_assert_eq(stat(saved, &sb), 0);
+	cr_assert_eq(run_probe(&t, &e), 0);
+
+	/* Truncated: the last pages are missing. */
+	cr_assert_eq(truncate(data, sb.st_size / 2), 0);
+	errors += run_probe(&t, &e);
+	/* Emptied: a new environment, recomputed. */
+	cr_assert_eq(truncate(data, 0), 0);
+	cr_assert_eq(run_probe(&t, &e), 0);
+
+	/* Flipped bytes all over the file, one region at a time. */
+	for (i = 0; i < 60; i++) {
+		unsigned char buf[16];
+
+		copy_file(saved, data);
+		fd = open(data, O_RDWR);
+		cr_assert_geq(fd, 0);
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		{
+			off_t at = (off_t) ((seed >> 17) %
+					    (uint64_t) (sb.st_size - 16));
+
+			/* Every other probe hits a data page's payload area
+			 * rather than anywhere. */
+			cr_assert_eq(pread(fd, buf, 16, at), 16);
+			for (k = 0; k < 16; k++)
+				buf[k] ^= (unsigned char) (0xa5 + k + i);
+			cr_assert_eq(pwrite(fd, buf, 16, at), 16);
+		}
+		close(fd);
+		errors += run_probe(&t, &e);
+	}
+	/* Garbage instead of a sidecar. */
+	fd = open(data, O_WRONLY | O_TRUNC);
+	cr_assert_geq(fd, 0);
+	for (i = 0; i < 4096; i++)
+		cr_assert_eq(write(fd, "garbage!", 8), 8);
+	close(fd);
+	cr_assert_eq(run_probe(&t, &e), 1);
+	cr_log_info("corrupt_sidecar: %d clear errors", errors);
+	expect_free(&e, &t);
+	truth_free(&t);
+}
+
+/* A directory nobody may write to: the results are computed in memory and
+ * flagged; an existing, current sidecar there is still reloaded. */
+Test(analyze, read_only_directory, .timeout = 300)
+{
+	struct synth_opts o;
+	struct truth t;
+	struct expect e;
+	struct htr_file *f;
+	struct htr_analysis *a;
+	char ro[300], side[400];
+
+	synth_opts_init(&o);
+	o.scenario = SYNTH_MIXED;
+	o.seed = 4;
+	o.insns = 30000;
+	make(&o, "ro", NULL, &t);
+	expect_init(&e, &t, "ro.htr");
+	f = open_file("ro.htr");
+
+	/* A sidecar path that cannot be created (works as root too). */
+	a = open_an(f, "/proc/self/htr-no-such/x.lmdb", 0);
+	cr_assert(htr_analysis_flags(a) & HTR_ANALYSIS_IN_MEMORY);
+	cr_assert_neq(htr_analysis_note(a)[0], 0);
+	check_tsc(a, &t, &e, "proc");
+	check_syms(a, &t, &e, "proc");
+	htr_analysis_close(a);
+
+	if (geteuid() != 0) {
+		snprintf(ro, sizeof(ro), "%s/rodir", dir);
+		cr_assert_eq(mkdir(ro, 0755), 0);
+		snprintf(side, sizeof(side), "%s/ro.htr.lmdb", ro);
+		cr_assert_eq(chmod(ro, 0555), 0);
+		a = open_an(f, side, 0);
+		cr_assert(htr_analysis_flags(a) & HTR_ANALYSIS_IN_MEMORY);
+		check_tsc(a, &t, &e, "rodir");
+		htr_analysis_close(a);
+
+		/* Computed while writable, then reloaded read-only. */
+		cr_assert_eq(chmod(ro, 0755), 0);
+		a = open_an(f, side, 0);
+		cr_assert(htr_analysis_flags(a) & HTR_ANALYSIS_COMPUTED);
+		htr_analysis_close(a);
+		cr_assert_eq(chmod(side, 0555), 0);
+		{
+			char p[500];
+
+			snprintf(p, sizeof(p), "%s/data.mdb", side);
+			cr_assert_eq(chmod(p, 0444), 0);
+			snprintf(p, sizeof(p), "%s/lock.mdb", side);
+			cr_assert_eq(chmod(p, 0444), 0);
+		}
+		cr_assert_eq(chmod(ro, 0555), 0);
+		a = open_an(f, side, 0);
+		cr_assert_eq(htr_analysis_flags(a) & (HTR_ANALYSIS_RELOADED |
+			     HTR_ANALYSIS_IN_MEMORY), HTR_ANALYSIS_RELOADED,
+			     "flags %#x: %s", htr_analysis_flags(a),
+			     htr_analysis_note(a));
+		check_tsc(a, &t, &e, "rodir-reload");
+		check_syms(a, &t, &e, "rodir-reload");
+		htr_analysis_close(a);
+		cr_assert_eq(chmod(ro, 0755), 0);
+	} else {
+		cr_log_info("running as root: chmod cannot make a directory "
+			    "read-only; only the uncreatable path is tested");
+	}
+	htr_file_close(f);
+	expect_free(&e, &t);
+	truth_free(&t);
+}
+
+/* Bad arguments and a failed open leave a handle that explains. */
+Test(analyze, api_contract)
+{
+	struct htr_analysis *a = NULL;
+	struct htr_analysis_opts ao;
+
+	cr_assert_eq(htr_analysis_open(NULL, NULL, NULL), HTR_ERR_INVALID);
+	cr_assert_eq(htr_analysis_open(&a, NULL, NULL), HTR_ERR_INVALID);
+	cr_assert_not_null(a);
+	cr_assert_neq(htr_analysis_last_error(a)[0], 0);
+	cr_assert_eq(htr_tsc_get(a, 0, NULL, NULL, NULL), HTR_ERR_INVALID);
+	htr_analysis_close(a);
+	htr_analysis_opts_init(&ao);
+	ao.size = 1;
+	a = NULL;
+	cr_assert_eq(htr_analysis_open(&a, NULL, &ao), HTR_ERR_INVALID);
+	htr_analysis_close(a);
+	htr_analysis_close(NULL);
+	cr_assert_eq(htr_analysis_flags(NULL), 0);
+	cr_assert_str_eq(htr_analysis_last_error(NULL), "");
+}

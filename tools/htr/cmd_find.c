@@ -1,0 +1,194 @@
+/* htr find: the invocations of matching functions with their ticks. */
+#include "cmd.h"
+
+#include "htr/htr.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage_text[] =
+"usage: htr find [--sort time|cost] [--limit N] [--json] PATTERN FILE.htr\n"
+"\n"
+"List the invocations (blocks) of every function whose name is PATTERN,\n"
+"or matches it when PATTERN is a glob (contains *, ? or [), one per line:\n"
+"  BLOCK  NAME  FIRST..LAST  TOTAL  LOCAL\n"
+"BLOCK is the block index, FIRST..LAST its instruction IDs, TOTAL and\n"
+"LOCAL its cumulative and local TSC ticks.  Names and ticks come from the\n"
+"sidecar FILE.htr.lmdb/, computed on first use.\n"
+"\n"
+"  -s, --sort KEY  time: chronological (default); cost: largest total first\n"
+"  -n, --limit N   print the first N only\n"
+"  -j, --json      a JSON array of objects\n"
+"  -h, --help      show this help\n"
+"exit status: 0 ok (also when nothing matches), 1 failure, 2 usage error\n";
+
+struct hit {
+	uint32_t block;
+	const char *name;
+	uint64_t first, last, total, local;
+};
+
+struct collect {
+	const struct htr_file *f;
+	struct htr_analysis *an;
+	struct hit *v;
+	size_t n, cap;
+	int err;
+};
+
+static int add(const char *name, uint32_t block, void *payload)
+{
+	struct collect *c = payload;
+	struct htr_block_info bi;
+	struct hit *h;
+	int rc;
+
+	if (c->n == c->cap) {
+		size_t nc = c->cap ? 2 * c->cap : 256;
+		struct hit *nv = realloc(c->v, nc * sizeof(*nv));
+
+		if (!nv) {
+			c->err = HTR_ERR_NOMEM;
+			return 1;
+		}
+		c->v = nv;
+		c->cap = nc;
+	}
+	h = &c->v[c->n];
+	bi.size = sizeof(bi);
+	rc = htr_block_get(c->f, block, &bi, sizeof(bi));
+	if (rc == 0)
+		rc = htr_tsc_get(c->an, block, &h->total, NULL, &h->local);
+	if (rc < 0) {
+		c->err = rc;
+		return 1;
+	}
+	h->block = block;
+	h->name = name;
+	h->first = bi.first;
+	h->last = bi.last;
+	c->n++;
+	return 0;
+}
+
+static int by_time(const void *x, const void *y)
+{
+	const struct hit *a = x, *b = y;
+
+	if (a->first != b->first)
+		return a->first < b->first ? -1 : 1;
+	/* Same first instruction: the outer block (ends later) first. */
+	if (a->last != b->last)
+		return a->last > b->last ? -1 : 1;
+	return 0;
+}
+
+static int by_cost(const void *x, const void *y)
+{
+	const struct hit *a = x, *b = y;
+
+	if (a->total != b->total)
+		return a->total > b->total ? -1 : 1;
+	return by_time(x, y);
+}
+
+int cmd_find(int argc, char **argv)
+{
+	static const struct option lopts[] = {
+		{ "sort", required_argument, NULL, 's' },
+		{ "limit", required_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct htr_file *f = NULL;
+	struct collect c;
+	uint64_t limit = UINT64_MAX, v;
+	size_t i, n;
+	int ch, json = 0, cost = 0, rc = HTR_EXIT_FAIL, mode;
+	int64_t got;
+	const char *pattern, *path;
+
+	memset(&c, 0, sizeof(c));
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "s:n:jh", lopts, NULL)) != -1) {
+		switch (ch) {
+		case 's':
+			if (!strcmp(optarg, "time"))
+				cost = 0;
+			else if (!strcmp(optarg, "cost"))
+				cost = 1;
+			else
+				return usage_error("find", "--sort: expected "
+						   "time or cost, not '%s'",
+						   optarg);
+			break;
+		case 'n':
+			if (parse_u64(optarg, &v) < 0)
+				return usage_error("find", "--limit: bad value "
+						   "'%s'", optarg);
+			limit = v;
+			break;
+		case 'j': json = 1; break;
+		case 'h': fputs(usage_text, stdout); return HTR_EXIT_OK;
+		default: return usage_error("find", "bad option");
+		}
+	}
+	if (optind + 2 != argc)
+		return usage_error("find", "expected PATTERN and FILE.htr");
+	pattern = argv[optind];
+	path = argv[optind + 1];
+	ch = htr_file_open(&f, path, NULL);
+	if (ch < 0) {
+		rc = fail("find", "%s", f ? htr_last_error(f) : htr_errstr(ch));
+		goto out;
+	}
+	if (open_analysis("find", f, HTR_ANALYZE_ALL, &c.an) < 0)
+		goto out;
+	c.f = f;
+	mode = strpbrk(pattern, "*?[") ? HTR_MATCH_GLOB : HTR_MATCH_EXACT;
+	got = htr_symidx_find(c.an, pattern, mode, add, &c);
+	if (c.err) {
+		rc = fail("find", "%s", c.err == HTR_ERR_NOMEM ? "out of memory" :
+			  htr_analysis_last_error(c.an));
+		goto out;
+	}
+	if (got < 0 && got != HTR_ERR_NOTFOUND) {
+		rc = fail("find", "%s", htr_analysis_last_error(c.an));
+		goto out;
+	}
+	qsort(c.v, c.n, sizeof(*c.v), cost ? by_cost : by_time);
+	n = c.n < limit ? c.n : (size_t) limit;
+	if (json)
+		printf("[");
+	for (i = 0; i < n; i++) {
+		const struct hit *h = &c.v[i];
+
+		if (json) {
+			printf("%s\n  {\"block\": %u, \"name\": ", i ? "," : "",
+			       h->block);
+			json_string(stdout, h->name);
+			printf(", \"first\": %" PRIu64 ", \"last\": %" PRIu64
+			       ", \"total\": %" PRIu64 ", \"local\": %" PRIu64
+			       "}", h->first, h->last, h->total, h->local);
+		} else {
+			printf("%u  %s  %" PRIu64 "..%" PRIu64 "  %" PRIu64
+			       "  %" PRIu64 "\n", h->block, h->name, h->first,
+			       h->last, h->total, h->local);
+		}
+	}
+	if (json)
+		printf("%s]\n", n ? "\n" : "");
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		rc = fail("find", "writing output failed");
+		goto out;
+	}
+	rc = HTR_EXIT_OK;
+out:
+	free(c.v);
+	htr_analysis_close(c.an);
+	htr_file_close(f);
+	return rc;
+}

@@ -1,0 +1,178 @@
+/* htr top: per-function calls and TSC ticks. */
+#include "cmd.h"
+
+#include "htr/htr.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage_text[] =
+"usage: htr top [--sort inclusive|local|calls] [--limit N] [--json] FILE.htr\n"
+"\n"
+"Per function, one line, largest first:\n"
+"  INCLUSIVE  LOCAL  CALLS  SLOWEST  NAME\n"
+"INCLUSIVE: TSC ticks of its invocations, recursion counted once (an\n"
+"invocation inside another of the same function adds nothing); LOCAL:\n"
+"ticks spent in the function itself; CALLS: invocations; SLOWEST: the\n"
+"block index of its invocation with the largest total.  Reads only the\n"
+"per-function table of the sidecar FILE.htr.lmdb/ (computed on first use).\n"
+"\n"
+"  -s, --sort KEY  inclusive (default), local or calls\n"
+"  -n, --limit N   print N functions at most (default 20; 0: all)\n"
+"  -j, --json      a JSON array of objects\n"
+"  -h, --help      show this help\n"
+"exit status: 0 ok, 1 failure, 2 usage error\n";
+
+struct row {
+	const char *name;
+	uint64_t calls, inclusive, local, slowest_total;
+	uint32_t slowest;
+};
+
+struct collect {
+	struct row *v;
+	size_t n, cap;
+};
+
+static int add(const struct htr_func_stats *st, void *payload)
+{
+	struct collect *c = payload;
+	struct row *r;
+
+	if (c->n == c->cap) {
+		size_t nc = c->cap ? 2 * c->cap : 256;
+		struct row *nv = realloc(c->v, nc * sizeof(*nv));
+
+		if (!nv)
+			return 1;
+		c->v = nv;
+		c->cap = nc;
+	}
+	r = &c->v[c->n++];
+	r->name = st->name;
+	r->calls = st->calls;
+	r->inclusive = st->inclusive;
+	r->local = st->local;
+	r->slowest = st->slowest;
+	r->slowest_total = st->slowest_total;
+	return 0;
+}
+
+static int sort_key;   /* 0 inclusive, 1 local, 2 calls */
+
+static int cmp(const void *x, const void *y)
+{
+	const struct row *a = x, *b = y;
+	uint64_t ka, kb;
+
+	ka = sort_key == 0 ? a->inclusive : sort_key == 1 ? a->local : a->calls;
+	kb = sort_key == 0 ? b->inclusive : sort_key == 1 ? b->local : b->calls;
+	if (ka != kb)
+		return ka > kb ? -1 : 1;
+	return strcmp(a->name, b->name);
+}
+
+int cmd_top(int argc, char **argv)
+{
+	static const struct option lopts[] = {
+		{ "sort", required_argument, NULL, 's' },
+		{ "limit", required_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct htr_file *f = NULL;
+	struct htr_analysis *an = NULL;
+	struct collect c;
+	uint64_t limit = 20, v;
+	size_t i, n;
+	int ch, json = 0, rc = HTR_EXIT_FAIL;
+	int64_t got;
+	const char *path;
+
+	memset(&c, 0, sizeof(c));
+	sort_key = 0;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "s:n:jh", lopts, NULL)) != -1) {
+		switch (ch) {
+		case 's':
+			if (!strcmp(optarg, "inclusive"))
+				sort_key = 0;
+			else if (!strcmp(optarg, "local"))
+				sort_key = 1;
+			else if (!strcmp(optarg, "calls"))
+				sort_key = 2;
+			else
+				return usage_error("top", "--sort: expected "
+						   "inclusive, local or calls, "
+						   "not '%s'", optarg);
+			break;
+		case 'n':
+			if (parse_u64(optarg, &v) < 0)
+				return usage_error("top", "--limit: bad value "
+						   "'%s'", optarg);
+			limit = v ? v : UINT64_MAX;
+			break;
+		case 'j': json = 1; break;
+		case 'h': fputs(usage_text, stdout); return HTR_EXIT_OK;
+		default: return usage_error("top", "bad option");
+		}
+	}
+	if (optind + 1 != argc)
+		return usage_error("top", "expected one FILE.htr");
+	path = argv[optind];
+	ch = htr_file_open(&f, path, NULL);
+	if (ch < 0) {
+		rc = fail("top", "%s", f ? htr_last_error(f) : htr_errstr(ch));
+		goto out;
+	}
+	if (open_analysis("top", f, HTR_ANALYZE_ALL, &an) < 0)
+		goto out;
+	got = htr_func_visit(an, NULL, HTR_MATCH_GLOB, add, &c);
+	if (got == 1) {
+		rc = fail("top", "out of memory");
+		goto out;
+	}
+	if (got < 0 && got != HTR_ERR_NOTFOUND) {
+		rc = fail("top", "%s", htr_analysis_last_error(an));
+		goto out;
+	}
+	qsort(c.v, c.n, sizeof(*c.v), cmp);
+	n = c.n < limit ? c.n : (size_t) limit;
+	if (json)
+		printf("[");
+	else if (n)
+		printf("%14s %14s %10s %10s  %s\n", "INCLUSIVE", "LOCAL",
+		       "CALLS", "SLOWEST", "NAME");
+	for (i = 0; i < n; i++) {
+		const struct row *r = &c.v[i];
+
+		if (json) {
+			printf("%s\n  {\"name\": ", i ? "," : "");
+			json_string(stdout, r->name);
+			printf(", \"calls\": %" PRIu64 ", \"inclusive\": %" PRIu64
+			       ", \"local\": %" PRIu64 ", \"slowest\": %u, "
+			       "\"slowest_total\": %" PRIu64 "}", r->calls,
+			       r->inclusive, r->local, r->slowest,
+			       r->slowest_total);
+		} else {
+			printf("%14" PRIu64 " %14" PRIu64 " %10" PRIu64
+			       " %10u  %s\n", r->inclusive, r->local, r->calls,
+			       r->slowest, r->name);
+		}
+	}
+	if (json)
+		printf("%s]\n", n ? "\n" : "");
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		rc = fail("top", "writing output failed");
+		goto out;
+	}
+	rc = HTR_EXIT_OK;
+out:
+	free(c.v);
+	htr_analysis_close(an);
+	htr_file_close(f);
+	return rc;
+}
