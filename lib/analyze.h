@@ -24,8 +24,8 @@
 
 /* Versions of the stored results; bump on any change of their meaning or
  * layout (older results are then dropped and recomputed). */
-#define HTR_TSC_VERSION 1u
-#define HTR_SYM_VERSION 1u
+#define HTR_TSC_VERSION 2u   /* 2: late blocks start at the first time point */
+#define HTR_SYM_VERSION 2u   /* 2: figures from HTR_TSC_VERSION 2 */
 
 /* TSC results: one value per chunk of HTR_TSC_CHUNK blocks. */
 #define HTR_TSC_CHUNK 4096u

@@ -236,9 +236,12 @@ int htr_tsc__compute(struct htr_analysis *a, htr_tsc_emit_fn emit, void *ctx)
 					  (unsigned long long) last);
 			goto out;
 		}
-		/* A late block (or any block that began before the first
-		 * time point) starts at the first time point. */
-		have_f = time_at(f, first, &hint_first, &tf) == 0;
+		/* A late block began with the trace: at the first time point
+		 * (the first PSB+, reported at instruction 0).  So does any
+		 * block that began before the first time point. */
+		have_f = !((b->func_flags >> HTR_DISK_FLAG_SHIFT) &
+			   HTR_BLOCK_LATE) &&
+			 time_at(f, first, &hint_first, &tf) == 0;
 		if (!have_f && f->ntsc) {
 			tf = f->tsc[0].tsc;
 			have_f = 1;

@@ -516,6 +516,17 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 	status = pt_blk_sync_forward(s.d);
 	for (;;) {
 		if (status >= 0) {
+			uint64_t tsc;
+
+			/* The time the first PSB+ gave holds from the first
+			 * instruction on, before any block reports one. */
+			if (!synced && !s.has_tsc && sink->time &&
+			    pt_blk_time(s.d, &tsc, NULL, NULL) >= 0) {
+				s.has_tsc = 1;
+				s.tsc = tsc;
+				if ((rc = sink->time(sink->ctx, tsc)) != 0)
+					goto out;
+			}
 			synced = 1;
 			if ((rc = note_sync(&s)) != 0 ||
 			    (rc = decode_synced(&s, &status)) != 0)

@@ -40,7 +40,8 @@ struct htr_decode_sink {
 	 * is re-enabled later, or when it was asynchronous (FUP + TIP.PGD). */
 	int (*gap)(void *ctx, int kind, uint64_t offset, int code);
 	/* The decoder's time changed; it applies from the last instruction
-	 * of the previous run on. */
+	 * of the previous run on (a report before the first run: from the
+	 * first instruction on - the time of the first PSB+). */
 	int (*time)(void *ctx, uint64_t tsc);
 	/* The decoder passed a PSB at @offset; the next run follows it. */
 	int (*sync)(void *ctx, uint64_t offset);

@@ -303,6 +303,23 @@ int htr_block_for_insn(const struct htr_file *file, uint64_t id,
 	}
 }
 
+uint64_t htr_tsc_count(const struct htr_file *file)
+{
+	return file && file->ok ? file->ntsc : 0;
+}
+
+int htr_tsc_point(const struct htr_file *file, uint64_t i, uint64_t *id,
+		  uint64_t *tsc)
+{
+	if (!file || !file->ok || !id || !tsc)
+		return HTR_ERR_INVALID;
+	if (i >= file->ntsc)
+		return HTR_ERR_RANGE;
+	*id = file->tsc[i].id;
+	*tsc = file->tsc[i].tsc;
+	return 0;
+}
+
 int htr_tsc_for_insn(const struct htr_file *file, uint64_t id, uint64_t *tsc)
 {
 	uint64_t lo = 0, hi;

@@ -113,42 +113,22 @@ static char *demangled(const char *name)
 	return d ? d : strdup(name);
 }
 
-/*
- * The start time of late blocks.  The truth gives the trace's first TSC
- * ("at trace start"), but a decoder reports no time before its first step,
- * so by the documented rule a late block starts at the first time point the
- * decoder reported: take it from the file's time table (checked against the
- * truth by test_build) and make sure it is the trace start or shortly after.
- */
-static uint64_t late_start_time(const struct truth *t, const char *htr)
+/* The start time of late blocks: the trace's start, the truth's TSC_FIRST of
+ * any L block (the decoder reports it at instruction 0, from the first
+ * PSB+). */
+static uint64_t late_start_time(const struct truth *t)
 {
-	char path[300];
-	struct htr_file *f = NULL;
-	uint64_t id, tsc = 0, start = UINT64_MAX;
 	size_t i;
 
 	for (i = 0; i < t->nblocks; i++)
 		if (t->blocks[i].flags & TRUTH_LATE)
-			start = t->blocks[i].tsc_first;
-	if (start == UINT64_MAX)
-		return 0;
-	snprintf(path, sizeof(path), "%s/%s", dir, htr);
-	cr_assert_eq(htr_file_open(&f, path, NULL), 0);
-	for (id = 0; id < t->insns; id++)
-		if (htr_tsc_for_insn(f, id, &tsc) == 0)
-			break;
-	htr_file_close(f);
-	cr_assert_lt(id, t->insns, "no time point at all");
-	cr_assert(tsc >= start && tsc - start < 4096, "first time point %"
-		  PRIu64 ", trace start %" PRIu64, tsc, start);
-	return tsc;
+			return t->blocks[i].tsc_first;
+	return 0;
 }
 
-static void expect_init(struct expect *e, const struct truth *t,
-			const char *htr)
+static void expect_init(struct expect *e, const struct truth *t)
 {
-	uint64_t t0 = late_start_time(t, htr);
-
+	uint64_t t0 = late_start_time(t);
 	uint64_t npre = 0;
 	int64_t *post_of_pre;
 	size_t i;
@@ -405,7 +385,7 @@ static void scenario(enum synth_scenario s)
 			 synth_scenario_name(s), seed);
 		make(&o, tag, NULL, &t);
 		snprintf(name, sizeof(name), "%s.htr", tag);
-		expect_init(&e, &t, name);
+		expect_init(&e, &t);
 		f = open_file(name);
 
 		/* First open computes, the second reloads, both agree with
@@ -486,7 +466,7 @@ Test(analyze, rebuilt_htr_is_not_reused, .timeout = 300)
 	o.seed = 21;
 	o.insns = 30000;
 	make(&o, "one", "x.htr", &t1);
-	expect_init(&e1, &t1, "x.htr");
+	expect_init(&e1, &t1);
 	f = open_file("x.htr");
 	a = open_an(f, NULL, 0);
 	cr_assert_str_eq(htr_analysis_sidecar(a), side);
@@ -497,7 +477,7 @@ Test(analyze, rebuilt_htr_is_not_reused, .timeout = 300)
 
 	o.seed = 22;
 	make(&o, "two", "x.htr", &t2);
-	expect_init(&e2, &t2, "x.htr");
+	expect_init(&e2, &t2);
 	f = open_file("x.htr");
 	a = open_an(f, NULL, 0);
 	cr_assert(htr_analysis_flags(a) & HTR_ANALYSIS_COMPUTED);
@@ -533,7 +513,7 @@ Test(analyze, two_processes_compute_once, .timeout = 600)
 	o.seed = 5;
 	o.insns = 400000;
 	make(&o, "race", NULL, &t);
-	expect_init(&e, &t, "race.htr");
+	expect_init(&e, &t);
 	snprintf(side, sizeof(side), "%s/race.htr.lmdb", dir);
 	cr_assert_eq(pipe(go), 0);
 	for (k = 0; k < 2; k++) {
@@ -645,7 +625,7 @@ Test(analyze, corrupt_sidecar, .timeout = 600)
 	o.seed = 9;
 	o.insns = 60000;
 	make(&o, "c", NULL, &t);
-	expect_init(&e, &t, "c.htr");
+	expect_init(&e, &t);
 	f = open_file("c.htr");
 	a = open_an(f, NULL, 0);
 	htr_analysis_close(a);
@@ -713,7 +693,7 @@ Test(analyze, read_only_directory, .timeout = 300)
 	o.seed = 4;
 	o.insns = 30000;
 	make(&o, "ro", NULL, &t);
-	expect_init(&e, &t, "ro.htr");
+	expect_init(&e, &t);
 	f = open_file("ro.htr");
 
 	/* A sidecar path that cannot be created (works as root too). */

@@ -112,7 +112,17 @@ static void compare(const struct truth *t, const struct htr_file *f,
 			cr_assert_eq(bi.entry, t->funcs[tb->func].entry,
 				     "%s: block %zu entry %#" PRIx64 ", truth %s",
 				     tag, i, bi.entry, t->funcs[tb->func].name);
-		if (!(tb->flags & TRUTH_LATE)) {
+		if (tb->flags & TRUTH_LATE) {
+			/* Late blocks start with the trace: at the time of its
+			 * first PSB+, the file's first time point. */
+			uint64_t at;
+
+			cr_assert_eq(htr_tsc_point(f, 0, &at, &tsc), 0);
+			cr_assert_eq(at, 0);
+			cr_assert_eq(tsc, tb->tsc_first, "%s: late block %zu "
+				     "starts at %" PRIu64 ", truth %" PRIu64, tag,
+				     i, tsc, tb->tsc_first);
+		} else {
 			cr_assert_eq(htr_tsc_for_insn(f, tb->first, &tsc), 0);
 			cr_assert_eq(tsc, tb->tsc_first, "%s: block %zu tsc at "
 				     "first %" PRIu64 ", truth %" PRIu64, tag, i,

@@ -85,8 +85,9 @@ static int on_time(void *ctx, uint64_t tsc)
 {
 	struct rec *r = ctx;
 
-	cr_assert_gt(r->insns, 0, "time before any instruction");
-	PUSH(r->times, r->ntimes, { r->insns - 1, tsc });
+	/* Before any run: the first PSB's time, from instruction 0 on. */
+	cr_assert(r->insns > 0 || !r->ntimes, "second time before any run");
+	PUSH(r->times, r->ntimes, { r->insns ? r->insns - 1 : 0, tsc });
 	return 0;
 }
 

@@ -165,6 +165,18 @@ HTR_API int htr_block_for_insn(const struct htr_file *file, uint64_t id,
 HTR_API int htr_tsc_for_insn(const struct htr_file *file, uint64_t id,
 			     uint64_t *tsc);
 
+/** Number of time points: the places where the decoder's TSC changed. */
+HTR_API uint64_t htr_tsc_count(const struct htr_file *file);
+
+/**
+ * Time point @i (chronological): from instruction *@id on, the decoder
+ * reported *@tsc.  The first point is the time of the trace's first PSB+
+ * (instruction 0).  Returns 0, HTR_ERR_RANGE (no such point),
+ * HTR_ERR_INVALID.
+ */
+HTR_API int htr_tsc_point(const struct htr_file *file, uint64_t i,
+			  uint64_t *id, uint64_t *tsc);
+
 enum htr_gap_kind {
 	HTR_GAP_DISABLED = 1,   /* tracing was disabled, later re-enabled */
 	HTR_GAP_OVERFLOW = 2,   /* the processor lost packets */
