@@ -100,7 +100,10 @@ static int add_piece(struct htr_image *img, const char *path, uint32_t kind,
 		img->pieces = p;
 		img->cap = cap;
 	}
-	copy = strdup(path);
+	/* Recorded absolute, so names resolve from any directory later. */
+	copy = realpath(path, NULL);
+	if (!copy)
+		copy = strdup(path);
 	if (!copy)
 		return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
 	isid = pt_iscache_add_file(img->iscache, path, offset, size, vaddr);

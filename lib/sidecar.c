@@ -11,6 +11,7 @@
  * write lock finds the work done when it re-checks.
  */
 #include "analyze.h"
+#include "symbols.h"
 #include "file.h"
 #include "format.h"
 
@@ -191,9 +192,14 @@ static int sym_ok(struct htr_analysis *a, MDB_txn *txn)
 	if (mrc)
 		return mdb_fail(a, mrc, "reading the sym record");
 	p = v.mv_data;
-	return v.mv_size == SYM_REC_SIZE &&
-	       get_le(p, 4) == (HTR_SYM_VERSION << 16 | HTR_TSC_VERSION) &&
-	       get_le(p + 16, 8) == a->file->nfuncs;
+	if (v.mv_size != SYM_REC_SIZE ||
+	    get_le(p, 4) != (HTR_SYM_VERSION << 16 | HTR_TSC_VERSION) ||
+	    get_le(p + 16, 8) != a->file->nfuncs)
+		return 0;
+	/* Built while some images were unreadable: stale once one is
+	 * back, so its names replace the MODULE+0xOFFSET ones. */
+	return !get_le(p + 4, 4) ||
+	       htr_syms__unreadable(a->file) >= get_le(p + 4, 4);
 }
 
 /* 1 if every wanted analyzer is current. */

@@ -67,6 +67,8 @@ struct htr_syms {
 /* Load-time state. */
 struct loader {
 	struct htr_syms *s;
+	const char *htr_path;   /* the .htr: moved images are looked for
+				 * next to it */
 	size_t cap_syms, cap_mods, cap_pool, cap_ranges;
 	unsigned nskipped;
 	struct htr_err *err;
@@ -303,6 +305,63 @@ static int add_sym(struct loader *ld, uint64_t addr, const struct cand *c,
  * against its PT_LOADs and add the symbols of every matched segment.
  * A file that cannot be used is skipped.  Returns 0 or HTR_ERR_NOMEM.
  */
+/* Open the image file @path, or, if it is gone, the file of the same name
+ * next to the .htr @htr_path (a bundle copied elsewhere; the segment check
+ * still guards against another file).  O_NONBLOCK: a FIFO put in the
+ * file's place must not hang us.  Returns the fd or -1 with errno set. */
+static int open_image(const char *htr_path, const char *path)
+{
+	const char *hs, *base;
+	size_t dlen;
+	char *alt;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+
+	if (fd >= 0 || errno != ENOENT || !htr_path)
+		return fd;
+	hs = strrchr(htr_path, '/');
+	base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	dlen = hs ? (size_t) (hs - htr_path + 1) : 0;
+	alt = malloc(dlen + strlen(base) + 1);
+	if (!alt)
+		return -1;
+	memcpy(alt, htr_path, dlen);
+	strcpy(alt + dlen, base);
+	fd = open(alt, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	free(alt);
+	if (fd < 0)
+		errno = ENOENT;
+	return fd;
+}
+
+unsigned htr_syms__unreadable(const struct htr_file *file)
+{
+	struct htr_file_image im, prev;
+	uint64_t pos = 0;
+	unsigned n = 0;
+	int have_prev = 0;
+
+	while (htr_file__image_next(file, &pos, &im) == 0) {
+		char *path;
+		int fd;
+
+		if (im.rec->kind != 1 || (have_prev &&
+		    prev.path_len == im.path_len &&
+		    !memcmp(prev.path, im.path, im.path_len)))
+			continue;
+		prev = im;
+		have_prev = 1;
+		path = strndup(im.path, im.path_len);
+		fd = path ? open_image(file->path, path) : -1;
+		if (fd < 0)
+			n++;
+		else
+			close(fd);
+		free(path);
+	}
+	return n;
+}
+
 static int load_elf(struct loader *ld, uint32_t mod,
 		    const struct htr_disk_image **recs, size_t nrecs)
 {
@@ -325,8 +384,7 @@ static int load_elf(struct loader *ld, uint32_t mod,
 		skip(ld, path, "path holds a NUL byte");
 		goto out;
 	}
-	/* O_NONBLOCK: a FIFO put in the file's place must not hang us. */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	fd = open_image(ld->htr_path, path);
 	if (fd < 0) {
 		skip(ld, path, strerror(errno));
 		goto out;
@@ -456,6 +514,7 @@ int htr_syms__load(struct htr_syms **out, const struct htr_file *file,
 	*out = NULL;
 	memset(&ld, 0, sizeof(ld));
 	ld.err = err;
+	ld.htr_path = file ? file->path : NULL;
 	s = ld.s = calloc(1, sizeof(*s));
 	if (!s)
 		return nomem(&ld);

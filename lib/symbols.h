@@ -31,6 +31,11 @@ int htr_syms__load(struct htr_syms **out, const struct htr_file *file,
 		   unsigned *nskipped, struct htr_err *err);
 void htr_syms__free(struct htr_syms *syms);
 
+/* How many of @file's ELF images cannot be opened now (a few open calls;
+ * lets a stored index built without them be refreshed once they are
+ * back). */
+unsigned htr_syms__unreadable(const struct htr_file *file);
+
 /*
  * The name of the function at @addr into @buf (always NUL-terminated,
  * truncated to @size).  Exact symbol start: its (demangled) name; inside a

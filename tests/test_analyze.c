@@ -768,3 +768,45 @@ Test(analyze, api_contract)
 	cr_assert_eq(htr_analysis_flags(NULL), 0);
 	cr_assert_str_eq(htr_analysis_last_error(NULL), "");
 }
+
+/* A sidecar computed while the program's ELF was missing names functions
+ * MODULE+0xOFFSET; once the ELF is back the index is recomputed with the
+ * real names. */
+Test(analyze, names_refresh)
+{
+	struct synth_opts o;
+	struct truth t;
+	struct htr_file *f = NULL;
+	struct htr_analysis *a = NULL;
+	char elf[300], hidden[300], htr[300];
+	const char *name;
+	uint32_t b;
+
+	synth_opts_init(&o);
+	o.seed = 77;
+	o.insns = 20000;
+	make(&o, "nr", NULL, &t);
+	snprintf(elf, sizeof(elf), "%s/nr.elf", dir);
+	snprintf(hidden, sizeof(hidden), "%s/nr.elf.hidden", dir);
+	snprintf(htr, sizeof(htr), "%s/nr.htr", dir);
+	cr_assert_eq(rename(elf, hidden), 0);
+	cr_assert_eq(htr_file_open(&f, htr, NULL), 0);
+	cr_assert_eq(htr_analysis_open(&a, f, NULL), 0, "%s",
+		     htr_analysis_last_error(a));
+	cr_assert(htr_analysis_flags(a) & HTR_ANALYSIS_SYMS_PARTIAL);
+	for (b = 0; b < htr_block_count(f); b++)
+		if (htr_block_name(a, b, &name) == 0 && strcmp(name, "?"))
+			break;
+	cr_assert_not_null(strstr(name, "nr.elf+0x"), "%s", name);
+	htr_analysis_close(a);
+	cr_assert_eq(rename(hidden, elf), 0);
+	cr_assert_eq(htr_analysis_open(&a, f, NULL), 0, "%s",
+		     htr_analysis_last_error(a));
+	cr_assert(htr_analysis_flags(a) & HTR_ANALYSIS_COMPUTED);
+	cr_assert(!(htr_analysis_flags(a) & HTR_ANALYSIS_SYMS_PARTIAL));
+	cr_assert_eq(htr_block_name(a, b, &name), 0);
+	cr_assert_null(strstr(name, "+0x"), "%s", name);
+	htr_analysis_close(a);
+	htr_file_close(f);
+	truth_free(&t);
+}

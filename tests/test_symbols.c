@@ -613,3 +613,28 @@ Test(symbols, null_table)
 	cr_assert_str_eq(got, "0x1234");
 	htr_syms__free(NULL);
 }
+
+/* A bundle copied elsewhere (the .htr and its ELF side by side, the
+ * original ELF gone): names still resolve, from the copy next to the .htr;
+ * and htr_syms__unreadable follows the file coming and going. */
+Test(symbols, moved_bundle)
+{
+	struct truth t;
+	struct loaded l;
+	char cmd[1200], path[300];
+
+	synth("mv", PIE_BASE, 9, 30, &t);
+	build("mv", "mv", "mv.elf", PIE_BASE, &t);
+	snprintf(cmd, sizeof(cmd), "mkdir %s/sub && mv %s/mv.htr %s/sub/ && "
+		 "mv %s/mv.elf %s/sub/", dir, dir, dir, dir, dir);
+	cr_assert_eq(system(cmd), 0);
+	load(&l, "sub/mv");
+	cr_assert_eq(l.nskipped, 0, "%s", l.err.msg);
+	cr_assert_eq(htr_syms__unreadable(l.f), 0);
+	check_funcs(&l, &t);
+	snprintf(path, sizeof(path), "%s/sub/mv.elf", dir);
+	cr_assert_eq(unlink(path), 0);
+	cr_assert_eq(htr_syms__unreadable(l.f), 1);
+	unload(&l);
+	truth_free(&t);
+}

@@ -30,6 +30,74 @@ static const char usage_text[] =
 "  -h, --help      show this help\n"
 "exit status: 0 ok, 1 failure, 2 usage error\n";
 
+/* Text lines are built by hand: with 10^7 blocks, printf's formatting
+ * (and its floating point) is most of the time of a dump. */
+struct line {
+	char buf[8192];
+	size_t n;
+};
+
+static void l_flush(struct line *l)
+{
+	fwrite(l->buf, 1, l->n, stdout);
+	l->n = 0;
+}
+
+static void l_mem(struct line *l, const char *s, size_t n)
+{
+	while (n) {
+		size_t k = sizeof(l->buf) - l->n;
+
+		if (!k) {
+			l_flush(l);
+			continue;
+		}
+		if (k > n)
+			k = n;
+		memcpy(l->buf + l->n, s, k);
+		l->n += k;
+		s += k;
+		n -= k;
+	}
+}
+
+static void l_spaces(struct line *l, size_t n)
+{
+	static const char sp[64] = "                                "
+				   "                                ";
+
+	while (n) {
+		size_t k = n < sizeof(sp) ? n : sizeof(sp);
+
+		l_mem(l, sp, k);
+		n -= k;
+	}
+}
+
+static void l_u64(struct line *l, uint64_t v)
+{
+	char d[24];
+	size_t i = sizeof(d);
+
+	do {
+		d[--i] = (char) ('0' + v % 10);
+		v /= 10;
+	} while (v);
+	l_mem(l, d + i, sizeof(d) - i);
+}
+
+/* @part of @whole as a percentage with one decimal ("12.3%"). */
+static void l_pct(struct line *l, uint64_t part, uint64_t whole)
+{
+	uint64_t tenths = whole ? (uint64_t) (1000.0 * (double) part /
+					      (double) whole + 0.5) : 1000;
+
+	l_u64(l, tenths / 10);
+	l_mem(l, ".", 1);
+	l_u64(l, tenths % 10);
+	l_mem(l, "%\n", 2);
+}
+
 struct dump {
 	uint64_t max_level;   /* UINT64_MAX: no limit */
 	int json;
@@ -38,6 +106,7 @@ struct dump {
 	int an_error;
 	uint64_t n;
 	int io_error;
+	struct line line;     /* --tsc text output */
 };
 
 static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
@@ -55,6 +124,30 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 	rc = htr_block_get(f, block, &bi, sizeof(bi));
 	if (rc < 0)
 		return rc;
+	if (d->an && !d->json) {
+		uint64_t total, children, local;
+		const char *name;
+
+		rc = htr_tsc_get(d->an, block, &total, &children, &local);
+		if (rc == 0)
+			rc = htr_block_name(d->an, block, &name);
+		if (rc < 0) {
+			d->an_error = 1;
+			return rc;
+		}
+		if (level == 0)
+			d->top_total = total;
+		l_spaces(&d->line, 2 * (size_t) level);
+		l_mem(&d->line, name, strlen(name));
+		l_mem(&d->line, "  ", 2);
+		l_u64(&d->line, local);
+		l_mem(&d->line, "  ", 2);
+		l_u64(&d->line, total);
+		l_mem(&d->line, "  ", 2);
+		l_pct(&d->line, total, d->top_total);
+		d->n++;
+		return 0;
+	}
 	block_flags_str(bi.flags, flags, sizeof(flags));
 	if (bi.flags & HTR_BLOCK_LATE)
 		snprintf(entry, sizeof(entry), "?");
@@ -76,7 +169,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 			d->top_total = total;
 		pct = d->top_total ? 100.0 * (double) total /
 				     (double) d->top_total : 100.0;
-		if (d->json) {
+		{
 			printf("%s\n  {\"block\": %u, \"level\": %u, "
 			       "\"name\": ", d->n ? "," : "", block, level);
 			json_string(stdout, name);
@@ -85,9 +178,6 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 			       PRIu64 ", \"total\": %" PRIu64 ", \"pct\": %.2f, "
 			       "\"flags\": \"%s\"}", bi.first, bi.last, local,
 			       children, total, pct, flags);
-		} else {
-			printf("%*s%s  %" PRIu64 "  %" PRIu64 "  %.1f%%\n",
-			       (int) (2 * level), "", name, local, total, pct);
 		}
 	} else if (d->json) {
 		char par[16], ent[28];
@@ -136,6 +226,8 @@ int cmd_dump(int argc, char **argv)
 
 	memset(&d, 0, sizeof(d));
 	d.max_level = UINT64_MAX;
+	/* Big writes: a dump can be 10^7 lines. */
+	setvbuf(stdout, NULL, _IOFBF, 1 << 20);
 	optind = 1;
 	opterr = 0;     /* one error line, ours */
 	while ((c = getopt_long(argc, argv, "d:f:jth", lopts, NULL)) != -1) {
@@ -182,9 +274,10 @@ int cmd_dump(int argc, char **argv)
 	if (d.json)
 		printf("[");
 	err = htr_tree_visit(f, from, HTR_PREORDER, visit, &d);
+	l_flush(&d.line);
 	if (d.json)
 		printf("%s]\n", d.n ? "\n" : "");
-	if (fflush(stdout) != 0 || d.io_error) {
+	if (fflush(stdout) != 0 || ferror(stdout) || d.io_error) {
 		rc = fail("dump", "writing output failed");
 		goto out;
 	}
