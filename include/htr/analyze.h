@@ -29,10 +29,11 @@
  * TSC rule (details in README.md, "Analyzers"): for a block, total = the
  * time the decoder reports at its last instruction - the time at its first;
  * children = the sum of its children's totals; local = total - children.
- * Late blocks start at instruction 0 (the first time point when no time is
- * known at 0); truncated blocks end at the last instruction; time spent in
- * a gap counts to every block whose span contains the gap (the decoder's
- * clock jumps across it), and is local to the innermost such block.
+ * Late blocks start with the trace, at the first time point (the first
+ * PSB+'s time, at instruction 0); truncated blocks end at the last
+ * instruction; time spent in a gap counts to every block whose span
+ * contains the gap (the decoder's clock jumps across it), and is local to
+ * the innermost such block.
  */
 #ifndef HTR_ANALYZE_H
 #define HTR_ANALYZE_H
