@@ -564,7 +564,8 @@ int htr_syms__load(struct htr_syms **out, const struct htr_file *file,
 		s->ranges[s->nranges].mod = mod;
 		s->nranges++;
 	}
-	qsort(s->ranges, s->nranges, sizeof(*s->ranges), cmp_range);
+	if (s->nranges)
+		qsort(s->ranges, s->nranges, sizeof(*s->ranges), cmp_range);
 
 	/* Symbols: each ELF module's file once, with its ELF records. */
 	for (k = 0; k < s->nmods; k++) {
@@ -588,7 +589,8 @@ int htr_syms__load(struct htr_syms **out, const struct htr_file *file,
 	}
 
 	/* Sort; one entry per address, the best-bound first. */
-	qsort(s->syms, s->nsyms, sizeof(*s->syms), cmp_sym);
+	if (s->nsyms)
+		qsort(s->syms, s->nsyms, sizeof(*s->syms), cmp_sym);
 	for (i = j = 0; i < s->nsyms; i++)
 		if (!j || s->syms[i].addr != s->syms[j - 1].addr)
 			s->syms[j++] = s->syms[i];
