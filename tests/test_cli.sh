@@ -30,7 +30,7 @@ expect() {
 T="$dir/t.pt" E="$dir/t.elf"
 timing="--cpuid-0x15-eax 1 --cpuid-0x15-ebx 2 --mtc-freq 6 --nom-freq 16"
 
-for c in build dump info; do
+for c in build dump info find top; do
 	expect 0 '' "$htr" "$c" --help
 done
 expect 0 '' "$htr" --help
@@ -57,6 +57,21 @@ if command -v python3 >/dev/null; then
 	"$htr" dump --json "$dir/t.htr" | python3 -c 'import json,sys; json.load(sys.stdin)' &&
 		echo "ok: dump --json parses" ||
 		{ echo "FAIL: dump --json is not JSON"; fails=$((fails + 1)); }
+fi
+expect 0 '' "$htr" dump --tsc --depth 3 "$dir/t.htr"
+expect 0 '' "$htr" top --limit 5 "$dir/t.htr"
+expect 0 '' "$htr" find --sort cost --limit 3 '*' "$dir/t.htr"
+expect 2 'sort' "$htr" find --sort sideways '*' "$dir/t.htr"
+expect 2 '' "$htr" find "$dir/t.htr"
+if command -v python3 >/dev/null; then
+	set -f      # the find pattern below is for htr, not the shell
+	for c in "dump --tsc --json" "top --json" "find --json *"; do
+		# shellcheck disable=SC2086
+		"$htr" $c "$dir/t.htr" | python3 -c 'import json,sys; json.load(sys.stdin)' &&
+			echo "ok: $c parses" ||
+			{ echo "FAIL: $c is not JSON"; fails=$((fails + 1)); }
+	done
+	set +f
 fi
 expect 1 'not an htr file' "$htr" info "$T"
 head -c 1000 "$dir/t.htr" >"$dir/cut.htr"
