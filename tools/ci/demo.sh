@@ -1,7 +1,8 @@
 #!/bin/sh
 # The main job on the sample that ships in tests/data: build its call tree
-# with htr, show the file's header and the top of the tree, and check the
-# trace itself against its ground truth with plain libipt.
+# with htr, show the file's header, the top of the tree, where the time
+# went (TSC ticks per function and per call), and check the trace itself
+# against its ground truth with plain libipt.
 set -eu
 cd "$(dirname "$0")/../.."
 . tools/ci/setup.sh
@@ -15,4 +16,7 @@ set -x
 	-o "$out/sample.htr"
 "$htr" info "$out/sample.htr"
 "$htr" dump --depth 3 "$out/sample.htr" | head -n 25
+rm -rf "$out/sample.htr.lmdb"
+"$htr" top --limit 5 "$out/sample.htr"
+"$htr" dump --tsc --depth 3 "$out/sample.htr"
 build/tools/synth/htr-synth --verify tests/data/sample
