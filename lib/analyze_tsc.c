@@ -17,7 +17,7 @@
 static int time_at(const struct htr_file *f, uint64_t id, uint64_t *hint,
 		   uint64_t *t)
 {
-	uint64_t lo = 0, hi = f->ntsc, h = *hint;
+	uint64_t lo = 0, h = *hint;
 
 	if (h < f->ntsc && f->tsc[h].id <= id) {
 		/* Try a few steps forward before searching. */
@@ -33,14 +33,7 @@ static int time_at(const struct htr_file *f, uint64_t id, uint64_t *hint,
 		}
 		lo = h;
 	}
-	while (lo < hi) {
-		uint64_t mid = lo + (hi - lo) / 2;
-
-		if (f->tsc[mid].id <= id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	lo = htr_file__tsc_upper(f, id, lo);
 	if (lo == 0)
 		return HTR_ERR_NOTFOUND;
 	*hint = lo - 1;
@@ -57,24 +50,6 @@ static unsigned width_of(uint64_t v)
 		v >>= 8;
 	}
 	return w;
-}
-
-static void put_le(uint8_t *p, uint64_t v, unsigned w)
-{
-	unsigned i;
-
-	for (i = 0; i < w; i++)
-		p[i] = (uint8_t) (v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, unsigned w)
-{
-	uint64_t v = 0;
-	unsigned i;
-
-	for (i = 0; i < w; i++)
-		v |= (uint64_t) p[i] << (8 * i);
-	return v;
 }
 
 static uint64_t chunk_hash(uint64_t c, const uint8_t *v, size_t len)
@@ -106,17 +81,17 @@ static size_t encode(uint64_t c, const uint64_t *tot, const uint64_t *loc,
 			wl = w;
 	}
 	memset(buf, 0, HTR_TSC_CHUNK_HDR);
-	put_le(buf, n, 4);
+	htr_disk__put_le(buf, n, 4);
 	buf[4] = (uint8_t) wt;
 	buf[5] = (uint8_t) wl;
 	p = buf + HTR_TSC_CHUNK_HDR;
 	for (i = 0; i < n; i++, p += wt)
-		put_le(p, tot[i], wt);
+		htr_disk__put_le(p, tot[i], wt);
 	for (i = 0; i < n; i++, p += wl)
-		put_le(p, loc[i], wl);
+		htr_disk__put_le(p, loc[i], wl);
 	len = (size_t) (p - buf);
 	h = chunk_hash(c, buf, len);
-	put_le(buf + 8, h, 8);
+	htr_disk__put_le(buf + 8, h, 8);
 	return len;
 }
 
@@ -133,9 +108,9 @@ int htr_tsc__check_chunk(struct htr_analysis *a, uint64_t c,
 		goto bad;
 	wt = v[4];
 	wl = v[5];
-	if (get_le(v, 4) != want_n || wt > 8 || wl > 8 || v[6] || v[7] ||
+	if (htr_disk__get_le(v, 4) != want_n || wt > 8 || wl > 8 || v[6] || v[7] ||
 	    len != HTR_TSC_CHUNK_HDR + want_n * (wt + wl) ||
-	    chunk_hash(c, v, len) != get_le(v + 8, 8))
+	    chunk_hash(c, v, len) != htr_disk__get_le(v + 8, 8))
 		goto bad;
 	return 0;
 bad:
@@ -149,11 +124,11 @@ void htr_tsc__decode(const uint8_t *v, uint32_t i, uint64_t *total,
 		     uint64_t *local)
 {
 	unsigned wt = v[4], wl = v[5];
-	uint32_t n = (uint32_t) get_le(v, 4);
+	uint32_t n = (uint32_t) htr_disk__get_le(v, 4);
 	const uint8_t *p = v + HTR_TSC_CHUNK_HDR;
 
-	*total = get_le(p + (size_t) i * wt, wt);
-	*local = get_le(p + (size_t) n * wt + (size_t) i * wl, wl);
+	*total = htr_disk__get_le(p + (size_t) i * wt, wt);
+	*local = htr_disk__get_le(p + (size_t) n * wt + (size_t) i * wl, wl);
 }
 
 void htr_tsc__forget(struct htr_analysis *a)

@@ -53,6 +53,11 @@ htr_file__block(const struct htr_file *file, uint32_t i)
 	return &file->blocks[i];
 }
 
+/* The number of time points with id <= @id, searching from index @lo on
+ * (every point before @lo must have id <= @id).  O(log n). */
+uint64_t htr_file__tsc_upper(const struct htr_file *file, uint64_t id,
+			     uint64_t lo);
+
 /* One image record of HTR_SEC_IMAGES. */
 struct htr_file_image {
 	const struct htr_disk_image *rec;

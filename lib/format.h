@@ -105,19 +105,33 @@ _Static_assert(sizeof(struct htr_disk_section) == 24, "section size");
 _Static_assert(sizeof(struct htr_disk_block) == 32, "block size");
 _Static_assert(sizeof(struct htr_disk_gap) == 24, "gap size");
 
+/* Little-endian integers of @w bytes (1..8) at any alignment. */
+static inline uint64_t htr_disk__get_le(const uint8_t *p, unsigned w)
+{
+	uint64_t v = 0;
+	unsigned i;
+
+	for (i = 0; i < w; i++)
+		v |= (uint64_t) p[i] << (8 * i);
+	return v;
+}
+
+static inline void htr_disk__put_le(uint8_t *p, uint64_t v, unsigned w)
+{
+	unsigned i;
+
+	for (i = 0; i < w; i++)
+		p[i] = (uint8_t) (v >> (8 * i));
+}
+
 static inline uint64_t htr_disk__get48(const uint8_t b[6])
 {
-	return (uint64_t) b[0] | (uint64_t) b[1] << 8 | (uint64_t) b[2] << 16 |
-	       (uint64_t) b[3] << 24 | (uint64_t) b[4] << 32 |
-	       (uint64_t) b[5] << 40;
+	return htr_disk__get_le(b, 6);
 }
 
 static inline void htr_disk__put48(uint8_t b[6], uint64_t v)
 {
-	int i;
-
-	for (i = 0; i < 6; i++)
-		b[i] = (uint8_t) (v >> (8 * i));
+	htr_disk__put_le(b, v, 6);
 }
 
 /* A fast 64-bit hash for identities and checksums (not cryptographic).

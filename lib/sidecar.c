@@ -32,24 +32,6 @@ static const char *const db_names[HTR_DB_N] = {
 	"meta", "tsc", "names", "blocks",
 };
 
-static void put_le(uint8_t *p, uint64_t v, unsigned w)
-{
-	unsigned i;
-
-	for (i = 0; i < w; i++)
-		p[i] = (uint8_t) (v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, unsigned w)
-{
-	uint64_t v = 0;
-	unsigned i;
-
-	for (i = 0; i < w; i++)
-		v |= (uint64_t) p[i] << (8 * i);
-	return v;
-}
-
 static void put_be32(uint8_t *p, uint32_t v)
 {
 	p[0] = (uint8_t) (v >> 24);
@@ -129,14 +111,14 @@ static void identity(const struct htr_file *f, uint8_t *p)
 
 	memset(p, 0, ID_SIZE);
 	memcpy(p, ID_MAGIC, 8);
-	put_le(p + 8, ID_LAYOUT, 4);
-	put_le(p + 16, h->body_hash, 8);
-	put_le(p + 24, h->trace_hash, 8);
-	put_le(p + 32, h->file_size, 8);
-	put_le(p + 40, h->build_time, 8);
-	put_le(p + 48, h->nblocks, 8);
-	put_le(p + 56, h->ninsns, 8);
-	put_le(p + 64, h->image_hash, 8);
+	htr_disk__put_le(p + 8, ID_LAYOUT, 4);
+	htr_disk__put_le(p + 16, h->body_hash, 8);
+	htr_disk__put_le(p + 24, h->trace_hash, 8);
+	htr_disk__put_le(p + 32, h->file_size, 8);
+	htr_disk__put_le(p + 40, h->build_time, 8);
+	htr_disk__put_le(p + 48, h->nblocks, 8);
+	htr_disk__put_le(p + 56, h->ninsns, 8);
+	htr_disk__put_le(p + 64, h->image_hash, 8);
 }
 
 /* 1 if the stored identity is this file's, 0 if not (or absent, or of
@@ -175,9 +157,9 @@ static int tsc_ok(struct htr_analysis *a, MDB_txn *txn)
 		return mdb_fail(a, mrc, "reading the tsc record");
 	p = v.mv_data;
 	return v.mv_size == TSC_REC_SIZE &&
-	       get_le(p, 4) == HTR_TSC_VERSION &&
-	       get_le(p + 4, 4) == HTR_TSC_CHUNK &&
-	       get_le(p + 8, 8) == nchunks_of(a->file);
+	       htr_disk__get_le(p, 4) == HTR_TSC_VERSION &&
+	       htr_disk__get_le(p + 4, 4) == HTR_TSC_CHUNK &&
+	       htr_disk__get_le(p + 8, 8) == nchunks_of(a->file);
 }
 
 static int sym_ok(struct htr_analysis *a, MDB_txn *txn)
@@ -193,13 +175,13 @@ static int sym_ok(struct htr_analysis *a, MDB_txn *txn)
 		return mdb_fail(a, mrc, "reading the sym record");
 	p = v.mv_data;
 	if (v.mv_size != SYM_REC_SIZE ||
-	    get_le(p, 4) != (HTR_SYM_VERSION << 16 | HTR_TSC_VERSION) ||
-	    get_le(p + 16, 8) != a->file->nfuncs)
+	    htr_disk__get_le(p, 4) != (HTR_SYM_VERSION << 16 | HTR_TSC_VERSION) ||
+	    htr_disk__get_le(p + 16, 8) != a->file->nfuncs)
 		return 0;
 	/* Built while some images were unreadable: stale once one is
 	 * back, so its names replace the MODULE+0xOFFSET ones. */
-	return !get_le(p + 4, 4) ||
-	       htr_syms__unreadable(a->file) >= get_le(p + 4, 4);
+	return !htr_disk__get_le(p + 4, 4) ||
+	       htr_syms__unreadable(a->file) >= htr_disk__get_le(p + 4, 4);
 }
 
 /* 1 if every wanted analyzer is current. */
@@ -231,10 +213,10 @@ static int bump_counter(MDB_txn *txn, MDB_dbi dbi, const char *key)
 
 	mrc = meta_get(txn, dbi, key, &v);
 	if (mrc == 0 && v.mv_size == 8)
-		n = get_le(v.mv_data, 8);
+		n = htr_disk__get_le(v.mv_data, 8);
 	else if (mrc && mrc != MDB_NOTFOUND)
 		return mrc;
-	put_le(buf, n + 1, 8);
+	htr_disk__put_le(buf, n + 1, 8);
 	return meta_put(txn, dbi, key, buf, 8);
 }
 
@@ -332,14 +314,14 @@ static int store_sym(struct htr_analysis *a, MDB_txn *txn, int *mrcp)
 			val = nv;
 			cap = need;
 		}
-		put_le(val, n->st.calls, 8);
-		put_le(val + 8, n->st.inclusive, 8);
-		put_le(val + 16, n->st.local, 8);
-		put_le(val + 24, n->st.slowest_total, 8);
-		put_le(val + 32, n->st.slowest, 4);
-		put_le(val + 36, (n->st.nblocks + HTR_SYM_PIECE - 1) /
+		htr_disk__put_le(val, n->st.calls, 8);
+		htr_disk__put_le(val + 8, n->st.inclusive, 8);
+		htr_disk__put_le(val + 16, n->st.local, 8);
+		htr_disk__put_le(val + 24, n->st.slowest_total, 8);
+		htr_disk__put_le(val + 32, n->st.slowest, 4);
+		htr_disk__put_le(val + 36, (n->st.nblocks + HTR_SYM_PIECE - 1) /
 			       HTR_SYM_PIECE, 4);
-		put_le(val + 40, n->st.nblocks, 8);
+		htr_disk__put_le(val + 40, n->st.nblocks, 8);
 		memcpy(val + FSTATS_SIZE, n->name, nl + 1);
 		k.mv_data = (void *) n->key;
 		k.mv_size = n->key_len;
@@ -368,8 +350,8 @@ static int store_sym(struct htr_analysis *a, MDB_txn *txn, int *mrcp)
 				break;
 			p = v.mv_data;
 			for (j = 0; j < cnt; j++)
-				put_le(p + 8 + 4 * j, n->blocks[off + j], 4);
-			put_le(p, piece_hash(key, n->key_len + 4, p + 8,
+				htr_disk__put_le(p + 8 + 4 * j, n->blocks[off + j], 4);
+			htr_disk__put_le(p, piece_hash(key, n->key_len + 4, p + 8,
 					     cnt * 4), 8);
 			bytes += 8 + cnt * 4;
 		}
@@ -381,7 +363,7 @@ static int store_sym(struct htr_analysis *a, MDB_txn *txn, int *mrcp)
 			return htr_err__set(&a->err, HTR_ERR_NOMEM,
 					    "out of memory");
 		for (i = 0; i <= a->nfuncs; i++)
-			put_le(map + 4 * i, a->func_name[i], 4);
+			htr_disk__put_le(map + 4 * i, a->func_name[i], 4);
 		mrc = meta_put(txn, a->dbi[HTR_DB_META], "sym.funcmap", map,
 			       (a->nfuncs + 1) * 4);
 		th = table_hash(th, "sym.funcmap", 11, map,
@@ -390,12 +372,12 @@ static int store_sym(struct htr_analysis *a, MDB_txn *txn, int *mrcp)
 	}
 	if (!mrc) {
 		memset(rec, 0, sizeof(rec));
-		put_le(rec, HTR_SYM_VERSION << 16 | HTR_TSC_VERSION, 4);
-		put_le(rec + 4, a->nskipped, 4);
-		put_le(rec + 8, a->nnames, 8);
-		put_le(rec + 16, a->nfuncs, 8);
-		put_le(rec + 24, bytes, 8);
-		put_le(rec + 32, th, 8);
+		htr_disk__put_le(rec, HTR_SYM_VERSION << 16 | HTR_TSC_VERSION, 4);
+		htr_disk__put_le(rec + 4, a->nskipped, 4);
+		htr_disk__put_le(rec + 8, a->nnames, 8);
+		htr_disk__put_le(rec + 16, a->nfuncs, 8);
+		htr_disk__put_le(rec + 24, bytes, 8);
+		htr_disk__put_le(rec + 32, th, 8);
 		mrc = meta_put(txn, a->dbi[HTR_DB_META], "sym", rec,
 			       sizeof(rec));
 	}
@@ -478,10 +460,10 @@ static int update(struct htr_analysis *a, int *mrcp)
 			goto fail;
 		}
 		memset(rec, 0, sizeof(rec));
-		put_le(rec, HTR_TSC_VERSION, 4);
-		put_le(rec + 4, HTR_TSC_CHUNK, 4);
-		put_le(rec + 8, nchunks_of(a->file), 8);
-		put_le(rec + 16, s.bytes, 8);
+		htr_disk__put_le(rec, HTR_TSC_VERSION, 4);
+		htr_disk__put_le(rec + 4, HTR_TSC_CHUNK, 4);
+		htr_disk__put_le(rec + 8, nchunks_of(a->file), 8);
+		htr_disk__put_le(rec + 16, s.bytes, 8);
 		mrc = meta_put(txn, a->dbi[HTR_DB_META], "tsc", rec,
 			       sizeof(rec));
 		if (!mrc)
@@ -544,9 +526,9 @@ static int load_sym(struct htr_analysis *a)
 	if (mrc)
 		return mdb_fail(a, mrc, "reading the sym record");
 	p = v.mv_data;
-	nnames = get_le(p + 8, 8);
-	want_h = get_le(p + 32, 8);
-	a->nskipped = (unsigned) get_le(p + 4, 4);
+	nnames = htr_disk__get_le(p + 8, 8);
+	want_h = htr_disk__get_le(p + 32, 8);
+	a->nskipped = (unsigned) htr_disk__get_le(p + 4, 4);
 	a->nfuncs = a->file->nfuncs;
 	if (nnames > a->file->nfuncs + 1)
 		goto corrupt;
@@ -561,7 +543,7 @@ static int load_sym(struct htr_analysis *a)
 	if (!a->func_name || !a->names)
 		return htr_err__set(&a->err, HTR_ERR_NOMEM, "out of memory");
 	for (i = 0; i <= a->nfuncs; i++) {
-		a->func_name[i] = (uint32_t) get_le((const uint8_t *) v.mv_data +
+		a->func_name[i] = (uint32_t) htr_disk__get_le((const uint8_t *) v.mv_data +
 						    4 * i, 4);
 		if (a->func_name[i] >= nnames && a->func_name[i] != UINT32_MAX)
 			goto corrupt;
@@ -592,13 +574,13 @@ static int load_sym(struct htr_analysis *a)
 		n->name = name;
 		n->key = k.mv_data;
 		n->key_len = k.mv_size;
-		n->st.calls = get_le(p, 8);
-		n->st.inclusive = get_le(p + 8, 8);
-		n->st.local = get_le(p + 16, 8);
-		n->st.slowest_total = get_le(p + 24, 8);
-		n->st.slowest = (uint32_t) get_le(p + 32, 4);
-		n->st.npieces = (uint32_t) get_le(p + 36, 4);
-		n->st.nblocks = get_le(p + 40, 8);
+		n->st.calls = htr_disk__get_le(p, 8);
+		n->st.inclusive = htr_disk__get_le(p + 8, 8);
+		n->st.local = htr_disk__get_le(p + 16, 8);
+		n->st.slowest_total = htr_disk__get_le(p + 24, 8);
+		n->st.slowest = (uint32_t) htr_disk__get_le(p + 32, 4);
+		n->st.npieces = (uint32_t) htr_disk__get_le(p + 36, 4);
+		n->st.nblocks = htr_disk__get_le(p + 40, 8);
 		if (n->st.nblocks != n->st.calls ||
 		    n->st.nblocks > a->file->nblocks ||
 		    n->st.npieces != (n->st.nblocks + HTR_SYM_PIECE - 1) /
@@ -833,7 +815,7 @@ int htr_sidecar__blocks(struct htr_analysis *a, const struct htr_an_name *n,
 		k.mv_size = n->key_len + 4;
 		mrc = mdb_get(a->txn, a->dbi[HTR_DB_BLOCKS], &k, &v);
 		if (mrc == MDB_NOTFOUND || (!mrc && (v.mv_size != 8 + cnt * 4 ||
-		    get_le(v.mv_data, 8) != piece_hash(key, k.mv_size,
+		    htr_disk__get_le(v.mv_data, 8) != piece_hash(key, k.mv_size,
 				(const uint8_t *) v.mv_data + 8, cnt * 4))))
 			return htr_err__set(&a->err, HTR_ERR_CORRUPT, "%s: the "
 					    "block list of '%s' is damaged; "
@@ -846,7 +828,7 @@ int htr_sidecar__blocks(struct htr_analysis *a, const struct htr_an_name *n,
 			size_t m = 0;
 
 			while (m < 256 && j < cnt) {
-				buf[m] = (uint32_t) get_le(q + 4 * j, 4);
+				buf[m] = (uint32_t) htr_disk__get_le(q + 4 * j, 4);
 				if (buf[m] >= a->file->nblocks)
 					return htr_err__set(&a->err,
 						HTR_ERR_CORRUPT, "%s: the block "

@@ -320,16 +320,11 @@ int htr_tsc_point(const struct htr_file *file, uint64_t i, uint64_t *id,
 	return 0;
 }
 
-int htr_tsc_for_insn(const struct htr_file *file, uint64_t id, uint64_t *tsc)
+uint64_t htr_file__tsc_upper(const struct htr_file *file, uint64_t id,
+			     uint64_t lo)
 {
-	uint64_t lo = 0, hi;
+	uint64_t hi = file->ntsc;
 
-	if (!file || !file->ok || !tsc)
-		return HTR_ERR_INVALID;
-	if (id >= file->hdr->ninsns)
-		return HTR_ERR_RANGE;
-	/* The number of entries with id' <= @id (sorted at open). */
-	hi = file->ntsc;
 	while (lo < hi) {
 		uint64_t mid = lo + (hi - lo) / 2;
 
@@ -338,8 +333,20 @@ int htr_tsc_for_insn(const struct htr_file *file, uint64_t id, uint64_t *tsc)
 		else
 			hi = mid;
 	}
-	if (lo == 0)
+	return lo;
+}
+
+int htr_tsc_for_insn(const struct htr_file *file, uint64_t id, uint64_t *tsc)
+{
+	uint64_t n;
+
+	if (!file || !file->ok || !tsc)
+		return HTR_ERR_INVALID;
+	if (id >= file->hdr->ninsns)
+		return HTR_ERR_RANGE;
+	n = htr_file__tsc_upper(file, id, 0);
+	if (n == 0)
 		return HTR_ERR_NOTFOUND;
-	*tsc = file->tsc[lo - 1].tsc;
+	*tsc = file->tsc[n - 1].tsc;
 	return 0;
 }
