@@ -325,3 +325,97 @@ Test(build, shipped_fixture)
 	htr_file_close(f);
 	truth_free(&t);
 }
+
+/* Damaged traces (flipped bytes, garbage runs, truncation) never fail or
+ * crash a build: the damage becomes gaps and the tree stays well formed. */
+Test(build, corrupt_traces, .timeout = 120)
+{
+	struct synth_opts o;
+	struct truth t;
+	struct htr_file *f = NULL;
+	char path[300], out[300];
+	uint8_t *orig;
+	size_t size;
+	uint64_t rng = 12345;
+	FILE *fp;
+	int round;
+
+	synth_opts_init(&o);
+	o.scenario = SYNTH_MIXED;
+	o.seed = 21;
+	o.insns = 40000;
+	make(&o, "damage", &t, &f, "%s.elf");
+	htr_file_close(f);
+	snprintf(path, sizeof(path), "%s/damage.pt", dir);
+	fp = fopen(path, "rb");
+	cr_assert_not_null(fp);
+	fseek(fp, 0, SEEK_END);
+	size = (size_t) ftell(fp);
+	rewind(fp);
+	orig = malloc(size);
+	cr_assert_not_null(orig);
+	cr_assert_eq(fread(orig, 1, size, fp), size);
+	fclose(fp);
+
+	for (round = 0; round < 40; round++) {
+		struct htr_builder *b;
+		uint8_t *buf = malloc(size);
+		size_t n = size, k;
+		uint32_t i;
+		int rc;
+
+		cr_assert_not_null(buf);
+		memcpy(buf, orig, size);
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		if (round % 3 == 0) {            /* scattered flips */
+			for (k = 0; k < 1 + (rng >> 60); k++) {
+				rng = rng * 6364136223846793005ull + 1;
+				buf[(rng >> 16) % size] ^= (uint8_t) (rng >> 8);
+			}
+		} else if (round % 3 == 1) {     /* a run of garbage */
+			size_t at = (rng >> 16) % size;
+
+			for (k = at; k < size && k < at + 512; k++) {
+				rng = rng * 6364136223846793005ull + 1;
+				buf[k] = (uint8_t) (rng >> 33);
+			}
+		} else {                         /* cut short */
+			n = 1 + (rng >> 16) % size;
+		}
+		snprintf(path, sizeof(path), "%s/bad%d.pt", dir, round);
+		snprintf(out, sizeof(out), "%s/bad%d.htr", dir, round);
+		fp = fopen(path, "wb");
+		cr_assert_not_null(fp);
+		cr_assert_eq(fwrite(buf, 1, n, fp), n);
+		fclose(fp);
+		free(buf);
+
+		cr_assert_eq(htr_builder_alloc(&b, NULL), 0);
+		snprintf(path, sizeof(path), "%s/damage.elf", dir);
+		cr_assert_eq(htr_builder_add_elf(b, path), 0);
+		snprintf(path, sizeof(path), "%s/bad%d.pt", dir, round);
+		rc = htr_builder_run(b, path, out, NULL, 0);
+		/* Only a trace cut before its first PSB has nothing to decode. */
+		cr_assert(rc == 0 || (rc == HTR_ERR_DECODE && n < 64),
+			  "round %d: %s", round, htr_builder_last_error(b));
+		htr_builder_free(b);
+		if (rc)
+			continue;
+		cr_assert_eq(htr_file_open(&f, out, NULL), 0, "round %d", round);
+		for (i = 0; i < htr_block_count(f); i++) {
+			struct htr_block_info bi, pi;
+
+			bi.size = pi.size = sizeof(bi);
+			cr_assert_eq(htr_block_get(f, i, &bi, sizeof(bi)), 0);
+			cr_assert_leq(bi.first, bi.last);
+			if (bi.parent == HTR_NONE)
+				continue;
+			cr_assert_eq(htr_block_get(f, bi.parent, &pi, sizeof(pi)), 0);
+			cr_assert(pi.first <= bi.first && bi.last <= pi.last,
+				  "round %d: block %u outside its parent", round, i);
+		}
+		htr_file_close(f);
+	}
+	free(orig);
+	truth_free(&t);
+}
