@@ -31,7 +31,6 @@ struct htr_tb {
 	uint64_t gaps;
 	uint64_t last_tsc;
 	int have_tsc;
-	int started;
 	int in_gap;             /* a gap was reported, no resume yet */
 	struct funcmap funcs;
 };
@@ -230,7 +229,6 @@ int htr_tb__run(struct htr_tb *t, uint64_t ip, uint32_t ninsn,
 	if (last > HTR_MAX_ID)
 		return HTR_ERR_LIMIT;
 	t->id += ninsn;
-	t->started = 1;
 	switch (cls) {
 	case HTR_IC_CALL:
 	case HTR_IC_FAR_CALL:
