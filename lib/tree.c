@@ -169,13 +169,40 @@ static uint32_t up(struct walk *w, uint32_t b, int *rc)
 	return p;
 }
 
+/* @cur's subtree is done: move to its next sibling (returns 1: a new
+ * subtree to walk), or up to its parent, whose children are then all done
+ * (returns 0).  Returns -1 when the walk is over - the start block or the
+ * last root is done - or *@rc holds an error. */
+static int advance(struct walk *w, uint32_t *cur, uint32_t *level,
+		   bool subtree, int *rc)
+{
+	uint32_t next;
+
+	if (subtree && *level == 0)
+		return -1;
+	next = across(w, *cur, rc);
+	if (*rc)
+		return -1;
+	if (next != HTR_NONE32) {
+		*cur = next;
+		return 1;
+	}
+	if (*level == 0)
+		return -1;
+	*cur = up(w, *cur, rc);
+	if (*rc)
+		return -1;
+	(*level)--;
+	return 0;
+}
+
 int htr_tree_visit(const struct htr_file *file, uint32_t from,
 		   enum htr_order order, htr_visit_fn fn, void *payload)
 {
 	struct walk w;
 	uint32_t cur, next, level = 0;
 	bool subtree = from != HTR_NONE;
-	int rc = 0, v;
+	int rc = 0, v, a;
 
 	if (!file || !file->ok || !fn ||
 	    (order != HTR_PREORDER && order != HTR_POSTORDER))
@@ -191,11 +218,11 @@ int htr_tree_visit(const struct htr_file *file, uint32_t from,
 	w.steps = 0;
 	w.limit = 2 * file->nblocks + 2;
 
+	/* (A record's HTR_NONE32 parent is the API's HTR_NONE.) */
 	if (order == HTR_PREORDER) {
 		for (;;) {
-			v = fn(file, cur, file->blocks[cur].parent == HTR_NONE32 ?
-				  HTR_NONE : file->blocks[cur].parent,
-			       level, payload);
+			v = fn(file, cur, file->blocks[cur].parent, level,
+			       payload);
 			if (v && v != HTR_VISIT_SKIP)
 				return v;
 			if (!v) {
@@ -208,23 +235,11 @@ int htr_tree_visit(const struct htr_file *file, uint32_t from,
 					continue;
 				}
 			}
-			for (;;) {
-				if (subtree && level == 0)
-					return 0;
-				next = across(&w, cur, &rc);
-				if (rc)
+			do {
+				a = advance(&w, &cur, &level, subtree, &rc);
+				if (a < 0)
 					return rc;
-				if (next != HTR_NONE32) {
-					cur = next;
-					break;
-				}
-				if (level == 0)
-					return 0;
-				cur = up(&w, cur, &rc);
-				if (rc)
-					return rc;
-				level--;
-			}
+			} while (a == 0);
 		}
 	}
 
@@ -237,28 +252,15 @@ int htr_tree_visit(const struct htr_file *file, uint32_t from,
 		}
 		if (rc)
 			return rc;
-		for (;;) {
-			v = fn(file, cur, file->blocks[cur].parent == HTR_NONE32 ?
-				  HTR_NONE : file->blocks[cur].parent,
-			       level, payload);
+		do {
+			v = fn(file, cur, file->blocks[cur].parent, level,
+			       payload);
 			if (v)
 				return v;
-			if (subtree && level == 0)
-				return 0;
-			next = across(&w, cur, &rc);
-			if (rc)
+			a = advance(&w, &cur, &level, subtree, &rc);
+			if (a < 0)
 				return rc;
-			if (next != HTR_NONE32) {
-				cur = next;
-				break;
-			}
-			if (level == 0)
-				return 0;
-			cur = up(&w, cur, &rc);
-			if (rc)
-				return rc;
-			level--;
-		}
+		} while (a == 0);
 	}
 }
 
