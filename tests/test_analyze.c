@@ -5,6 +5,7 @@
  * libiberty), per-function figures; the sidecar's life: reload, rebuild of
  * the .htr, two processes at once, corruption, read-only directories.
  */
+#include "build_truth.h"
 #include "htr/htr.h"
 #include "synth.h"
 #include "truth.h"
@@ -45,30 +46,18 @@ static void make(struct synth_opts *o, const char *tag, const char *out,
 		 struct truth *t)
 {
 	char prefix[256], path[300], spec[300], outp[300], err[512];
-	struct htr_build_opts bo;
-	struct htr_builder *b;
-	int rc;
 
 	snprintf(prefix, sizeof(prefix), "%s/%s", dir, tag);
 	cr_assert_eq(synth_run(o, prefix, NULL, err, sizeof(err)), 0, "%s", err);
 	snprintf(path, sizeof(path), "%s.truth", prefix);
 	cr_assert_eq(truth_load(t, path, err, sizeof(err)), 0, "%s", err);
-	htr_build_opts_init(&bo);
-	bo.cpuid_0x15_eax = t->cpuid_eax;
-	bo.cpuid_0x15_ebx = t->cpuid_ebx;
-	bo.mtc_freq = (uint8_t) t->mtc_freq;
-	bo.nom_freq = (uint8_t) t->nom_freq;
-	cr_assert_eq(htr_builder_alloc(&b, &bo), 0);
 	snprintf(spec, sizeof(spec), "%s.elf", prefix);
-	cr_assert_eq(htr_builder_add_elf(b, spec), 0);
 	snprintf(path, sizeof(path), "%s.pt", prefix);
 	if (out)
 		snprintf(outp, sizeof(outp), "%s/%s", dir, out);
 	else
 		snprintf(outp, sizeof(outp), "%s.htr", prefix);
-	rc = htr_builder_run(b, path, outp, NULL, 0);
-	cr_assert_eq(rc, 0, "%s: %s", tag, htr_builder_last_error(b));
-	htr_builder_free(b);
+	build_with_truth(t, spec, path, outp, NULL);
 }
 
 static struct htr_file *open_file(const char *name)

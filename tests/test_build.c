@@ -5,6 +5,7 @@
  * with the ELF at another base gives the same tree; random programs satisfy
  * the tree's structural properties.
  */
+#include "build_truth.h"
 #include "htr/htr.h"
 #include "synth.h"
 #include "truth.h"
@@ -24,8 +25,6 @@ static void make(struct synth_opts *o, const char *tag, struct truth *t,
 		 struct htr_file **f, const char *elf_spec_fmt)
 {
 	char prefix[256], path[300], spec[400], out[300], err[512];
-	struct htr_build_opts bo;
-	struct htr_builder *b;
 	struct htr_build_stats st;
 	int rc;
 
@@ -34,22 +33,11 @@ static void make(struct synth_opts *o, const char *tag, struct truth *t,
 	snprintf(path, sizeof(path), "%s.truth", prefix);
 	cr_assert_eq(truth_load(t, path, err, sizeof(err)), 0, "%s", err);
 
-	htr_build_opts_init(&bo);
-	bo.cpuid_0x15_eax = t->cpuid_eax;
-	bo.cpuid_0x15_ebx = t->cpuid_ebx;
-	bo.mtc_freq = (uint8_t) t->mtc_freq;
-	bo.nom_freq = (uint8_t) t->nom_freq;
-	cr_assert_eq(htr_builder_alloc(&b, &bo), 0);
 	snprintf(spec, sizeof(spec), elf_spec_fmt, prefix,
 		 (unsigned long long) t->base);
-	rc = htr_builder_add_elf(b, spec);
-	cr_assert_eq(rc, 0, "%s: %s", spec, htr_builder_last_error(b));
 	snprintf(path, sizeof(path), "%s.pt", prefix);
 	snprintf(out, sizeof(out), "%s.htr", prefix);
-	memset(&st, 0, sizeof(st));
-	rc = htr_builder_run(b, path, out, &st, sizeof(st));
-	cr_assert_eq(rc, 0, "%s: %s", tag, htr_builder_last_error(b));
-	htr_builder_free(b);
+	build_with_truth(t, spec, path, out, &st);
 	cr_assert_eq(st.insns, t->insns, "%s: built %" PRIu64 " insns, truth %"
 		     PRIu64, tag, st.insns, t->insns);
 	rc = htr_file_open(f, out, NULL);

@@ -10,6 +10,7 @@
 #include "synth.h"
 #include "truth.h"
 
+#include "build_truth.h"
 #include "tmpdir.h"
 
 #include <criterion/criterion.h>
@@ -50,25 +51,12 @@ static void synth(const char *tag, uint64_t base, uint64_t seed,
 static void build(const char *tag, const char *trace, const char *elf,
 		  uint64_t base, const struct truth *t)
 {
-	struct htr_build_opts bo;
-	struct htr_builder *b;
 	char spec[400], pt[300], out[300];
-	int rc;
 
-	htr_build_opts_init(&bo);
-	bo.cpuid_0x15_eax = t->cpuid_eax;
-	bo.cpuid_0x15_ebx = t->cpuid_ebx;
-	bo.mtc_freq = (uint8_t) t->mtc_freq;
-	bo.nom_freq = (uint8_t) t->nom_freq;
-	cr_assert_eq(htr_builder_alloc(&b, &bo), 0);
 	snprintf(spec, sizeof(spec), "%s/%s@0x%llx", dir, elf, U64(base));
-	rc = htr_builder_add_elf(b, spec);
-	cr_assert_eq(rc, 0, "%s: %s", spec, htr_builder_last_error(b));
 	snprintf(pt, sizeof(pt), "%s/%s.pt", dir, trace);
 	snprintf(out, sizeof(out), "%s/%s.htr", dir, tag);
-	rc = htr_builder_run(b, pt, out, NULL, 0);
-	cr_assert_eq(rc, 0, "%s: %s", tag, htr_builder_last_error(b));
-	htr_builder_free(b);
+	build_with_truth(t, spec, pt, out, NULL);
 }
 
 struct loaded {
