@@ -28,7 +28,11 @@ struct htr_file;
 #define HTR_BLOCK_GAP       0x04u /* a gap lies inside its span */
 #define HTR_BLOCK_IMPLICIT  0x08u /* closed without a return: tracing
 				   * resumed at an outer frame's return
-				   * address */
+				   * address, or tracing resumed after a
+				   * far transfer (syscall, sysenter, ...) */
+#define HTR_BLOCK_UNWOUND   0x10u /* abandoned without a return (longjmp,
+				   * exception, stack switch): closed at the
+				   * return that landed in an outer frame */
 
 struct htr_open_opts {
 	size_t size;            /* sizeof(struct htr_open_opts) */

@@ -73,6 +73,7 @@ const char *block_flags_str(uint32_t flags, char *buf, size_t size)
 		{ HTR_BLOCK_TRUNCATED, "truncated" },
 		{ HTR_BLOCK_GAP, "gap" },
 		{ HTR_BLOCK_IMPLICIT, "implicit-return" },
+		{ HTR_BLOCK_UNWOUND, "unwound" },
 	};
 	size_t i, n = 0;
 
