@@ -160,6 +160,39 @@ static int on_progress(void *ctx, uint64_t offset)
 	return 0;
 }
 
+static int func_extent(void *ctx, uint64_t addr, uint64_t *start,
+		       uint64_t *end)
+{
+	return htr_image__func_extent(ctx, addr, start, end);
+}
+
+/* Whether the first MiB of the trace has MTC or CYC packets that the
+ * timing options leave the decoder unable to use (it then keeps only the
+ * TSC of each PSB+, and most blocks look equally long). */
+static int timing_unusable(const struct htr_build_opts *o, const uint8_t *data,
+			   uint64_t size)
+{
+	struct pt_packet_decoder *d;
+	struct pt_packet pkt;
+	struct pt_config c;
+	int mtc = 0, cyc = 0, n = 0;
+
+	pt_config_init(&c);
+	c.begin = (uint8_t *) (uintptr_t) data;
+	c.end = c.begin + (size < (1u << 20) ? size : (1u << 20));
+	d = pt_pkt_alloc_decoder(&c);
+	if (!d)
+		return 0;
+	if (pt_pkt_sync_forward(d) >= 0)
+		while (n++ < 100000 && pt_pkt_next(d, &pkt, sizeof(pkt)) >= 0) {
+			mtc |= pkt.type == ppt_mtc;
+			cyc |= pkt.type == ppt_cyc;
+		}
+	pt_pkt_free_decoder(d);
+	return (mtc && (!o->cpuid_0x15_eax || !o->cpuid_0x15_ebx ||
+			!o->mtc_freq)) || (cyc && !o->nom_freq);
+}
+
 static int map_trace(struct htr_builder *b, const char *path,
 		     const uint8_t **data, uint64_t *size)
 {
@@ -238,6 +271,7 @@ int htr_builder_run(struct htr_builder *b, const char *trace,
 		htr_err__set(&b->err, rc, "out of memory");
 		goto out;
 	}
+	htr_tb__set_extents(g.tb, func_extent, b->img);
 
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.trace = data;
@@ -294,6 +328,8 @@ int htr_builder_run(struct htr_builder *b, const char *trace,
 		s.funcs = htr_tb__funcs(g.tb);
 		s.trace_size = tsize;
 		s.max_depth = htr_writer__max_depth(g.w);
+		s.folded = htr_tb__folded(g.tb);
+		s.timing_unusable = timing_unusable(&b->opts, data, tsize);
 		memcpy(stats, &s, size < sizeof(s) ? size : sizeof(s));
 	}
 	goto out;

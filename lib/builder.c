@@ -7,13 +7,15 @@
 
 struct frame {
 	uint64_t first;
-	uint64_t ret_ip;        /* 0: unknown (the top-level frame) */
+	uint64_t ret_ip;        /* 0: unknown (the top-level frame, callbacks) */
+	uint64_t entry;         /* 0: unknown */
 	uint32_t func;          /* HTR_FUNC_NONE until known */
 	uint32_t first_child;
 	uint32_t nchildren;
 	uint8_t flags;
 	uint8_t entry_pending;  /* the next run starts at its entry */
 	uint8_t own;            /* ran instructions itself (top level) */
+	uint8_t far;            /* opened by a far transfer or an interrupt */
 };
 
 /* Open addressing, entry -> function index; grows at 1/2 load. */
@@ -32,6 +34,13 @@ struct htr_tb {
 	uint64_t last_tsc;
 	int have_tsc;
 	int in_gap;             /* a gap was reported, no resume yet */
+	struct htr_decode_gap gap;      /* the last one */
+	int ret_pending;        /* a return waits to learn where it landed */
+	uint64_t ret_last;      /* its ID */
+	uint64_t folded, nfolded;       /* calls past the depth limit: open,
+					 * ever */
+	htr_tb_extent_fn extent;
+	void *extent_ctx;
 	struct funcmap funcs;
 };
 
@@ -102,6 +111,20 @@ static int func_index(struct htr_tb *t, uint64_t entry, uint32_t *out)
 	return 0;
 }
 
+/* Whether @entry is a call target seen so far. */
+static int func_known(const struct htr_tb *t, uint64_t entry)
+{
+	const struct funcmap *m = &t->funcs;
+	size_t j;
+
+	if (!entry || !m->cap)
+		return 0;
+	for (j = mix(entry) & (m->cap - 1); m->keys[j]; j = (j + 1) & (m->cap - 1))
+		if (m->keys[j] == entry)
+			return 1;
+	return 0;
+}
+
 int htr_tb__alloc(struct htr_tb **out, struct htr_writer *w)
 {
 	struct htr_tb *t = calloc(1, sizeof(*t));
@@ -125,6 +148,12 @@ int htr_tb__alloc(struct htr_tb **out, struct htr_writer *w)
 	return 0;
 }
 
+void htr_tb__set_extents(struct htr_tb *t, htr_tb_extent_fn fn, void *ctx)
+{
+	t->extent = fn;
+	t->extent_ctx = ctx;
+}
+
 void htr_tb__free(struct htr_tb *t)
 {
 	if (!t)
@@ -135,10 +164,18 @@ void htr_tb__free(struct htr_tb *t)
 	free(t);
 }
 
-static int push(struct htr_tb *t, uint64_t ret_ip)
+static int push(struct htr_tb *t, uint64_t ret_ip, int far)
 {
 	struct frame *f;
 
+	if (t->folded || t->depth > HTR_TB_MAX_DEPTH) {
+		/* Past the limit the deepest frame absorbs the callee; its
+		 * returns are matched by count. */
+		t->folded++;
+		t->nfolded++;
+		t->st[t->depth - 1].flags |= HTR_BLOCK_GAP;
+		return 0;
+	}
 	if (t->depth == t->cap) {
 		size_t ncap = t->cap * 2;
 		struct frame *n = realloc(t->st, ncap * sizeof(*n));
@@ -155,7 +192,23 @@ static int push(struct htr_tb *t, uint64_t ret_ip)
 	f->func = HTR_FUNC_NONE;
 	f->first_child = HTR_NONE32;
 	f->entry_pending = 1;
+	f->far = (uint8_t) far;
 	return 0;
+}
+
+static int set_entry(struct htr_tb *t, struct frame *f, uint64_t entry)
+{
+	f->entry_pending = 0;
+	f->entry = entry;
+	return func_index(t, entry, &f->func);
+}
+
+/* A frame entered at @ip by an unseen call (return address unknown). */
+static int push_at(struct htr_tb *t, uint64_t ip)
+{
+	int rc = push(t, 0, 0);
+
+	return rc < 0 || t->folded ? rc : set_entry(t, &t->st[t->depth - 1], ip);
 }
 
 /* Write @f as a completed block ending at @last and make it the newest
@@ -204,25 +257,81 @@ static int late_return(struct htr_tb *t, uint64_t last)
 	t->st[0].first = top.first;
 	t->st[0].func = HTR_FUNC_NONE;
 	t->st[0].first_child = HTR_NONE32;
-	t->st[0].flags = HTR_BLOCK_LATE;
+	/* It spans what the old one spanned, gaps included. */
+	t->st[0].flags = HTR_BLOCK_LATE | (top.flags & HTR_BLOCK_GAP);
 	return emit(t, &top, last, 0, &t->st[0]);
+}
+
+/* Close every frame above index @keep at @last with @flags. */
+static int pop_to(struct htr_tb *t, size_t keep, uint64_t last, unsigned flags)
+{
+	int rc;
+
+	while (t->depth > keep + 1)
+		if ((rc = pop(t, last, flags)) < 0)
+			return rc;
+	return 0;
+}
+
+/* The innermost open frame below the innermost whose return address is
+ * @ip, or 0 (the top-level frame never matches). */
+static size_t outer_ret_match(const struct htr_tb *t, uint64_t ip)
+{
+	size_t i;
+
+	for (i = t->depth - 1; ip && i-- > 1;)
+		if (t->st[i].ret_ip == ip)
+			return i;
+	return 0;
+}
+
+/* The return held in ret_pending landed at @to (0: unknown). */
+static int land_return(struct htr_tb *t, uint64_t to)
+{
+	uint64_t last = t->ret_last, lo, hi;
+	size_t i;
+
+	t->ret_pending = 0;
+	if (t->depth == 1)
+		return late_return(t, last);
+	if (!to || t->st[t->depth - 1].ret_ip == to)
+		return pop(t, last, 0);
+	/* Landed at an outer frame's return address: the frames above it
+	 * were abandoned (longjmp, exceptions, stack switches). */
+	i = outer_ret_match(t, to);
+	if (i) {
+		int rc = pop_to(t, i, last, HTR_BLOCK_UNWOUND);
+
+		return rc < 0 ? rc : pop(t, last, 0);
+	}
+	/* Landed inside (not at the entry of) an outer frame's function: an
+	 * exception caught there.  A function's entry is where retpolines and
+	 * other return-as-jump tricks go, so it never counts. */
+	if (t->extent && t->extent(t->extent_ctx, to, &lo, &hi) && to != lo)
+		for (i = t->depth - 1; i-- > 1;)
+			if (t->st[i].entry >= lo && t->st[i].entry < hi)
+				return pop_to(t, i, last, HTR_BLOCK_UNWOUND);
+	/* Nothing matches (a retpoline): the innermost frame returned. */
+	return pop(t, last, 0);
 }
 
 int htr_tb__run(struct htr_tb *t, uint64_t ip, uint32_t ninsn,
 		enum htr_icls cls, uint64_t ret_ip)
 {
-	struct frame *top = &t->st[t->depth - 1];
+	struct frame *top;
 	uint64_t last;
 	int rc;
 
+	if (t->ret_pending && (rc = land_return(t, ip)) < 0)
+		return rc;
 	if (!ninsn)
-		return 0;
-	if (top->entry_pending) {
-		top->entry_pending = 0;
-		rc = func_index(t, ip, &top->func);
-		if (rc < 0)
-			return rc;
-	}
+		/* An interrupt after a call or a return: the handler nests
+		 * in whatever frame is innermost now. */
+		return cls == HTR_IC_FAR_CALL ? push(t, ret_ip, 1) : 0;
+	top = &t->st[t->depth - 1];
+	if (top->entry_pending && !t->folded &&
+	    (rc = set_entry(t, top, ip)) < 0)
+		return rc;
 	if (t->depth == 1)
 		top->own = 1;
 	last = t->id + ninsn - 1;
@@ -231,51 +340,86 @@ int htr_tb__run(struct htr_tb *t, uint64_t ip, uint32_t ninsn,
 	t->id += ninsn;
 	switch (cls) {
 	case HTR_IC_CALL:
+		return push(t, ret_ip, 0);
 	case HTR_IC_FAR_CALL:
-		return push(t, ret_ip);
+		return push(t, ret_ip, 1);
 	case HTR_IC_RET:
 	case HTR_IC_FAR_RET:
-		if (t->depth > 1)
-			return pop(t, last, 0);
-		return late_return(t, last);
+		if (t->folded) {
+			t->folded--;
+			return 0;
+		}
+		if (t->depth == 1)
+			return late_return(t, last);
+		t->ret_pending = 1;
+		t->ret_last = last;
+		return 0;
 	case HTR_IC_OTHER:
 		break;
 	}
 	return 0;
 }
 
-int htr_tb__gap(struct htr_tb *t, int kind, uint64_t offset, int code)
+int htr_tb__gap(struct htr_tb *t, const struct htr_decode_gap *g)
 {
-	size_t i;
-
-	t->gaps++;
-	t->in_gap = 1;
-	for (i = 0; i < t->depth; i++)
-		t->st[i].flags |= HTR_BLOCK_GAP;
-	return htr_writer__gap(t->w, t->id, offset, kind, code);
-}
-
-int htr_tb__resume(struct htr_tb *t, uint64_t ip)
-{
+	struct frame *top;
 	size_t i;
 	int rc;
+
+	if (t->ret_pending && (rc = land_return(t, 0)) < 0)
+		return rc;
+	top = &t->st[t->depth - 1];
+	/* A call straight into untraced code: the TIP.PGD names the callee. */
+	if (g->kind == HTR_GAP_DISABLED && !g->async && g->ip &&
+	    top->entry_pending && !t->folded &&
+	    (rc = set_entry(t, top, g->ip)) < 0)
+		return rc;
+	/* An interrupt took user code away: the kernel runs as a far frame
+	 * that returns to the interrupted IP. */
+	if (g->kind == HTR_GAP_DISABLED && g->async &&
+	    (rc = push(t, g->ip, 1)) < 0)
+		return rc;
+	t->gaps++;
+	t->in_gap = 1;
+	t->gap = *g;
+	for (i = 0; i < t->depth; i++)
+		t->st[i].flags |= HTR_BLOCK_GAP;
+	return htr_writer__gap(t->w, t->id, g->offset, g->kind, g->code);
+}
+
+/* Tracing resumes at @ip after a gap (README, "Tree rules" 4). */
+int htr_tb__resume(struct htr_tb *t, uint64_t ip)
+{
+	uint64_t last = t->id ? t->id - 1 : 0, lo, hi;
+	size_t i;
 
 	if (!t->in_gap)
 		return 0;
 	t->in_gap = 0;
 	/* A pending entry was lost in the gap: it stays unknown. */
 	t->st[t->depth - 1].entry_pending = 0;
-	for (i = t->depth - 1; i >= 1; i--) {
-		if (t->st[i].ret_ip != ip)
-			continue;
-		/* Frames i.. returned while we could not see them. */
-		while (t->depth > i) {
-			rc = pop(t, t->id ? t->id - 1 : 0, HTR_BLOCK_IMPLICIT);
-			if (rc < 0)
-				return rc;
-		}
-		break;
-	}
+	if (t->folded)
+		return 0;
+	/* At an open frame's return address: it and the frames above it
+	 * returned unseen. */
+	for (i = t->depth - 1; i >= 1; i--)
+		if (t->st[i].ret_ip == ip)
+			return pop_to(t, i - 1, last, HTR_BLOCK_IMPLICIT);
+	if (t->gap.kind != HTR_GAP_DISABLED)
+		return 0;
+	/* At a function's entry: called from untraced code or by the kernel
+	 * (a callback, a signal handler). */
+	if (func_known(t, ip) ||
+	    (t->extent && t->extent(t->extent_ctx, ip, &lo, &hi) && ip == lo))
+		return push_at(t, ip);
+	/* The kernel returned, wherever it landed (sysenter). */
+	for (i = 1; i < t->depth; i++)
+		if (t->st[i].far)
+			return pop_to(t, i - 1, last, HTR_BLOCK_IMPLICIT);
+	/* A branch left the traced code and something else came back: a
+	 * callback from untraced code whose entry no symbol names. */
+	if (!t->gap.async)
+		return push_at(t, ip);
 	return 0;
 }
 
@@ -298,8 +442,11 @@ int htr_tb__finish(struct htr_tb *t)
 	uint64_t last = t->id ? t->id - 1 : 0;
 	int rc;
 
+	if (t->ret_pending && (rc = land_return(t, 0)) < 0)
+		return rc;
 	if (!t->id)
 		return 0;
+	t->folded = 0;
 	while (t->depth > 1) {
 		rc = pop(t, last, HTR_BLOCK_TRUNCATED);
 		if (rc < 0)
@@ -320,3 +467,4 @@ int htr_tb__finish(struct htr_tb *t)
 uint64_t htr_tb__insns(const struct htr_tb *t) { return t->id; }
 uint64_t htr_tb__gaps(const struct htr_tb *t) { return t->gaps; }
 uint64_t htr_tb__funcs(const struct htr_tb *t) { return t->funcs.n; }
+uint64_t htr_tb__folded(const struct htr_tb *t) { return t->nfolded; }

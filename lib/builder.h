@@ -5,18 +5,11 @@
  * distinct call target for the function table.  It knows nothing about
  * libipt or the file layout beyond the block record.
  *
- * Rules (../shared/DESIGN.md, invariant 3):
- *  - a call (near or far) opens a block at the next instruction; a return
- *    closes the innermost one at the return;
- *  - a return with no open call means the trace began deeper: the frame
- *    that has been running at the top level becomes a block (flag LATE)
- *    that adopts every top-level block so far;
- *  - after a gap, resuming at the return address of an open frame closes
- *    that frame and every frame above it (flag IMPLICIT, last = the last
- *    instruction before the gap); resuming anywhere else continues the
- *    current frame;
- *  - at the end, open blocks close at the last instruction (TRUNCATED);
- *    the top-level frame becomes one too if it ran instructions itself.
+ * The rules are the README's "Tree rules" (../shared/DESIGN.md, invariant
+ * 3); each is implemented where its comment names it.  A return is held
+ * until the builder learns where it landed (the next run, an interrupt,
+ * or a gap, which leaves it unknown), because an abandoned frame shows
+ * only there.
  */
 #ifndef HTR_LIB_BUILDER_H
 #define HTR_LIB_BUILDER_H
@@ -26,15 +19,27 @@
 
 struct htr_tb;
 
+/* The call stack holds at most this many frames; calls beyond it are
+ * folded into the deepest frame (counted by htr_tb__folded()). */
+#define HTR_TB_MAX_DEPTH (1u << 18)
+
+/* Function extents from the image's symbols, for a return that lands inside
+ * an outer frame's function: fills [*start, *end) of the function holding
+ * @addr and returns 1, or returns 0 when no symbol with a size covers it.
+ * Called on the builder's thread; must return. */
+typedef int (*htr_tb_extent_fn)(void *ctx, uint64_t addr, uint64_t *start,
+				uint64_t *end);
+
 int htr_tb__alloc(struct htr_tb **out, struct htr_writer *w);
+/* Optional; before the first event. */
+void htr_tb__set_extents(struct htr_tb *t, htr_tb_extent_fn fn, void *ctx);
 void htr_tb__free(struct htr_tb *t);
 
-/* @ret_ip: for a call, the address of the instruction after it (0 if the
- * decoder could not tell). */
+/* The decoder's events (decode.h says what each means). */
 int htr_tb__run(struct htr_tb *t, uint64_t ip, uint32_t ninsn,
 		enum htr_icls cls, uint64_t ret_ip);
 int htr_tb__resume(struct htr_tb *t, uint64_t ip);
-int htr_tb__gap(struct htr_tb *t, int kind, uint64_t offset, int code);
+int htr_tb__gap(struct htr_tb *t, const struct htr_decode_gap *g);
 int htr_tb__time(struct htr_tb *t, uint64_t tsc);
 int htr_tb__sync(struct htr_tb *t, uint64_t offset);
 /* Close whatever is open.  Call once, after the last event. */
@@ -43,5 +48,7 @@ int htr_tb__finish(struct htr_tb *t);
 uint64_t htr_tb__insns(const struct htr_tb *t);
 uint64_t htr_tb__gaps(const struct htr_tb *t);
 uint64_t htr_tb__funcs(const struct htr_tb *t);
+/* Calls folded into their caller at the depth limit. */
+uint64_t htr_tb__folded(const struct htr_tb *t);
 
 #endif

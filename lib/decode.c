@@ -65,6 +65,10 @@ struct dec {
 	int need_resume;
 	int off, async_off;      /* tracing disabled (asynchronously) */
 	uint64_t off_offset;
+	uint64_t off_ip;         /* where it stopped (async) or went (0:
+				  * unknown) */
+	uint64_t stall, stall_off;      /* runaway guard */
+	int runaway;
 	int tsx_abort;           /* the next async branch is an abort */
 
 	uint64_t insns, next_progress;
@@ -233,12 +237,21 @@ static int psb_passed(struct dec *s)
 
 static int gap(struct dec *s, int kind, uint64_t offset, int code)
 {
+	struct htr_decode_gap g;
 	int rc = flush(s);
 
 	if (rc)
 		return rc;
 	s->need_resume = 1;
-	return s->sink->gap ? s->sink->gap(s->sink->ctx, kind, offset, code) : 0;
+	memset(&g, 0, sizeof(g));
+	g.kind = kind;
+	g.code = code;
+	g.offset = offset;
+	if (kind == HTR_GAP_DISABLED) {
+		g.async = s->async_off;
+		g.ip = s->off_ip;
+	}
+	return s->sink->gap ? s->sink->gap(s->sink->ctx, &g) : 0;
 }
 
 /* A block as the sink will see it. */
@@ -346,9 +359,12 @@ static int on_event(struct dec *s, const struct pt_event *ev)
 
 	switch (ev->type) {
 	case ptev_enabled:
-		/* A resumed enable continues where the asynchronous disable
-		 * stopped: nothing was lost. */
-		if (s->off && !ev->variant.enabled.resumed) {
+		/* Only an asynchronous disable that resumes at the very IP
+		 * where it stopped loses nothing.  libipt also says "resumed"
+		 * after a synchronous disable at a call or syscall whose
+		 * return address tracing resumes at: the callee ran unseen. */
+		if (s->off && !(s->async_off &&
+				ev->variant.enabled.ip == s->off_ip)) {
 			rc = gap(s, HTR_GAP_DISABLED, cur_offset(s), 0);
 			if (!rc)
 				rc = resume_at(s, ev->variant.enabled.ip);
@@ -357,22 +373,43 @@ static int on_event(struct dec *s, const struct pt_event *ev)
 		s->async_off = 0;
 		break;
 	case ptev_disabled:
+		s->off = 1;
+		s->async_off = 0;
+		s->off_offset = cur_offset(s);
+		s->off_ip = ev->ip_suppressed ? 0 : ev->variant.disabled.ip;
+		break;
 	case ptev_async_disabled:
 		s->off = 1;
-		s->async_off = ev->type == ptev_async_disabled;
+		s->async_off = 1;
 		s->off_offset = cur_offset(s);
+		s->off_ip = ev->variant.async_disabled.at;
 		break;
 	case ptev_async_branch:
 		/* An interrupt or exception: the last instruction that ran
 		 * enters the handler.  A transaction abort only jumps. */
-		if (!s->tsx_abort && s->pend && s->pend_cls == HTR_IC_OTHER) {
+		if (s->tsx_abort)
+			break;
+		if (s->pend && s->pend_cls == HTR_IC_OTHER) {
 			s->pend_cls = HTR_IC_FAR_CALL;
 			s->pend_ret = ev->variant.async_branch.from;
+			break;
 		}
+		/* The interrupted run ends in a call or a return (or there
+		 * is none): an empty run carries the interrupt. */
+		rc = flush(s);
+		if (!rc)
+			rc = resume_at(s, ev->variant.async_branch.from);
+		if (!rc)
+			rc = s->sink->run(s->sink->ctx,
+					  ev->variant.async_branch.from, 0,
+					  HTR_IC_FAR_CALL,
+					  ev->variant.async_branch.from);
 		break;
 	case ptev_overflow:
 		rc = gap(s, HTR_GAP_OVERFLOW, cur_offset(s), 0);
-		if (!rc)
+		/* Without an IP the overflow resolved while tracing was off:
+		 * the next run says where it resumed. */
+		if (!rc && !ev->ip_suppressed)
 			rc = resume_at(s, ev->variant.overflow.ip);
 		break;
 	case ptev_tsx:
@@ -403,6 +440,19 @@ static int on_event(struct dec *s, const struct pt_event *ev)
 	return rc;
 }
 
+/* The runaway guard, checked every HTR_DECODE_RUNAWAY instructions:
+ * returns 1 if no trace was consumed since the last check. */
+static int runaway(struct dec *s)
+{
+	uint64_t off = cur_offset(s);
+
+	s->stall = 0;
+	if (off == s->stall_off)
+		return s->runaway = 1;
+	s->stall_off = off;
+	return 0;
+}
+
 /* Decode from a synchronization point until an error or the end.  Returns a
  * callback's value (or HTR_ERR_CANCELED); libipt's status in *@status. */
 static int decode_synced(struct dec *s, int *status)
@@ -413,6 +463,8 @@ static int decode_synced(struct dec *s, int *status)
 
 	s->in_tail = 0;
 	s->ntail = 0;
+	s->stall = 0;
+	s->stall_off = cur_offset(s);
 	for (;;) {
 		if (st & pts_eos)
 			s->in_tail = 1;
@@ -445,6 +497,13 @@ static int decode_synced(struct dec *s, int *status)
 			rc = s->in_tail ? tail_push(s, &o) : on_block(s, &o);
 			if (rc)
 				return rc;
+			s->stall += b.ninsn;
+			if (s->stall >= HTR_DECODE_RUNAWAY && runaway(s)) {
+				s->ntail = 0;
+				s->in_tail = 0;
+				*status = -pte_internal;
+				return 0;
+			}
 		}
 		if (st < 0)
 			goto out;
@@ -541,7 +600,10 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 
 			s.sync_pend = 0;
 			s.off = s.async_off = 0;
-			if ((rc = gap(&s, HTR_GAP_ERROR, off, status)) != 0)
+			rc = gap(&s, HTR_GAP_ERROR, off, s.runaway ?
+				 HTR_GAP_CODE_RUNAWAY : status);
+			s.runaway = 0;
+			if (rc)
 				goto out;
 			if (have_err && off <= last_err)
 				break;

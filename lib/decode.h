@@ -23,22 +23,38 @@ enum htr_icls {
 	HTR_IC_FAR_RET,       /* far return, iret, sysret, sysexit */
 };
 
+/* A gap, as the decoder reports it. */
+struct htr_decode_gap {
+	int kind;                  /* enum htr_gap_kind (htr/tree.h) */
+	int code;                  /* HTR_GAP_ERROR: libipt's status, or
+				    * HTR_GAP_CODE_RUNAWAY */
+	uint64_t offset;           /* trace offset where it was noticed */
+	/* HTR_GAP_DISABLED only: @async is 1 when tracing stopped
+	 * asynchronously (FUP + TIP.PGD: an interrupt) at @ip, 0 when a
+	 * branch left the traced code (synchronous TIP.PGD) for @ip (0: the
+	 * packet suppressed it). */
+	int async;
+	uint64_t ip;
+};
+
 struct htr_decode_sink {
 	void *ctx;
-	/* @ninsn (>= 1) instructions ran, the first at @ip; the last is of
-	 * class @cls.  Every instruction the decoder delivers is in exactly
-	 * one run, in order.  For calls, @ret_ip is the address of the
-	 * instruction after the call (its return address), 0 if unknown. */
+	/* @ninsn instructions ran, the first at @ip; the last is of class
+	 * @cls.  Every instruction the decoder delivers is in exactly one
+	 * run, in order.  For calls, @ret_ip is the address of the
+	 * instruction after the call (its return address), 0 if unknown.
+	 * @ninsn is 0 only for an interrupt that no run can carry (see the
+	 * rules below): HTR_IC_FAR_CALL with @ip = @ret_ip = the interrupted
+	 * IP. */
 	int (*run)(void *ctx, uint64_t ip, uint32_t ninsn, enum htr_icls cls,
 		   uint64_t ret_ip);
 	/* Decoding (re)starts: the next run begins at @ip.  Called once at
 	 * the start and after every gap that the decoder could resume from. */
 	int (*resume)(void *ctx, uint64_t ip);
-	/* Instructions were lost before the next run (enum htr_gap_kind in
-	 * htr/tree.h; @offset is the trace offset, @code libipt's error for
-	 * HTR_GAP_ERROR).  A disable is reported as a gap only when tracing
-	 * is re-enabled later, or when it was asynchronous (FUP + TIP.PGD). */
-	int (*gap)(void *ctx, int kind, uint64_t offset, int code);
+	/* Instructions were lost before the next run.  A disable is reported
+	 * as a gap only when tracing is re-enabled later, or when it was
+	 * asynchronous (FUP + TIP.PGD) at the end of the trace. */
+	int (*gap)(void *ctx, const struct htr_decode_gap *gap);
 	/* The decoder's time changed; it applies from the last instruction
 	 * of the previous run on (a report before the first run: from the
 	 * first instruction on - the time of the first PSB+). */
@@ -49,6 +65,8 @@ struct htr_decode_sink {
 	 * non-zero return cancels (htr_decode__run returns HTR_ERR_CANCELED). */
 	int (*progress)(void *ctx, uint64_t offset);
 };
+
+#define HTR_DECODE_RUNAWAY (1u << 22)
 
 struct htr_decode_cfg {
 	const uint8_t *trace;      /* the raw trace (mapped by the caller) */
@@ -64,16 +82,21 @@ struct htr_decode_cfg {
  *    (sync); resume; the next run.
  *  - Asynchronous branch (interrupt, exception; FUP+TIP): the run that was
  *    interrupted is reported with HTR_IC_FAR_CALL and @ret_ip = the
- *    interrupted IP (where iret returns), when its last instruction is of
- *    class HTR_IC_OTHER.  A transaction abort's branch is a plain jump.
- *    Limitation: if the interrupted run already ends in a call or return,
- *    or no instruction ran since the previous async branch or (re)start,
- *    nothing marks the interrupt (instruction IDs stay exact; the tree
- *    nests the handler in the wrong frame).
- *  - Enabled after a disable: a DISABLED gap unless libipt says tracing
- *    resumed where it stopped (no instruction lost).  Asynchronous disable
- *    at the end of the trace: a DISABLED gap at the end.
- *  - Overflow: an OVERFLOW gap; paging, vmcs, exec mode, tsx, stop,
+ *    interrupted IP (where iret returns) when its last instruction is of
+ *    class HTR_IC_OTHER; otherwise (it ends in a call or a return, or no
+ *    instruction ran since the previous async branch or (re)start) an
+ *    empty HTR_IC_FAR_CALL run follows it.  A transaction abort's branch
+ *    is a plain jump.
+ *  - Enabled after a disable: a DISABLED gap unless the disable was
+ *    asynchronous and tracing resumes at the very IP where it stopped (no
+ *    instruction lost).  libipt 2.0.5 also calls the enable "resumed"
+ *    after a synchronous disable (TIP.PGD bound to a call or syscall into
+ *    untraced code) that resumes at the next instruction: the callee ran
+ *    unseen, so that is a gap.  Asynchronous disable at the end of the
+ *    trace: a DISABLED gap at the end.
+ *  - Overflow: an OVERFLOW gap; decoding resumes at the IP the overflow
+ *    names or, when it resolved while tracing was off (no FUP), at the
+ *    next run.  Paging, vmcs, exec mode, tsx, stop,
  *    exstop, mwait, pwre, pwrx, ptwrite, tick, cbr and mnt lose nothing.
  *  - End of trace: code libipt decodes after the trace is exhausted runs
  *    up to the first instruction that needs trace, which is not delivered
@@ -81,6 +104,11 @@ struct htr_decode_cfg {
  *    dropped (ptxed stops at pts_eos) and no error is reported.
  *  - A decode error: the runs up to it, an ERROR gap (libipt's code), then
  *    decoding resumes at the next PSB.
+ *  - Runaway guard: more than HTR_DECODE_RUNAWAY instructions in a row
+ *    without the decoder consuming trace means the image does not match
+ *    (libipt would follow direct branches through the wrong code for
+ *    ever): an ERROR gap with code HTR_GAP_CODE_RUNAWAY, then the next
+ *    PSB.
  *
  * Decode the whole trace.  A callback returning non-zero stops decoding and
  * that value is returned.  Bad trace data never fails the run: it becomes an

@@ -5,6 +5,7 @@
 #include "file.h"
 
 #include <errno.h>
+#include <intel-pt.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -455,6 +456,28 @@ const char *htr_gap_kind_str(enum htr_gap_kind kind)
 	case HTR_GAP_DISABLED: return "disabled";
 	case HTR_GAP_OVERFLOW: return "overflow";
 	case HTR_GAP_ERROR:    return "error";
+	}
+	return "unknown";
+}
+
+const char *htr_gap_reason(const struct htr_gap_info *gap)
+{
+	if (!gap)
+		return "unknown";
+	switch (gap->kind) {
+	case HTR_GAP_DISABLED:
+		return "tracing was disabled (filtered or untraced code, a "
+		       "syscall, an interrupt)";
+	case HTR_GAP_OVERFLOW:
+		return "the processor's trace buffer overflowed";
+	case HTR_GAP_ERROR:
+		if (gap->code == HTR_GAP_CODE_RUNAWAY)
+			return "runaway: no trace consumed for 2^22 "
+			       "instructions (the image does not match "
+			       "the recording)";
+		if (gap->code < 0)
+			return pt_errstr(pt_errcode(gap->code));
+		return "decode error";
 	}
 	return "unknown";
 }

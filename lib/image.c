@@ -7,6 +7,7 @@
  * ELF gives a message, never a crash.
  */
 #include "image.h"
+#include "symbols.h"
 
 #include <intel-pt.h>
 
@@ -24,6 +25,8 @@ struct htr_image {
 	struct pt_image_section_cache *iscache;
 	struct htr_image_piece *pieces;
 	size_t npieces, cap;
+	struct htr_image_extent *ext;   /* by start */
+	size_t next, ext_cap;
 };
 
 int htr_image__alloc(struct htr_image **out)
@@ -56,6 +59,7 @@ void htr_image__free(struct htr_image *img)
 	for (i = 0; i < img->npieces; i++)
 		free((char *) img->pieces[i].path);
 	free(img->pieces);
+	free(img->ext);
 	free(img);
 }
 
@@ -129,6 +133,69 @@ static int add_piece(struct htr_image *img, const char *path, uint32_t kind,
 	p->vaddr = vaddr;
 	p->offset = offset;
 	p->size = size;
+	return 0;
+}
+
+static int cmp_extent(const void *a, const void *b)
+{
+	const struct htr_image_extent *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Record the extents of @elf's sized function symbols, moved by @bias.  A
+ * file without symbols only loses the exception rule; no error. */
+static int add_extents(struct htr_image *img, Elf *elf, uint64_t bias)
+{
+	struct htr_elf_func *f = NULL;
+	long n = htr_syms__elf_funcs(elf, &f), i;
+
+	if (n < 0)
+		return HTR_ERR_NOMEM;
+	if (img->next + (size_t) n > img->ext_cap) {
+		size_t cap = img->next + (size_t) n;
+		struct htr_image_extent *e = realloc(img->ext, cap * sizeof(*e));
+
+		if (!e) {
+			free(f);
+			return HTR_ERR_NOMEM;
+		}
+		img->ext = e;
+		img->ext_cap = cap;
+	}
+	for (i = 0; i < n; i++)
+		if (f[i].size && f[i].value + f[i].size > f[i].value) {
+			img->ext[img->next].start = f[i].value + bias;
+			img->ext[img->next].end = f[i].value + f[i].size + bias;
+			img->next++;
+		}
+	free(f);
+	if (img->next)
+		qsort(img->ext, img->next, sizeof(*img->ext), cmp_extent);
+	return 0;
+}
+
+int htr_image__func_extent(const struct htr_image *img, uint64_t addr,
+			   uint64_t *start, uint64_t *end)
+{
+	size_t lo = 0, hi = img->next, i;
+
+	/* The last extent starting at or before @addr; a few earlier ones
+	 * may still cover it (aliases, nested symbols). */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (img->ext[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (i = lo; i-- > 0 && lo - i <= 8;)
+		if (addr < img->ext[i].end) {
+			*start = img->ext[i].start;
+			*end = img->ext[i].end;
+			return 1;
+		}
 	return 0;
 }
 
@@ -221,6 +288,8 @@ int htr_image__add_elf(struct htr_image *img, const char *path,
 		if (rc < 0)
 			goto out;
 	}
+	if (add_extents(img, elf, bias) < 0)
+		rc = htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
 out:
 	if (elf)
 		elf_end(elf);

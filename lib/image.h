@@ -49,6 +49,16 @@ struct htr_image_piece {
 	uint64_t vaddr, offset, size;
 };
 size_t htr_image__count(const struct htr_image *img);
+
+/* The sized function symbols of the ELF files, relocated like their code. */
+struct htr_image_extent {
+	uint64_t start, end;       /* [start, end) */
+};
+
+/* The function holding @addr: fills [*start, *end) and returns 1, or
+ * returns 0 (no sized symbol covers it).  Read-only; any thread. */
+int htr_image__func_extent(const struct htr_image *img, uint64_t addr,
+			   uint64_t *start, uint64_t *end);
 const struct htr_image_piece *htr_image__piece(const struct htr_image *img,
 					       size_t i);
 

@@ -45,8 +45,16 @@ static int apply(struct htr_tb *tb, const struct ev *e)
 		return htr_tb__run(tb, e->a, e->n, (enum htr_icls) e->cls, e->b);
 	case EV_RESUME:
 		return htr_tb__resume(tb, e->a);
-	case EV_GAP:
-		return htr_tb__gap(tb, (int) e->n, e->a, e->code);
+	case EV_GAP: {
+		struct htr_decode_gap g;
+
+		g.kind = (int) e->n;
+		g.code = e->code;
+		g.offset = e->a;
+		g.ip = e->b;
+		g.async = e->cls;
+		return htr_tb__gap(tb, &g);
+	}
 	case EV_TIME:
 		return htr_tb__time(tb, e->a);
 	case EV_SYNC:
@@ -140,9 +148,10 @@ static int on_resume(void *ctx, uint64_t ip)
 	return put(ctx, EV_RESUME, 0, 0, ip, 0, 0);
 }
 
-static int on_gap(void *ctx, int kind, uint64_t offset, int code)
+static int on_gap(void *ctx, const struct htr_decode_gap *g)
 {
-	return put(ctx, EV_GAP, 0, (uint32_t) kind, offset, 0, code);
+	return put(ctx, EV_GAP, (uint8_t) g->async, (uint32_t) g->kind,
+		   g->offset, g->ip, g->code);
 }
 
 static int on_time(void *ctx, uint64_t tsc)

@@ -74,13 +74,6 @@ struct loader {
 	struct htr_err *err;
 };
 
-/* A candidate symbol of one ELF file; @name points into libelf's data. */
-struct cand {
-	uint64_t value, size;
-	const char *name;
-	uint32_t rank;
-};
-
 static int grow(void **p, size_t *cap, size_t need, size_t elsize)
 {
 	size_t n = *cap ? *cap : 16;
@@ -203,16 +196,12 @@ static Elf_Scn *find_section(Elf *elf, Elf64_Word type, GElf_Shdr *sh)
 	return NULL;
 }
 
-/*
- * The function symbols of @elf's .symtab (or .dynsym) into *@out.
- * Returns the count, 0 if there is no usable table, or HTR_ERR_NOMEM.
- */
-static long read_cands(Elf *elf, struct cand **out)
+long htr_syms__elf_funcs(Elf *elf, struct htr_elf_func **out)
 {
 	Elf_Scn *scn, *strscn;
 	GElf_Shdr sh, strsh;
 	Elf_Data *data, *strdata;
-	struct cand *c = NULL;
+	struct htr_elf_func *c = NULL;
 	size_t n, i, nc = 0, shnum;
 	GElf_Sym sym;
 
@@ -271,7 +260,7 @@ static long read_cands(Elf *elf, struct cand **out)
 }
 
 /* Add @name (demangled if it can be) as a symbol. */
-static int add_sym(struct loader *ld, uint64_t addr, const struct cand *c,
+static int add_sym(struct loader *ld, uint64_t addr, const struct htr_elf_func *c,
 		   uint32_t mod)
 {
 	struct htr_syms *s = ld->s;
@@ -367,7 +356,7 @@ static int load_elf(struct loader *ld, uint32_t mod,
 {
 	const struct module *m = &ld->s->mods[mod];
 	GElf_Phdr *seg = NULL;
-	struct cand *c = NULL;
+	struct htr_elf_func *c = NULL;
 	Elf *elf = NULL;
 	struct stat st;
 	char *path;
@@ -426,7 +415,7 @@ static int load_elf(struct loader *ld, uint32_t mod,
 			goto out;
 		}
 	}
-	nc = read_cands(elf, &c);
+	nc = htr_syms__elf_funcs(elf, &c);
 	if (nc < 0) {
 		rc = nomem(ld);
 		goto out;

@@ -18,6 +18,21 @@
 
 struct htr_file;
 struct htr_syms;
+typedef struct Elf Elf;
+
+/* A function symbol of one ELF file; @name points into libelf's data. */
+struct htr_elf_func {
+	uint64_t value, size;
+	const char *name;
+	uint32_t rank;          /* 0 global, 1 weak, 2 local, 3 other */
+};
+
+/*
+ * The function symbols of @elf's .symtab (or, without one, .dynsym) into
+ * *@out (malloc'ed; the caller frees it).  Returns the count, 0 if there
+ * is no usable table, or HTR_ERR_NOMEM.
+ */
+long htr_syms__elf_funcs(Elf *elf, struct htr_elf_func **out);
 
 /*
  * Load the symbols of @file's ELF images.  Images that cannot be read any

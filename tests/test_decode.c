@@ -55,7 +55,12 @@ static int on_run(void *ctx, uint64_t ip, uint32_t n, enum htr_icls cls,
 {
 	struct rec *r = ctx;
 
-	cr_assert_geq(n, 1);
+	/* An empty run only carries an interrupt (decode.h). */
+	if (!n) {
+		cr_assert_eq(cls, HTR_IC_FAR_CALL);
+		cr_assert_eq(ip, ret);
+		return 0;
+	}
 	PUSH(r->runs, r->nruns, { r->insns, ip, n, (int) cls, ret,
 				  r->gap_since_run });
 	r->gap_since_run = 0;
@@ -72,11 +77,11 @@ static int on_resume(void *ctx, uint64_t ip)
 	return 0;
 }
 
-static int on_gap(void *ctx, int kind, uint64_t offset, int code)
+static int on_gap(void *ctx, const struct htr_decode_gap *g)
 {
 	struct rec *r = ctx;
 
-	PUSH(r->gaps, r->ngaps, { r->insns, offset, kind, code });
+	PUSH(r->gaps, r->ngaps, { r->insns, g->offset, g->kind, g->code });
 	r->gap_since_run = 1;
 	return 0;
 }

@@ -51,6 +51,13 @@ struct htr_build_stats {
 	uint64_t insns, blocks, gaps, funcs;
 	uint64_t trace_size;
 	uint32_t max_depth;
+	/* Calls past the call-stack limit (2^18 open frames), folded into
+	 * the deepest frame; 0 on any sane trace. */
+	uint64_t folded;
+	/* 1 if the trace carries MTC or CYC packets that the timing options
+	 * (cpuid_0x15_*, mtc_freq, nom_freq) leave unusable: time then moves
+	 * only at each PSB+ and per-block times are meaningless. */
+	int timing_unusable;
 };
 
 /** Defaults: no CPU errata, no timing parameters, no progress callback. */

@@ -192,8 +192,14 @@ struct htr_gap_info {
 	uint64_t id;               /* first instruction after the gap */
 	uint64_t offset;           /* trace offset where it was noticed */
 	enum htr_gap_kind kind;
-	int code;                  /* for HTR_GAP_ERROR: libipt's error code */
+	int code;                  /* for HTR_GAP_ERROR: libipt's error code
+				    * (negative), or HTR_GAP_CODE_RUNAWAY */
 };
+
+/* Code of an error gap made by the runaway guard: the decoder ran more than
+ * 2^22 instructions without consuming trace (the image does not match the
+ * recording). */
+#define HTR_GAP_CODE_RUNAWAY 1
 
 /** Number of gaps. */
 HTR_API uint64_t htr_gap_count(const struct htr_file *file);
@@ -203,6 +209,14 @@ HTR_API int htr_gap_get(const struct htr_file *file, uint64_t i,
 
 /** Short static name of a gap kind ("disabled", "overflow", "error"). */
 HTR_API const char *htr_gap_kind_str(enum htr_gap_kind kind);
+
+/**
+ * Why gap @gap happened, as a static phrase: for decode errors libipt's
+ * own message ("no memory mapped at this address", ...) or "runaway: ..."
+ * for the runaway guard; for the other kinds what stopped the trace.
+ * Never NULL.
+ */
+HTR_API const char *htr_gap_reason(const struct htr_gap_info *gap);
 
 #ifdef __cplusplus
 }

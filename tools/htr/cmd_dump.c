@@ -13,11 +13,12 @@ static const char usage_text[] =
 "Print the call tree, one line per block, indented by depth:\n"
 "  FIRST..LAST  ENTRY  FLAGS\n"
 "FIRST and LAST are instruction IDs, ENTRY the function's entry address\n"
-"('?' when the trace began inside it), FLAGS any of late, truncated, gap,\n"
-"implicit-return.\n"
+"('?' when it was never traced: the trace began inside the function, or\n"
+"the call went into untraced code), FLAGS any of late, truncated, gap,\n"
+"implicit-return, unwound (README, \"Tree rules\").\n"
 "With --tsc, each line is instead\n"
 "  NAME  LOCAL  TOTAL  PCT%\n"
-"NAME the function ('?' for a late block), LOCAL and TOTAL its local and\n"
+"NAME the function ('?' where ENTRY is), LOCAL and TOTAL its local and\n"
 "cumulative TSC ticks, PCT its total as a share of the total of the\n"
 "outermost block printed above it.  The figures come from the sidecar\n"
 "FILE.htr.lmdb/, computed on first use.\n"
@@ -149,7 +150,8 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		return 0;
 	}
 	block_flags_str(bi.flags, flags, sizeof(flags));
-	if (bi.flags & HTR_BLOCK_LATE)
+	/* Late blocks and calls whose entry was never traced alike. */
+	if (bi.func == HTR_NONE)
 		snprintf(entry, sizeof(entry), "?");
 	else
 		snprintf(entry, sizeof(entry), "0x%" PRIx64, bi.entry);
@@ -186,7 +188,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 			snprintf(par, sizeof(par), "null");
 		else
 			snprintf(par, sizeof(par), "%u", bi.parent);
-		if (bi.flags & HTR_BLOCK_LATE)
+		if (bi.func == HTR_NONE)
 			snprintf(ent, sizeof(ent), "null");
 		else
 			snprintf(ent, sizeof(ent), "\"%s\"", entry);

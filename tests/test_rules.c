@@ -1,0 +1,483 @@
+/*
+ * The tree rules on hand-made traces: each case is a few bytes of code and
+ * the packets a processor emits for one execution of it, with the tree the
+ * README's "Tree rules" give, worked out by hand from the code (the
+ * comments walk through it).  These are the patterns real user-only and
+ * filtered traces are full of and that went wrong before: calls and
+ * syscalls into untraced code, overflows without an IP, sysenter, frames
+ * abandoned by a longjmp, callbacks from untraced code, gaps under a late
+ * start.
+ */
+#include "htr/htr.h"
+#include "tmpdir.h"
+
+#include <criterion/criterion.h>
+#include <intel-pt.h>
+#include <stdio.h>
+#include <string.h>
+
+HTR_TEST_TMPDIR(rules);
+
+#define MAXPKT 64
+
+struct trace {
+	struct pt_packet pkt[MAXPKT];
+	int n;
+};
+
+static struct pt_packet *add(struct trace *t, enum pt_packet_type type)
+{
+	struct pt_packet *p;
+
+	cr_assert_lt(t->n, MAXPKT);
+	p = &t->pkt[t->n++];
+	memset(p, 0, sizeof(*p));
+	p->type = type;
+	return p;
+}
+
+/* PSB+ announcing @bits-bit code (64 or 32). */
+static void start(struct trace *t, int bits)
+{
+	struct pt_packet *p;
+
+	add(t, ppt_psb);
+	p = add(t, ppt_mode);
+	p->payload.mode.leaf = pt_mol_exec;
+	p->payload.mode.bits.exec.csl = bits == 64;
+	p->payload.mode.bits.exec.csd = bits == 32;
+	add(t, ppt_psbend);
+}
+
+/* TIP, TIP.PGE, TIP.PGD or FUP to @ip; 0 suppresses the IP. */
+static void ip(struct trace *t, enum pt_packet_type type, uint64_t to)
+{
+	struct pt_packet *p = add(t, type);
+
+	p->payload.ip.ipc = to ? pt_ipc_sext_48 : pt_ipc_suppressed;
+	p->payload.ip.ip = to;
+}
+
+struct blk {
+	uint64_t first, last, entry;
+	uint32_t parent, flags, func;
+};
+
+struct tree {
+	struct blk b[32];
+	uint32_t n;
+	uint64_t ninsns, ngaps;
+	uint32_t depth;
+};
+
+/* On failure, the tree is in the test's output. */
+static void show(const struct tree *t)
+{
+	uint32_t i;
+
+	cr_log_warn("%llu insns, %llu gaps, %u blocks:",
+		(unsigned long long) t->ninsns, (unsigned long long) t->ngaps,
+		t->n);
+	for (i = 0; i < t->n; i++)
+		cr_log_warn("  %u: %llu..%llu entry 0x%llx parent %d "
+			    "flags 0x%x", i, (unsigned long long) t->b[i].first,
+			(unsigned long long) t->b[i].last,
+			(unsigned long long) t->b[i].entry, (int) t->b[i].parent,
+			t->b[i].flags);
+}
+
+/* Write @code at @base and @t as files, build, read the tree back. */
+static void build(const uint8_t *code, size_t size, uint64_t base,
+		  const struct trace *t, struct tree *out)
+{
+	char img[256], pt[256], htr[256], spec[300];
+	uint8_t buf[4096];
+	struct pt_encoder *enc;
+	struct pt_config cfg;
+	struct htr_builder *b;
+	struct htr_file *f;
+	struct htr_file_info fi;
+	uint64_t len = 0;
+	FILE *fp;
+	uint32_t i;
+	int k;
+
+	snprintf(img, sizeof(img), "%s/code.bin", dir);
+	snprintf(pt, sizeof(pt), "%s/trace.pt", dir);
+	snprintf(htr, sizeof(htr), "%s/trace.htr", dir);
+	fp = fopen(img, "wb");
+	cr_assert_not_null(fp);
+	cr_assert_eq(fwrite(code, 1, size, fp), size);
+	fclose(fp);
+
+	pt_config_init(&cfg);
+	cfg.begin = buf;
+	cfg.end = buf + sizeof(buf);
+	enc = pt_alloc_encoder(&cfg);
+	cr_assert_not_null(enc);
+	for (k = 0; k < t->n; k++)
+		cr_assert_geq(pt_enc_next(enc, &t->pkt[k]), 0, "packet %d", k);
+	cr_assert_geq(pt_enc_get_offset(enc, &len), 0);
+	pt_free_encoder(enc);
+	fp = fopen(pt, "wb");
+	cr_assert_not_null(fp);
+	cr_assert_eq(fwrite(buf, 1, len, fp), len);
+	fclose(fp);
+
+	snprintf(spec, sizeof(spec), "%s@0x%llx", img, (unsigned long long) base);
+	cr_assert_eq(htr_builder_alloc(&b, NULL), 0);
+	cr_assert_eq(htr_builder_add_raw(b, spec), 0);
+	cr_assert_eq(htr_builder_run(b, pt, htr, NULL, 0), 0, "%s",
+		     htr_builder_last_error(b));
+	htr_builder_free(b);
+
+	cr_assert_eq(htr_file_open(&f, htr, NULL), 0, "%s", htr_last_error(f));
+	fi.size = sizeof(fi);
+	cr_assert_eq(htr_file_info(f, &fi, sizeof(fi)), 0);
+	memset(out, 0, sizeof(*out));
+	out->n = htr_block_count(f);
+	out->ninsns = fi.ninsns;
+	out->ngaps = fi.ngaps;
+	out->depth = fi.max_depth;
+	cr_assert_leq(out->n, 32);
+	for (i = 0; i < out->n; i++) {
+		struct htr_block_info bi;
+
+		bi.size = sizeof(bi);
+		cr_assert_eq(htr_block_get(f, i, &bi, sizeof(bi)), 0);
+		out->b[i] = (struct blk) { bi.first, bi.last, bi.entry,
+					   bi.parent, bi.flags, bi.func };
+	}
+	htr_file_close(f);
+	show(out);
+}
+
+/* The block entered at @entry (asserts there is exactly one). */
+static const struct blk *at_entry(const struct tree *t, uint64_t entry)
+{
+	const struct blk *found = NULL;
+	uint32_t i;
+
+	for (i = 0; i < t->n; i++)
+		if (t->b[i].func != HTR_NONE && t->b[i].entry == entry) {
+			cr_assert_null(found, "two blocks entered at 0x%llx",
+				       (unsigned long long) entry);
+			found = &t->b[i];
+		}
+	cr_assert_not_null(found, "no block entered at 0x%llx",
+			   (unsigned long long) entry);
+	return found;
+}
+
+/*
+ * 0x1000 call *%rax       -> untraced (TIP.PGD 0x9000), back at 0x1002
+ * 0x1002 call 0x1010
+ * 0x1007 call *%rax       -> untraced again, back at 0x1009
+ * 0x1009 ret              -> leaves (TIP.PGD, IP suppressed)
+ * 0x1010 ret              -> 0x1007 (TIP)
+ * IDs: 0 call*, 1 call, 2 ret@0x1010, 3 call*, 4 ret@0x1009.  The two
+ * untraced callees ran nothing traced: no blocks.  The ret at 0x1009 has
+ * no open frame: a late root adopts the one real block.
+ */
+Test(rules, untraced_indirect_calls)
+{
+	static const uint8_t code[] = {
+		0xff, 0xd0,                     /* 0x1000 call *%rax */
+		0xe8, 0x09, 0, 0, 0,            /* 0x1002 call 0x1010 */
+		0xff, 0xd0,                     /* 0x1007 call *%rax */
+		0xc3,                           /* 0x1009 ret */
+		0x90, 0x90, 0x90, 0x90, 0x90, 0x90,
+		0xc3,                           /* 0x1010 ret */
+	};
+	struct trace t = { .n = 0 };
+	struct tree r;
+	const struct blk *callee;
+
+	start(&t, 64);
+	ip(&t, ppt_tip_pge, 0x1000);
+	ip(&t, ppt_tip_pgd, 0x9000);
+	ip(&t, ppt_tip_pge, 0x1002);
+	ip(&t, ppt_tip, 0x1007);
+	ip(&t, ppt_tip_pgd, 0x9000);
+	ip(&t, ppt_tip_pge, 0x1009);
+	ip(&t, ppt_tip_pgd, 0);
+	build(code, sizeof(code), 0x1000, &t, &r);
+
+	cr_assert_eq(r.ngaps, 2, "both untraced calls lose instructions");
+	cr_assert_eq(r.n, 2, "blocks: %u", r.n);
+	cr_assert_eq(r.depth, 2);
+	callee = at_entry(&r, 0x1010);
+	cr_assert_eq(callee->first, 2);
+	cr_assert_eq(callee->last, 2);
+	cr_assert_eq(callee->flags, 0);
+	cr_assert_eq(r.b[1].flags & HTR_BLOCK_LATE, HTR_BLOCK_LATE);
+	cr_assert_eq(r.b[1].first, 0);
+}
+
+/* The same with syscalls (user-only tracing: TIP.PGD without an IP). */
+Test(rules, syscalls_user_only)
+{
+	static const uint8_t code[] = {
+		0x0f, 0x05,                     /* 0x1000 syscall */
+		0xe8, 0x09, 0, 0, 0,            /* 0x1002 call 0x1010 */
+		0x0f, 0x05,                     /* 0x1007 syscall */
+		0xc3,                           /* 0x1009 ret */
+		0x90, 0x90, 0x90, 0x90, 0x90, 0x90,
+		0xc3,                           /* 0x1010 ret */
+	};
+	struct trace t = { .n = 0 };
+	struct tree r;
+	const struct blk *callee;
+
+	start(&t, 64);
+	ip(&t, ppt_tip_pge, 0x1000);
+	ip(&t, ppt_tip_pgd, 0);
+	ip(&t, ppt_tip_pge, 0x1002);
+	ip(&t, ppt_tip, 0x1007);
+	ip(&t, ppt_tip_pgd, 0);
+	ip(&t, ppt_tip_pge, 0x1009);
+	ip(&t, ppt_tip_pgd, 0);
+	build(code, sizeof(code), 0x1000, &t, &r);
+
+	cr_assert_eq(r.ngaps, 2);
+	cr_assert_eq(r.n, 2, "blocks: %u", r.n);
+	cr_assert_eq(r.depth, 2);
+	callee = at_entry(&r, 0x1010);
+	cr_assert_eq(callee->first, 2);
+	cr_assert_eq(callee->last, 2);
+}
+
+/*
+ * 0x1000 call 0x1010; 0x1010 jmp *%rax -> 0x1012 (TIP); then the buffer
+ * overflows and resolves while tracing is off (OVF, no FUP): TIP.PGE at
+ * 0x1005, the call's return address.  The callee returned unseen: it ends
+ * before the overflow (implicit return).  0x1005 ret -> 0x1030 (TIP) has
+ * no open frame (late start); 0x1030 nop; 0x1031 jmp *%rax leaves
+ * (TIP.PGD).  libipt reports the overflow at the TIP's target, so nothing
+ * after 0x1012 is delivered before it.
+ * IDs: 0 call, 1 jmp, [overflow], 2 ret, 3 nop, 4 jmp.
+ */
+Test(rules, overflow_without_ip)
+{
+	uint8_t code[0x40];
+	struct trace t = { .n = 0 };
+	struct tree r;
+	const struct blk *callee;
+	uint32_t i;
+
+	memset(code, 0x90, sizeof(code));
+	memcpy(code + 0x00, "\xe8\x0b\x00\x00\x00", 5);    /* call 0x1010 */
+	code[0x05] = 0xc3;                                 /* ret */
+	memcpy(code + 0x10, "\xff\xe0", 2);                /* jmp *%rax */
+	memcpy(code + 0x13, "\xff\xe0", 2);                /* jmp *%rax */
+	memcpy(code + 0x31, "\xff\xe0", 2);                /* jmp *%rax */
+	start(&t, 64);
+	ip(&t, ppt_tip_pge, 0x1000);
+	ip(&t, ppt_tip, 0x1012);
+	add(&t, ppt_ovf);
+	ip(&t, ppt_tip_pge, 0x1005);
+	ip(&t, ppt_tip, 0x1030);
+	ip(&t, ppt_tip_pgd, 0);
+	build(code, sizeof(code), 0x1000, &t, &r);
+
+	cr_assert_eq(r.ninsns, 5);
+	cr_assert_eq(r.ngaps, 1);
+	callee = at_entry(&r, 0x1010);
+	cr_assert_eq(callee->first, 1);
+	cr_assert_eq(callee->last, 1, "the callee swallowed the caller's ret");
+	cr_assert_eq(callee->flags, HTR_BLOCK_IMPLICIT | HTR_BLOCK_GAP);
+	/* The late block that the ret closes spans the gap too. */
+	for (i = 0; i < r.n; i++)
+		if (r.b[i].last == 2 && r.b[i].first == 0) {
+			cr_assert_eq(r.b[i].flags, HTR_BLOCK_LATE | HTR_BLOCK_GAP);
+			return;
+		}
+	cr_assert_fail("no block ends at the ret");
+}
+
+/*
+ * A gap, then a return with no open frame: the late block that adopts
+ * what ran before carries the gap.  0x1000 nop; FUP 0x1001 + TIP.PGD (an
+ * interrupt; tracing stops); TIP.PGE 0x1002 (elsewhere: instructions were
+ * lost); 0x1002 ret -> 0x1010 (TIP); 0x1010 jmp *%rax leaves.
+ * IDs: 0 nop, [gap], 1 ret, 2 jmp.
+ */
+Test(rules, late_start_keeps_gap)
+{
+	uint8_t code[0x20];
+	struct trace t = { .n = 0 };
+	struct tree r;
+	uint32_t i, late = 0;
+
+	memset(code, 0x90, sizeof(code));
+	code[0x02] = 0xc3;
+	memcpy(code + 0x10, "\xff\xe0", 2);
+	start(&t, 64);
+	ip(&t, ppt_tip_pge, 0x1000);
+	ip(&t, ppt_fup, 0x1001);
+	ip(&t, ppt_tip_pgd, 0);
+	ip(&t, ppt_tip_pge, 0x1002);
+	ip(&t, ppt_tip, 0x1010);
+	ip(&t, ppt_tip_pgd, 0);
+	build(code, sizeof(code), 0x1000, &t, &r);
+
+	cr_assert_eq(r.ninsns, 3);
+	cr_assert_eq(r.ngaps, 1);
+	for (i = 0; i < r.n; i++)
+		if (r.b[i].flags & HTR_BLOCK_LATE) {
+			late++;
+			cr_assert(r.b[i].flags & HTR_BLOCK_GAP,
+				  "late block %u lost the gap flag", i);
+		}
+	cr_assert_eq(late, 2);
+}
+
+/*
+ * An asynchronous disable that resumes at the very IP where it stopped
+ * (an interrupt handled in the untraced kernel) loses nothing: no gap.
+ */
+Test(rules, interrupt_resumed_in_place)
+{
+	uint8_t code[0x20];
+	struct trace t = { .n = 0 };
+	struct tree r;
+
+	memset(code, 0x90, sizeof(code));
+	memcpy(code + 0x04, "\xff\xe0", 2);
+	start(&t, 64);
+	ip(&t, ppt_tip_pge, 0x1000);
+	ip(&t, ppt_fup, 0x1002);
+	ip(&t, ppt_tip_pgd, 0);
+	ip(&t, ppt_tip_pge, 0x1002);
+	ip(&t, ppt_tip_pgd, 0);
+	build(code, sizeof(code), 0x1000, &t, &r);
+
+	cr_assert_eq(r.ninsns, 5);
+	cr_assert_eq(r.ngaps, 0);
+}
+
+/*
+ * 32-bit code: 0x1000 call 0x1010; 0x1010 sysenter (tracing stops, IP
+ * suppressed); the kernel returns to the fixed landing address 0x1020, not
+ * after the sysenter: TIP.PGE 0x1020.  The sysenter's frame closes there;
+ * 0x1020 nop; 0x1021 ret -> 0x1005 (TIP) closes the callee; 0x1005 ret
+ * leaves (TIP.PGD).  IDs: 0 call, 1 sysenter, [gap], 2 nop, 3 ret, 4 ret.
+ */
+Test(rules, sysenter_lands_elsewhere)
+{
+	uint8_t code[0x30];
+	struct trace t = { .n = 0 };
+	struct tree r;
+	const struct blk *callee;
+
+	memset(code, 0x90, sizeof(code));
+	memcpy(code + 0x00, "\xe8\x0b\x00\x00\x00", 5);    /* call 0x1010 */
+	code[0x05] = 0xc3;
+	memcpy(code + 0x10, "\x0f\x34", 2);                /* sysenter */
+	code[0x21] = 0xc3;
+	start(&t, 32);
+	ip(&t, ppt_tip_pge, 0x1000);
+	ip(&t, ppt_tip_pgd, 0);
+	ip(&t, ppt_tip_pge, 0x1020);
+	ip(&t, ppt_tip, 0x1005);
+	ip(&t, ppt_tip_pgd, 0);
+	build(code, sizeof(code), 0x1000, &t, &r);
+
+	cr_assert_eq(r.ninsns, 5);
+	cr_assert_eq(r.ngaps, 1);
+	callee = at_entry(&r, 0x1010);
+	cr_assert_eq(callee->first, 1);
+	cr_assert_eq(callee->last, 3, "callee ends at %llu",
+		     (unsigned long long) callee->last);
+	cr_assert_eq(callee->flags, HTR_BLOCK_GAP);
+}
+
+/*
+ * longjmp: 0x1000 call f; f: 0x1010 call g; g: 0x1020 call h;
+ * h: 0x1030 jmp *%rax -> 0x1015 (TIP), f's code after its call to g;
+ * 0x1015 ret -> 0x1005 (TIP), f's return address, while h and g are still
+ * open: they were abandoned.  0x1005 nop; 0x1006 jmp *%rax leaves.
+ * IDs: 0 call f, 1 call g, 2 call h, 3 jmp, 4 ret, 5 nop, 6 jmp.
+ */
+Test(rules, longjmp_unwinds)
+{
+	uint8_t code[0x40];
+	struct trace t = { .n = 0 };
+	struct tree r;
+	const struct blk *f, *g, *h;
+
+	memset(code, 0x90, sizeof(code));
+	memcpy(code + 0x00, "\xe8\x0b\x00\x00\x00", 5);    /* call 0x1010 */
+	memcpy(code + 0x06, "\xff\xe0", 2);
+	memcpy(code + 0x10, "\xe8\x0b\x00\x00\x00", 5);    /* call 0x1020 */
+	code[0x15] = 0xc3;
+	memcpy(code + 0x20, "\xe8\x0b\x00\x00\x00", 5);    /* call 0x1030 */
+	code[0x25] = 0xc3;
+	memcpy(code + 0x30, "\xff\xe0", 2);
+	start(&t, 64);
+	ip(&t, ppt_tip_pge, 0x1000);
+	ip(&t, ppt_tip, 0x1015);
+	ip(&t, ppt_tip, 0x1005);
+	ip(&t, ppt_tip_pgd, 0);
+	build(code, sizeof(code), 0x1000, &t, &r);
+
+	cr_assert_eq(r.ninsns, 7);
+	f = at_entry(&r, 0x1010);
+	g = at_entry(&r, 0x1020);
+	h = at_entry(&r, 0x1030);
+	cr_assert_eq(h->first, 3);
+	cr_assert_eq(h->last, 4);
+	cr_assert_eq(h->flags, HTR_BLOCK_UNWOUND);
+	cr_assert_eq(g->last, 4);
+	cr_assert_eq(g->flags, HTR_BLOCK_UNWOUND);
+	cr_assert_eq(f->first, 1);
+	cr_assert_eq(f->last, 4);
+	cr_assert_eq(f->flags, 0);
+	cr_assert_eq(r.depth, 4);
+}
+
+/*
+ * Callbacks from untraced code: 0x1000 call 0x2000 (untraced: TIP.PGD
+ * names it); it calls back 0x1100 twice (TIP.PGE there; 0x1100 nop;
+ * 0x1101 ret leaves again); it returns to 0x1005 (TIP.PGE); 0x1005 nop;
+ * 0x1006 jmp *%rax leaves.  IDs: 0 call, 1 nop, 2 ret, 3 nop, 4 ret,
+ * 5 nop, 6 jmp.  The untraced callee is a block (entry 0x2000) holding
+ * both callbacks.
+ */
+Test(rules, callbacks_from_untraced_code)
+{
+	uint8_t code[0x110];
+	struct trace t = { .n = 0 };
+	struct tree r;
+	const struct blk *q;
+	uint32_t i, ncb = 0;
+
+	memset(code, 0x90, sizeof(code));
+	memcpy(code + 0x00, "\xe8\xfb\x0f\x00\x00", 5);    /* call 0x2000 */
+	memcpy(code + 0x06, "\xff\xe0", 2);
+	code[0x101] = 0xc3;
+	start(&t, 64);
+	ip(&t, ppt_tip_pge, 0x1000);
+	ip(&t, ppt_tip_pgd, 0x2000);
+	ip(&t, ppt_tip_pge, 0x1100);
+	ip(&t, ppt_tip_pgd, 0x2040);
+	ip(&t, ppt_tip_pge, 0x1100);
+	ip(&t, ppt_tip_pgd, 0x2040);
+	ip(&t, ppt_tip_pge, 0x1005);
+	ip(&t, ppt_tip_pgd, 0);
+	build(code, sizeof(code), 0x1000, &t, &r);
+
+	cr_assert_eq(r.ninsns, 7);
+	cr_assert_eq(r.ngaps, 3);
+	q = at_entry(&r, 0x2000);
+	cr_assert_eq(q->first, 1);
+	cr_assert_eq(q->last, 4);
+	cr_assert_eq(q->flags, HTR_BLOCK_IMPLICIT | HTR_BLOCK_GAP);
+	for (i = 0; i < r.n; i++)
+		if (r.b[i].func != HTR_NONE && r.b[i].entry == 0x1100) {
+			cr_assert_eq(&r.b[r.b[i].parent], q);
+			cr_assert_eq(r.b[i].last, r.b[i].first + 1);
+			ncb++;
+		}
+	cr_assert_eq(ncb, 2);
+}
