@@ -70,17 +70,17 @@ struct tree {
 	uint32_t depth;
 };
 
-/* On failure, the tree is in the test's output. */
+/* The tree goes to stderr, for the test log when an assertion fails. */
 static void show(const struct tree *t)
 {
 	uint32_t i;
 
-	cr_log_warn("%llu insns, %llu gaps, %u blocks:",
+	fprintf(stderr, "%llu insns, %llu gaps, %u blocks:\n",
 		(unsigned long long) t->ninsns, (unsigned long long) t->ngaps,
 		t->n);
 	for (i = 0; i < t->n; i++)
-		cr_log_warn("  %u: %llu..%llu entry 0x%llx parent %d "
-			    "flags 0x%x", i, (unsigned long long) t->b[i].first,
+		fprintf(stderr, "  %u: %llu..%llu entry 0x%llx parent %d "
+			"flags 0x%x\n", i, (unsigned long long) t->b[i].first,
 			(unsigned long long) t->b[i].last,
 			(unsigned long long) t->b[i].entry, (int) t->b[i].parent,
 			t->b[i].flags);
