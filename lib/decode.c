@@ -27,6 +27,7 @@
 
 #define PROGRESS_STEP (1ull << 20)
 #define PSB_SEARCH_MAX (1u << 16)   /* bytes to look back for a PSB */
+#define TAIL_MAX (1u << 16)         /* blocks held after the trace ended */
 
 /* Direct-mapped cache of last-instruction classes that libipt left out. */
 #define CLS_CACHE_BITS 12
@@ -440,17 +441,16 @@ static int on_event(struct dec *s, const struct pt_event *ev)
 	return rc;
 }
 
-/* The runaway guard, checked every HTR_DECODE_RUNAWAY instructions:
- * returns 1 if no trace was consumed since the last check. */
-static int runaway(struct dec *s)
+/* The runaway guard, checked every HTR_DECODE_RUNAWAY instructions: sets
+ * s->runaway if no trace was consumed since the last check. */
+static void runaway(struct dec *s)
 {
 	uint64_t off = cur_offset(s);
 
 	s->stall = 0;
 	if (off == s->stall_off)
-		return s->runaway = 1;
+		s->runaway = 1;
 	s->stall_off = off;
-	return 0;
 }
 
 /* Decode from a synchronization point until an error or the end.  Returns a
@@ -497,8 +497,14 @@ static int decode_synced(struct dec *s, int *status)
 			rc = s->in_tail ? tail_push(s, &o) : on_block(s, &o);
 			if (rc)
 				return rc;
+			/* Held blocks are bounded too: none of them
+			 * consumed trace. */
 			s->stall += b.ninsn;
-			if (s->stall >= HTR_DECODE_RUNAWAY && runaway(s)) {
+			if (s->ntail > TAIL_MAX)
+				s->runaway = 1;
+			else if (s->stall >= HTR_DECODE_RUNAWAY)
+				runaway(s);
+			if (s->runaway) {
 				s->ntail = 0;
 				s->in_tail = 0;
 				*status = -pte_internal;

@@ -373,7 +373,9 @@ static int store_sym(struct htr_analysis *a, MDB_txn *txn, int *mrcp)
 	if (!mrc) {
 		memset(rec, 0, sizeof(rec));
 		htr_disk__put_le(rec, HTR_SYM_VERSION << 16 | HTR_TSC_VERSION, 4);
-		htr_disk__put_le(rec + 4, a->nskipped, 4);
+		/* What a later open compares with: images that could not be
+		 * opened (not those without symbols, which stay so). */
+		htr_disk__put_le(rec + 4, htr_syms__unreadable(a->file), 4);
 		htr_disk__put_le(rec + 8, a->nnames, 8);
 		htr_disk__put_le(rec + 16, a->nfuncs, 8);
 		htr_disk__put_le(rec + 24, bytes, 8);

@@ -30,7 +30,7 @@ expect() {
 T="$dir/t.pt" E="$dir/t.elf"
 timing="--cpuid-0x15-eax 1 --cpuid-0x15-ebx 2 --mtc-freq 6 --nom-freq 16"
 
-for c in build dump info find top; do
+for c in build dump info gaps find top; do
 	expect 0 '' "$htr" "$c" --help
 done
 expect 0 '' "$htr" --help
@@ -73,6 +73,32 @@ if command -v python3 >/dev/null; then
 	done
 	set +f
 fi
+# Wrong inputs that used to pass silently.
+expect 2 'overwrite the trace' "$htr" build "$T" --elf "$E" -o "$T"
+cp "$T" "$dir/x.htr"
+expect 2 'overwrite the trace' "$htr" build "$dir/x.htr" --elf "$E"
+expect 2 'overwrite an image' "$htr" build "$T" --elf "$E" -o "$E"
+expect 0 'no memory mapped' "$htr" build -q $timing "$T" --elf "$E@0x10000000" -o "$dir/wrong.htr"
+expect 0 'timing packets' "$htr" build -q "$T" --elf "$E" -o "$dir/notime.htr"
+expect 0 '' "$htr" gaps "$dir/wrong.htr"
+grep -q '^0  error  0x[0-9a-f]*  no memory mapped' "$dir/out" &&
+	echo "ok: gaps names the error" ||
+	{ echo "FAIL: gaps does not name the error"; fails=$((fails + 1)); }
+if command -v python3 >/dev/null; then
+	"$htr" gaps --json "$dir/t.htr" | python3 -c 'import json,sys; json.load(sys.stdin)' &&
+		echo "ok: gaps --json parses" ||
+		{ echo "FAIL: gaps --json is not JSON"; fails=$((fails + 1)); }
+fi
+# An ELF without symbols: names fall back to MODULE+0xOFFSET, and the
+# results reload instead of "vanishing".
+if command -v strip >/dev/null; then
+	strip -o "$dir/stripped.elf" "$E"
+	expect 0 '' "$htr" build -q $timing "$T" --elf "$dir/stripped.elf" -o "$dir/s.htr"
+	expect 0 'no function symbols' "$htr" top --limit 3 "$dir/s.htr"
+	expect 0 '' "$htr" top --limit 3 "$dir/s.htr"
+	expect 0 '' "$htr" dump --tsc --depth 2 "$dir/s.htr"
+fi
+
 expect 1 'not an htr file' "$htr" info "$T"
 head -c 1000 "$dir/t.htr" >"$dir/cut.htr"
 expect 1 'cut.htr' "$htr" dump "$dir/cut.htr"

@@ -481,3 +481,76 @@ Test(rules, callbacks_from_untraced_code)
 		}
 	cr_assert_eq(ncb, 2);
 }
+
+/*
+ * An image that does not match the trace: 0x1000 calls itself, so libipt
+ * follows direct calls for ever without consuming a byte of trace.  The
+ * runaway guard turns it into an error gap; the call stack stops growing
+ * at its limit and the build says how many calls it folded.
+ */
+Test(rules, runaway_is_bounded)
+{
+	static const uint8_t code[] = { 0xe8, 0xfb, 0xff, 0xff, 0xff };
+	struct trace t = { .n = 0 };
+	char img[256], pt[256], htr[256], spec[300];
+	uint8_t buf[256];
+	struct pt_encoder *enc;
+	struct pt_config cfg;
+	struct htr_builder *b;
+	struct htr_build_stats st;
+	struct htr_file *f;
+	struct htr_gap_info g;
+	uint64_t len = 0;
+	FILE *fp;
+	int k;
+
+	struct pt_packet *tnt;
+
+	/* An unread TNT keeps libipt from calling this the trace's end (it
+	 * would hold the blocks as the trace's tail, bounded separately). */
+	start(&t, 64);
+	ip(&t, ppt_tip_pge, 0x1000);
+	tnt = add(&t, ppt_tnt_8);
+	tnt->payload.tnt.bit_size = 1;
+	tnt->payload.tnt.payload = 1;
+	snprintf(img, sizeof(img), "%s/self.bin", dir);
+	snprintf(pt, sizeof(pt), "%s/self.pt", dir);
+	snprintf(htr, sizeof(htr), "%s/self.htr", dir);
+	fp = fopen(img, "wb");
+	cr_assert_not_null(fp);
+	cr_assert_eq(fwrite(code, 1, sizeof(code), fp), sizeof(code));
+	fclose(fp);
+	pt_config_init(&cfg);
+	cfg.begin = buf;
+	cfg.end = buf + sizeof(buf);
+	enc = pt_alloc_encoder(&cfg);
+	for (k = 0; k < t.n; k++)
+		cr_assert_geq(pt_enc_next(enc, &t.pkt[k]), 0);
+	pt_enc_get_offset(enc, &len);
+	pt_free_encoder(enc);
+	fp = fopen(pt, "wb");
+	cr_assert_not_null(fp);
+	cr_assert_eq(fwrite(buf, 1, len, fp), len);
+	fclose(fp);
+
+	snprintf(spec, sizeof(spec), "%s@0x1000", img);
+	cr_assert_eq(htr_builder_alloc(&b, NULL), 0);
+	cr_assert_eq(htr_builder_add_raw(b, spec), 0);
+	memset(&st, 0, sizeof(st));
+	cr_assert_eq(htr_builder_run(b, pt, htr, &st, sizeof(st)), 0, "%s",
+		     htr_builder_last_error(b));
+	htr_builder_free(b);
+	cr_assert_geq(st.insns, 1u << 22);
+	cr_assert_leq(st.insns, 1u << 23);
+	cr_assert_geq(st.folded, st.insns - (1u << 18) - 1);
+	cr_assert_eq(htr_file_open(&f, htr, NULL), 0);
+	cr_assert_eq(htr_gap_count(f), 1);
+	g.size = sizeof(g);
+	cr_assert_eq(htr_gap_get(f, 0, &g, sizeof(g)), 0);
+	cr_assert_eq(g.kind, HTR_GAP_ERROR);
+	cr_assert_eq(g.code, HTR_GAP_CODE_RUNAWAY);
+	cr_assert_str_eq(htr_gap_reason(&g), "runaway: no trace consumed for "
+			 "2^22 instructions (the image does not match the "
+			 "recording)");
+	htr_file_close(f);
+}

@@ -88,6 +88,85 @@ static char *default_output(const char *trace)
 	return out;
 }
 
+/* Whether writing @out would replace @in (the same file, by any name). */
+static int same_file(const char *in, const char *out)
+{
+	struct stat a, b;
+
+	return stat(in, &a) == 0 && stat(out, &b) == 0 &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* The file of an image spec: what comes before its last '@' (an ELF may
+ * have no '@'). */
+static int spec_is(const char *spec, const char *out)
+{
+	const char *at = strrchr(spec, '@');
+	char *path = at ? strndup(spec, (size_t) (at - spec)) : strdup(spec);
+	int r;
+
+	if (!path)
+		return 0;
+	/* A raw spec may also carry :OFFSET[:SIZE]. */
+	r = same_file(path, out);
+	if (!r && at) {
+		char *colon = strchr(path, ':');
+
+		if (colon) {
+			*colon = 0;
+			r = same_file(path, out);
+		}
+	}
+	free(path);
+	return r;
+}
+
+/* Warnings a build's result calls for: each one line, each a sign that
+ * the tree is not what the user wants (wrong image, missing timing
+ * options), none a failure. */
+static void warn_result(const char *trace, const char *out,
+			const struct htr_build_stats *st)
+{
+	struct htr_file *f = NULL;
+	struct htr_gap_info g, first;
+	uint64_t i, n, nerr = 0, nrun = 0;
+
+	if (st->timing_unusable)
+		fprintf(stderr, "htr: build: warning: %s has MTC/CYC timing "
+			"packets but --cpuid-0x15-eax/--cpuid-0x15-ebx/"
+			"--mtc-freq/--nom-freq do not describe them: time "
+			"moves only at each PSB\n", trace);
+	if (st->folded)
+		fprintf(stderr, "htr: build: warning: %" PRIu64 " calls past "
+			"the call-stack limit were folded into their caller\n",
+			st->folded);
+	memset(&first, 0, sizeof(first));
+	if (htr_file_open(&f, out, NULL) == 0) {
+		n = htr_gap_count(f);
+		for (i = 0; i < n; i++) {
+			g.size = sizeof(g);
+			if (htr_gap_get(f, i, &g, sizeof(g)) < 0 ||
+			    g.kind != HTR_GAP_ERROR)
+				continue;
+			if (!nerr++)
+				first = g;
+			nrun += g.code == HTR_GAP_CODE_RUNAWAY;
+		}
+	}
+	htr_file_close(f);
+	if (nerr)
+		fprintf(stderr, "htr: build: warning: %" PRIu64 " decode "
+			"error%s%s, the first at trace offset 0x%" PRIx64
+			": %s; are the --elf/--raw files the recorded code at "
+			"its load addresses? ('htr gaps %s' lists them)\n",
+			nerr, nerr == 1 ? "" : "s",
+			nrun ? " (the decoder ran away)" : "", first.offset,
+			htr_gap_reason(&first), out);
+	else if (!st->insns)
+		fprintf(stderr, "htr: build: warning: %s: no instruction "
+			"decoded\n", trace);
+}
+
 static int parse_cpu(const char *s, struct htr_build_opts *o)
 {
 	unsigned f, m, st = 0;
@@ -202,6 +281,18 @@ int cmd_build(int argc, char **argv)
 		rc = fail("build", "out of memory");
 		goto done;
 	}
+	if (same_file(argv[optind], out)) {
+		rc = usage_error("build", "%s: the output would overwrite the "
+				 "trace; give another -o", out);
+		goto done;
+	}
+	for (i = 0; i < nelf + nraw; i++)
+		if (spec_is(i < nelf ? elfs[i] : raws[i - nelf], out)) {
+			rc = usage_error("build", "%s: the output would "
+					 "overwrite an image file; give "
+					 "another -o", out);
+			goto done;
+		}
 
 	memset(&pr, 0, sizeof(pr));
 	clock_gettime(CLOCK_MONOTONIC, &pr.start);
@@ -249,6 +340,7 @@ int cmd_build(int argc, char **argv)
 			st.blocks ? (double) fsize / (double) st.blocks : 0.0,
 			t, t > 0 ? (double) st.insns / t / 1e6 : 0.0);
 	}
+	warn_result(argv[optind], out, &st);
 	rc = HTR_EXIT_OK;
 done:
 	htr_builder_free(b);

@@ -12,6 +12,7 @@ static const struct htr_cmd cmds[] = {
 	{ "build", cmd_build, "decode an Intel PT trace into an .htr call tree" },
 	{ "dump", cmd_dump, "print the call tree of an .htr file" },
 	{ "info", cmd_info, "print the header and counts of an .htr file" },
+	{ "gaps", cmd_gaps, "list where and why the trace lost instructions" },
 	{ "find", cmd_find, "list the invocations of functions with their ticks" },
 	{ "top", cmd_top, "per-function calls and TSC ticks" },
 };
