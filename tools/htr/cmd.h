@@ -22,6 +22,7 @@ int cmd_info(int argc, char **argv);
 int cmd_gaps(int argc, char **argv);
 int cmd_find(int argc, char **argv);
 int cmd_top(int argc, char **argv);
+int cmd_record(int argc, char **argv);
 
 struct htr_file;
 struct htr_analysis;

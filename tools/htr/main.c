@@ -15,6 +15,7 @@ static const struct htr_cmd cmds[] = {
 	{ "gaps", cmd_gaps, "list where and why the trace lost instructions" },
 	{ "find", cmd_find, "list the invocations of functions with their ticks" },
 	{ "top", cmd_top, "per-function calls and TSC ticks" },
+	{ "record", cmd_record, "run a program under qemu-user, write its Intel PT" },
 };
 
 static void help(FILE *fp)

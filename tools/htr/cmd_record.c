@@ -1,0 +1,199 @@
+/* htr record: run a program under qemu-user and write its Intel PT. */
+#include "cmd.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage_text[] =
+"usage: htr record [-o OUT] [--raw DIR] [--filter MODULE|START-END]...\n"
+"                  [--psb-period N] [--no-ret-compression] -- PROG [ARGS...]\n"
+"\n"
+"Runs PROG under qemu-user (qemu-x86_64 -singlestep -d exec,nochain) and\n"
+"writes the Intel PT a processor would have written for that execution:\n"
+"user-only tracing, return compression, PSB+ every N bytes, TSC from a\n"
+"cycle model (one tick per instruction, 200 per syscall, 1000 per signal).\n"
+"One trace per thread.  Also writes the ground truth of each thread (every\n"
+"call and return, the call tree; tools/synth/TRUTH.md).\n"
+"\n"
+"  -o, --out OUT            perf.data to write (default: perf.data); the\n"
+"                           truth goes to OUT.tN.truth\n"
+"      --raw DIR            write DIR/tN.pt and DIR/tN.truth per thread N,\n"
+"                           DIR/build.args (the modules as --elf FILE@BASE\n"
+"                           and the timing options for 'htr build') and\n"
+"                           DIR/record.txt (the parameters) instead\n"
+"      --filter MODULE      trace only this module's code (a path, a file\n"
+"                           name or a glob on it); repeatable\n"
+"      --filter START-END   trace only [START, END); repeatable\n"
+"      --psb-period N       bytes between PSB+ (default 4096, >= 256)\n"
+"      --no-ret-compression every return as a TIP\n"
+"      --tsc-gran N         ticks between TSC packets at least (default 64)\n"
+"      --qemu PATH          the qemu-x86_64 to run\n"
+"  -q, --quiet              no summary line\n"
+"  -h, --help               show this help\n"
+"\n"
+"PROG exiting non-zero still gives a complete trace (the summary says so);\n"
+"PROG killed by a signal gives no output.\n"
+"exit status: 0 ok, 1 failure, 2 usage error\n";
+
+#ifndef HTR_HAVE_RECORD
+
+int cmd_record(int argc, char **argv)
+{
+	int i;
+
+	for (i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			fputs(usage_text, stdout);
+			return HTR_EXIT_OK;
+		}
+	return fail("record", "this htr was built without Zydis "
+		    "(install libzydis-dev and rebuild)");
+}
+
+#else
+
+#include "record.h"
+
+#include <getopt.h>
+
+static int parse_filter(const char *s, struct rec_filter *f)
+{
+	const char *dash = strchr(s, '-');
+	char a[64];
+
+	memset(f, 0, sizeof(f[0]));
+	if (dash && (size_t) (dash - s) < sizeof(a) && s[0] >= '0' &&
+	    s[0] <= '9' && !strchr(s, '/')) {
+		uint64_t lo, hi;
+
+		memcpy(a, s, (size_t) (dash - s));
+		a[dash - s] = 0;
+		if (parse_u64(a, &lo) == 0 && parse_u64(dash + 1, &hi) == 0) {
+			if (hi <= lo)
+				return -1;
+			f->start = lo;
+			f->end = hi;
+			return 0;
+		}
+	}
+	f->module = s;
+	return 0;
+}
+
+int cmd_record(int argc, char **argv)
+{
+	static const struct option lopts[] = {
+		{ "out", required_argument, NULL, 'o' },
+		{ "raw", required_argument, NULL, 'r' },
+		{ "filter", required_argument, NULL, 'f' },
+		{ "psb-period", required_argument, NULL, 'p' },
+		{ "no-ret-compression", no_argument, NULL, 'n' },
+		{ "tsc-gran", required_argument, NULL, 'g' },
+		{ "qemu", required_argument, NULL, 'Q' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct rec_filter *filters;
+	struct rec_result res;
+	struct rec_opts o;
+	char err[1024];
+	size_t nf = 0;
+	uint64_t v;
+	int c, rc;
+
+	rec_opts_init(&o);
+	filters = calloc((size_t) argc + 1, sizeof(*filters));
+	if (!filters)
+		return fail("record", "out of memory");
+	optind = 1;
+	/* '+': stop at PROG, whose options are its own. */
+	while ((c = getopt_long(argc, argv, "+o:qh", lopts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			o.out = optarg;
+			break;
+		case 'r':
+			o.raw_dir = optarg;
+			break;
+		case 'f':
+			if (parse_filter(optarg, &filters[nf]) < 0) {
+				free(filters);
+				return usage_error("record", "--filter %s: "
+						   "START-END needs START < END",
+						   optarg);
+			}
+			nf++;
+			break;
+		case 'p':
+			if (parse_u64(optarg, &v) < 0 || v < 256 ||
+			    v > (1ull << 30)) {
+				free(filters);
+				return usage_error("record", "--psb-period: "
+						   "a number of bytes from 256 "
+						   "to 2^30");
+			}
+			o.psb_period = v;
+			break;
+		case 'n':
+			o.no_ret_compression = 1;
+			break;
+		case 'g':
+			if (parse_u64(optarg, &v) < 0 || !v) {
+				free(filters);
+				return usage_error("record", "--tsc-gran: a "
+						   "positive number of ticks");
+			}
+			o.tsc_gran = v;
+			break;
+		case 'Q':
+			o.qemu = optarg;
+			break;
+		case 'q':
+			o.quiet = 1;
+			break;
+		case 'h':
+			free(filters);
+			fputs(usage_text, stdout);
+			return HTR_EXIT_OK;
+		default:
+			free(filters);
+			return usage_error("record", "bad option");
+		}
+	}
+	if (optind >= argc) {
+		free(filters);
+		return usage_error("record", "no program to record");
+	}
+	o.filters = filters;
+	o.nfilters = nf;
+	rc = rec_run(&o, argv + optind, &res, err, sizeof(err));
+	free(filters);
+	if (rc < 0)
+		return fail("record", "%s", err);
+	if (!o.quiet) {
+		fprintf(stderr, "htr: record: %s -> %s: %llu insns run, %llu "
+			"traced, %u thread%s, %u modules, %llu bytes of PT, "
+			"%.2f s, %.2f M insns/s", argv[optind],
+			o.raw_dir ? o.raw_dir : o.out,
+			(unsigned long long) res.executed,
+			(unsigned long long) res.traced, res.threads,
+			res.threads == 1 ? "" : "s", res.modules,
+			(unsigned long long) res.bytes, res.seconds,
+			res.seconds > 0 ? (double) res.executed / res.seconds /
+			1e6 : 0.0);
+		if (res.exit_status)
+			fprintf(stderr, "; %s exited with status %d (the "
+				"trace is complete)", argv[optind],
+				res.exit_status);
+		if (res.oddities)
+			fprintf(stderr, "; %llu unexplained successors "
+				"(recorded as asynchronous disables)",
+				(unsigned long long) res.oddities);
+		fputc('\n', stderr);
+	}
+	return HTR_EXIT_OK;
+}
+
+#endif

@@ -1,0 +1,581 @@
+/*
+ * rec_run(): check PROG, start qemu-user with its execution log on a pipe,
+ * hand every executed address to its thread, then publish the outputs
+ * atomically (a temporary directory or file renamed at the end).
+ *
+ * qemu 7.2's log: `-singlestep` makes every guest instruction a block of
+ * its own, `-d exec,nochain` logs "Trace CPU: HOSTPTR [CSBASE/PC/FLAGS/
+ * CFLAGS] SYM" before each one runs (CPU is the thread: qemu-user gives
+ * every thread its own virtual CPU), `-d strace` adds "--- SIGxxx {...} ---"
+ * when a signal is delivered.  Lines of different threads interleave, and
+ * a strace line may be split by another thread's lines: only "Trace" and
+ * "--- SIG" are read, wherever they start.
+ */
+#include "rec_int.h"
+
+#include <dirent.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+void rec_opts_init(struct rec_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->size = sizeof(*o);
+	o->out = "perf.data";
+	o->psb_period = 4096;
+	o->tsc_gran = 64;
+	o->qemu = "qemu-x86_64";
+}
+
+void rec_fail(struct rec_ctx *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (c->failed)
+		return;
+	c->failed = 1;
+	va_start(ap, fmt);
+	vsnprintf(c->err, c->errlen, fmt, ap);
+	va_end(ap);
+}
+
+static int errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* PROG as execvp would find it. */
+static char *resolve(const char *prog)
+{
+	const char *path = getenv("PATH");
+	char buf[PATH_MAX];
+
+	if (strchr(prog, '/'))
+		return realpath(prog, NULL);
+	if (!path)
+		path = "/usr/bin:/bin";
+	while (*path) {
+		size_t n = strcspn(path, ":");
+
+		snprintf(buf, sizeof(buf), "%.*s/%s", (int) n,
+			 n ? path : ".", prog);
+		if (access(buf, X_OK) == 0)
+			return realpath(buf, NULL);
+		path += n;
+		if (*path == ':')
+			path++;
+	}
+	errno = ENOENT;
+	return NULL;
+}
+
+static int check_prog(const char *prog, char **out, char *err, size_t errlen)
+{
+	unsigned char h[sizeof(Elf64_Ehdr)];
+	char *p = resolve(prog);
+	ssize_t n;
+	int fd;
+
+	if (!p)
+		return errf(err, errlen, "%s: %s", prog, strerror(errno));
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	n = fd < 0 ? -1 : read(fd, h, sizeof(h));
+	if (fd >= 0)
+		close(fd);
+	if (n < 0) {
+		errf(err, errlen, "%s: %s", prog, strerror(errno));
+		free(p);
+		return -1;
+	}
+	if (n < (ssize_t) sizeof(h) || memcmp(h, ELFMAG, SELFMAG) ||
+	    h[EI_CLASS] != ELFCLASS64 ||
+	    ((const Elf64_Ehdr *) h)->e_machine != EM_X86_64) {
+		errf(err, errlen, "%s: not an x86-64 ELF executable%s", prog,
+		     n >= 2 && h[0] == '#' && h[1] == '!' ?
+		     " (a script: record its interpreter)" : "");
+		free(p);
+		return -1;
+	}
+	*out = p;
+	return 0;
+}
+
+static void rm_tree(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char p[PATH_MAX];
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+		unlink(p);
+	}
+	closedir(d);
+	rmdir(dir);
+}
+
+/* A temporary directory beside @final, so that the last rename stays on
+ * one file system. */
+static char *tmp_beside(const char *final, char *err, size_t errlen)
+{
+	size_t n = strlen(final) + 32;
+	char *t = malloc(n);
+
+	if (!t)
+		return NULL;
+	snprintf(t, n, "%s.rec-XXXXXX", final);
+	if (!mkdtemp(t)) {
+		errf(err, errlen, "%s: cannot write here: %s", final,
+		     strerror(errno));
+		free(t);
+		return NULL;
+	}
+	return t;
+}
+
+struct qemu {
+	pid_t pid;
+	int fd;
+};
+
+static int spawn(struct qemu *q, const char *qemu, const char *exe,
+		 char *const argv[], char *err, size_t errlen)
+{
+	int lp[2], ep[2], e = 0;
+	size_t n, i;
+	char dpath[32];
+	char **av;
+	ssize_t r;
+
+	for (n = 0; argv[n]; n++)
+		;
+	av = calloc(n + 8, sizeof(*av));
+	if (!av)
+		return errf(err, errlen, "out of memory");
+	if (pipe(lp) < 0 || pipe(ep) < 0) {
+		free(av);
+		return errf(err, errlen, "pipe: %s", strerror(errno));
+	}
+	/* Only the log's write end reaches qemu; the error pipe closes on
+	 * a successful exec. */
+	fcntl(lp[0], F_SETFD, FD_CLOEXEC);
+	fcntl(ep[0], F_SETFD, FD_CLOEXEC);
+	fcntl(ep[1], F_SETFD, FD_CLOEXEC);
+	snprintf(dpath, sizeof(dpath), "/dev/fd/%d", lp[1]);
+	av[0] = (char *) qemu;
+	av[1] = "-singlestep";
+	av[2] = "-d";
+	av[3] = "exec,nochain,strace";
+	av[4] = "-D";
+	av[5] = dpath;
+	av[6] = (char *) exe;
+	for (i = 1; i < n; i++)
+		av[6 + i] = argv[i];
+	q->pid = fork();
+	if (q->pid < 0) {
+		free(av);
+		return errf(err, errlen, "fork: %s", strerror(errno));
+	}
+	if (q->pid == 0) {
+		close(lp[0]);
+		execvp(qemu, av);
+		e = errno;
+		if (write(ep[1], &e, sizeof(e)) < 0)
+			_exit(127);
+		_exit(127);
+	}
+	free(av);
+	close(lp[1]);
+	close(ep[1]);
+	r = read(ep[0], &e, sizeof(e));
+	close(ep[0]);
+	if (r == (ssize_t) sizeof(e)) {
+		close(lp[0]);
+		waitpid(q->pid, NULL, 0);
+		if (e == ENOENT)
+			return errf(err, errlen, "%s: not found (install "
+				    "Debian's qemu-user)", qemu);
+		return errf(err, errlen, "%s: %s", qemu, strerror(e));
+	}
+	q->fd = lp[0];
+	return 0;
+}
+
+struct threads {
+	struct rec_thread **t;
+	size_t n;
+};
+
+static struct rec_thread *thread_of(struct rec_ctx *c, struct threads *ts,
+				    unsigned cpu)
+{
+	if (cpu >= ts->n) {
+		size_t n = cpu + 8;
+		struct rec_thread **p = realloc(ts->t, n * sizeof(*p));
+
+		if (!p) {
+			rec_fail(c, "out of memory");
+			return NULL;
+		}
+		memset(p + ts->n, 0, (n - ts->n) * sizeof(*p));
+		ts->t = p;
+		ts->n = n;
+	}
+	if (!ts->t[cpu])
+		ts->t[cpu] = rec_thread_new(c, cpu);
+	return ts->t[cpu];
+}
+
+static uint64_t hex(const char *s, const char **end)
+{
+	uint64_t v = 0;
+
+	for (;; s++) {
+		unsigned d;
+
+		if (*s >= '0' && *s <= '9')
+			d = (unsigned) (*s - '0');
+		else if (*s >= 'a' && *s <= 'f')
+			d = (unsigned) (*s - 'a' + 10);
+		else
+			break;
+		v = v << 4 | d;
+	}
+	*end = s;
+	return v;
+}
+
+/* One line of the log. */
+static void line(struct rec_ctx *c, struct threads *ts, const char *s,
+		 int *sig)
+{
+	const char *p = s, *e;
+	unsigned cpu = 0;
+	uint64_t pc;
+	struct rec_thread *t;
+
+	if (strncmp(s, "Trace ", 6)) {
+		if (!strncmp(s, "--- SIG", 7) || strstr(s, "--- SIG"))
+			*sig = 1;
+		p = strstr(s, "Trace ");
+		if (!p)
+			return;
+	}
+	p += 6;
+	while (*p >= '0' && *p <= '9')
+		cpu = cpu * 10 + (unsigned) (*p++ - '0');
+	p = strchr(p, '[');
+	if (!p || !(p = strchr(p, '/')))
+		return;
+	pc = hex(p + 1, &e);
+	if (*e != '/')
+		return;
+	t = thread_of(c, ts, cpu);
+	if (!t)
+		return;
+	rec_thread_step(t, pc, *sig);
+	*sig = 0;
+}
+
+static int pump(struct rec_ctx *c, struct threads *ts, int fd)
+{
+	size_t cap = 1u << 20, len = 0;
+	char *buf = malloc(cap + 1);
+	int sig = 0;
+
+	if (!buf) {
+		rec_fail(c, "out of memory");
+		return -1;
+	}
+	for (;;) {
+		ssize_t n = read(fd, buf + len, cap - len);
+		char *s, *nl;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t) n;
+		buf[len] = 0;
+		s = buf;
+		while (!c->failed && (nl = memchr(s, '\n', len - (size_t) (s - buf)))) {
+			*nl = 0;
+			line(c, ts, s, &sig);
+			s = nl + 1;
+		}
+		if (c->failed)
+			break;
+		len -= (size_t) (s - buf);
+		memmove(buf, s, len);
+		if (len == cap) {
+			/* A line longer than the buffer (strace of a huge
+			 * write): drop it. */
+			len = 0;
+		}
+	}
+	free(buf);
+	return c->failed ? -1 : 0;
+}
+
+static int write_raw_extras(const struct rec_ctx *c, const struct threads *ts,
+			    const struct rec_result *res)
+{
+	char p[PATH_MAX];
+	FILE *fp;
+	size_t i;
+
+	snprintf(p, sizeof(p), "%s/build.args", c->tmpdir);
+	fp = fopen(p, "w");
+	if (!fp)
+		return -1;
+	for (i = 0; i < c->im.nmods; i++)
+		fprintf(fp, "--elf %s@%#llx\n", c->im.mods[i]->path,
+			(unsigned long long) c->im.mods[i]->base);
+	fprintf(fp, "--cpuid-0x15-eax 1\n--cpuid-0x15-ebx 1\n");
+	if (fclose(fp) != 0)
+		return -1;
+	snprintf(p, sizeof(p), "%s/record.txt", c->tmpdir);
+	fp = fopen(p, "w");
+	if (!fp)
+		return -1;
+	fprintf(fp, "htr-record 1\nprog %s\n", c->exe);
+	if (res->signal)
+		fprintf(fp, "signal %d\n", res->signal);
+	else
+		fprintf(fp, "exit %d\n", res->exit_status);
+	fprintf(fp, "psb_period %llu\nret_compression %d\n"
+		"cycle_model 1/insn syscall %u signal %u\n"
+		"tsc_granularity %llu\ntsc_start %u\n",
+		(unsigned long long) c->o->psb_period,
+		!c->o->no_ret_compression, REC_TICKS_SYSCALL, REC_TICKS_SIGNAL,
+		(unsigned long long) c->o->tsc_gran, REC_TSC_START);
+	for (i = 0; i < c->o->nfilters; i++) {
+		if (c->o->filters[i].module)
+			fprintf(fp, "filter %s\n", c->o->filters[i].module);
+		else
+			fprintf(fp, "filter %#llx-%#llx\n",
+				(unsigned long long) c->o->filters[i].start,
+				(unsigned long long) c->o->filters[i].end);
+	}
+	for (i = 0; i < c->im.nmods; i++)
+		fprintf(fp, "module %s base %#llx text %#llx-%#llx%s\n",
+			c->im.mods[i]->path,
+			(unsigned long long) c->im.mods[i]->base,
+			(unsigned long long) c->im.mods[i]->lo,
+			(unsigned long long) c->im.mods[i]->hi,
+			c->im.mods[i]->filtered ? " filtered" : "");
+	for (i = 0; i < ts->n; i++)
+		if (ts->t[i]) {
+			struct rec_thread_stats s;
+
+			rec_thread_stats(ts->t[i], &s);
+			fprintf(fp, "thread %u insns %llu blocks %llu gaps "
+				"%llu bytes %llu\n", s.cpu,
+				(unsigned long long) s.insns,
+				(unsigned long long) s.blocks,
+				(unsigned long long) s.gaps,
+				(unsigned long long) s.bytes);
+		}
+	return fclose(fp) != 0 ? -1 : 0;
+}
+
+/* --raw DIR may exist when it is empty. */
+static int raw_target_ok(const char *dir, char *err, size_t errlen)
+{
+	struct stat st;
+	DIR *d;
+	struct dirent *e;
+	int empty = 1;
+
+	if (stat(dir, &st) < 0)
+		return errno == ENOENT ? 0 :
+		       errf(err, errlen, "%s: %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return errf(err, errlen, "%s: exists and is not a directory",
+			    dir);
+	d = opendir(dir);
+	if (!d)
+		return errf(err, errlen, "%s: %s", dir, strerror(errno));
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			empty = 0;
+	closedir(d);
+	if (!empty)
+		return errf(err, errlen, "%s: exists and is not empty", dir);
+	return 0;
+}
+
+int rec_run(const struct rec_opts *o, char *const argv[],
+	    struct rec_result *res, char *err, size_t errlen)
+{
+	struct rec_ctx c;
+	struct threads ts = { NULL, 0 };
+	struct qemu q = { -1, -1 };
+	struct timespec t0, t1;
+	char *exe = NULL, *tmp = NULL, *final = NULL;
+	int status = 0, rc = -1;
+	size_t i;
+
+	memset(res, 0, sizeof(*res));
+	memset(&c, 0, sizeof(c));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (!argv || !argv[0])
+		return errf(err, errlen, "no program to record");
+	if (check_prog(argv[0], &exe, err, errlen) < 0)
+		return -1;
+	if (o->raw_dir && raw_target_ok(o->raw_dir, err, errlen) < 0)
+		goto out;
+	final = strdup(o->raw_dir ? o->raw_dir : o->out);
+	if (!final) {
+		errf(err, errlen, "out of memory");
+		goto out;
+	}
+	tmp = tmp_beside(final, err, errlen);
+	if (!tmp)
+		goto out;
+	c.o = o;
+	c.tmpdir = tmp;
+	c.exe = exe;
+	c.clock = REC_TSC_START;
+	c.err = err;
+	c.errlen = errlen;
+	if (rec_image_init(&c.im, o->filters, o->nfilters, err, errlen) < 0)
+		goto out;
+	if (spawn(&q, o->qemu, exe, argv, err, errlen) < 0)
+		goto out;
+	c.im.pid = q.pid;
+	c.im.exe = exe;
+	pump(&c, &ts, q.fd);
+	if (c.failed) {
+		/* Stop PROG: the recording is lost anyway. */
+		kill(q.pid, SIGKILL);
+	}
+	close(q.fd);
+	while (waitpid(q.pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (c.failed)
+		goto out;
+	if (WIFSIGNALED(status)) {
+		res->signal = WTERMSIG(status);
+		errf(err, errlen, "%s: killed by signal %d (%s); nothing "
+		     "written", argv[0], res->signal,
+		     strsignal(res->signal));
+		goto out;
+	}
+	res->exit_status = WEXITSTATUS(status);
+	for (i = 0; i < ts.n; i++)
+		if (ts.t[i] && rec_thread_end(ts.t[i]) < 0)
+			goto out;
+	if (!ts.n) {
+		errf(err, errlen, "%s: qemu logged no instruction (is it "
+		     "qemu-user 7.2 with -singlestep and -d exec?)", o->qemu);
+		goto out;
+	}
+	res->executed = c.executed;
+	res->oddities = c.oddities;
+	res->modules = (unsigned) c.im.nmods;
+	for (i = 0; i < ts.n; i++)
+		if (ts.t[i]) {
+			struct rec_thread_stats s;
+
+			rec_thread_stats(ts.t[i], &s);
+			res->threads++;
+			res->traced += s.insns;
+			res->bytes += s.bytes;
+		}
+	if (o->raw_dir) {
+		if (write_raw_extras(&c, &ts, res) < 0) {
+			errf(err, errlen, "%s: cannot write: %s", tmp,
+			     strerror(errno));
+			goto out;
+		}
+		rmdir(final);   /* empty, checked above */
+		if (rename(tmp, final) < 0) {
+			errf(err, errlen, "%s: %s", final, strerror(errno));
+			goto out;
+		}
+		free(tmp);
+		tmp = NULL;
+	} else {
+		struct rec_perf_thread *pt = calloc(ts.n, sizeof(*pt));
+		char (*paths)[PATH_MAX] = calloc(ts.n, sizeof(*paths));
+		size_t n = 0;
+		const char *comm = strrchr(exe, '/') + 1;
+
+		if (!pt || !paths) {
+			free(pt);
+			free(paths);
+			errf(err, errlen, "out of memory");
+			goto out;
+		}
+		for (i = 0; i < ts.n; i++)
+			if (ts.t[i]) {
+				struct rec_thread_stats s;
+
+				rec_thread_stats(ts.t[i], &s);
+				snprintf(paths[n], PATH_MAX, "%s/t%u.pt", tmp,
+					 s.cpu);
+				pt[n].cpu = s.cpu;
+				pt[n].pt_path = paths[n];
+				pt[n].first_tsc = s.first_tsc;
+				n++;
+			}
+		rc = rec_perf_write(final, &c, q.pid, comm, pt, n, err,
+				    errlen);
+		free(pt);
+		free(paths);
+		if (rc < 0)
+			goto out;
+		rc = -1;
+		/* The truth stays beside the perf.data. */
+		for (i = 0; i < ts.n; i++)
+			if (ts.t[i]) {
+				char from[PATH_MAX], to[PATH_MAX];
+
+				snprintf(from, sizeof(from), "%s/t%zu.truth",
+					 tmp, i);
+				snprintf(to, sizeof(to), "%s.t%zu.truth", final,
+					 i);
+				if (rename(from, to) < 0) {
+					errf(err, errlen, "%s: %s", to,
+					     strerror(errno));
+					goto out;
+				}
+			}
+	}
+	rc = 0;
+out:
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	res->seconds = (double) (t1.tv_sec - t0.tv_sec) +
+		       (double) (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	for (i = 0; i < ts.n; i++)
+		rec_thread_free(ts.t[i]);
+	free(ts.t);
+	if (c.im.cache)
+		rec_image_fini(&c.im);
+	if (tmp)
+		rm_tree(tmp);
+	free(tmp);
+	free(final);
+	free(exe);
+	return rc;
+}

@@ -1,0 +1,57 @@
+/*
+ * htr record's engine: run a program under qemu-user, turn every executed
+ * guest instruction into the Intel PT a processor would have written, and
+ * the ground truth of the execution (tools/synth/TRUTH.md's format).
+ *
+ * A static library so tests can drive it in-process; `htr record` is its
+ * command-line front end.  Nothing here keeps global state: one call of
+ * rec_run() owns everything it allocates.  See README.md beside this file.
+ */
+#ifndef HTR_RECORD_H
+#define HTR_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One IP filter: a module (path or file name; the ranges of its executable
+ * segments once it is mapped) or an address range [start, end). */
+struct rec_filter {
+	const char *module;     /* NULL for an address range */
+	uint64_t start, end;
+};
+
+struct rec_opts {
+	size_t size;                    /* sizeof(struct rec_opts) */
+	const char *raw_dir;            /* --raw DIR, or NULL */
+	const char *out;                /* perf.data path (when !raw_dir) */
+	const struct rec_filter *filters;
+	size_t nfilters;
+	uint64_t psb_period;            /* bytes between PSB+ */
+	int no_ret_compression;
+	uint64_t tsc_gran;              /* min ticks between TSC packets */
+	const char *qemu;               /* qemu-x86_64 to run */
+	int quiet;                      /* no summary on stderr */
+};
+
+void rec_opts_init(struct rec_opts *o);
+
+struct rec_result {
+	int exit_status;        /* PROG's exit status when !signal */
+	int signal;             /* PROG was killed by this signal, or 0 */
+	uint64_t executed;      /* guest instructions run */
+	uint64_t traced;        /* instructions in the traces */
+	uint64_t bytes;         /* PT bytes written */
+	unsigned threads, modules;
+	uint64_t oddities;      /* successors qemu gave that no branch explains */
+	double seconds;
+};
+
+/* Run @argv (argv[0] is PROG, resolved on PATH) and write the outputs.
+ * Outputs appear all at once when everything succeeded, never in part.
+ * Returns 0 (also when PROG exited non-zero: see res->exit_status), or -1
+ * with a one-line reason in @err (PROG killed by a signal is -1 too, with
+ * res->signal set). */
+int rec_run(const struct rec_opts *o, char *const argv[],
+	    struct rec_result *res, char *err, size_t errlen);
+
+#endif

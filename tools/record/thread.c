@@ -1,0 +1,737 @@
+/*
+ * One guest thread: its executed instructions in, its Intel PT and its
+ * ground truth out.
+ *
+ * Every instruction is handled once its successor is known (the next
+ * address qemu ran on the thread), which is what the packets depend on.
+ * Tracing is user-only with optional IP filters:
+ *  - a branch that stays traced gives TNT (conditional, compressed ret) or
+ *    TIP (indirect, far, uncompressed ret) as a processor would;
+ *  - a branch, or a fall-through, out of the traced ranges gives TIP.PGD
+ *    with the target; syscall/int gives TIP.PGD with the IP suppressed
+ *    (the kernel is not traced); a signal delivered between instructions
+ *    gives FUP + TIP.PGD (asynchronous);
+ *  - the first traced instruction after any of these gives MODE.Exec +
+ *    TIP.PGE.
+ * A signal delivered right after a branch whose successor the log cannot
+ * tell (conditional, indirect, ret) waits for sigreturn, which names the
+ * interrupted IP; the thread's addresses are held meanwhile (a handler's
+ * worth, bounded).
+ *
+ * The truth follows the frames of the real execution: a near call opens a
+ * frame, a return closes the frame whose return address it lands at (and,
+ * flagged U, the frames above it: longjmp and exceptions leave frames
+ * without a return; the recorder sees no stack pointer, so it knows only
+ * at the return), a signal handler is a frame of its own.  A frame is a
+ * block once it ran a traced instruction itself.
+ */
+#include "rec_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define NO_RET UINT64_MAX
+#define MAX_HELD (1u << 24)
+#define MAX_DEPTH (1u << 20)
+
+struct frame {
+	uint64_t ret;           /* return address, NO_RET when not a call */
+	uint64_t entry;
+	int64_t pre, parent;
+	uint64_t first, tsc_first;
+	uint32_t func;
+	uint8_t visible, late;
+	uint8_t entered_off;    /* its first instruction was not traced */
+	uint8_t traced_call;    /* opened by a traced call */
+};
+
+struct held {
+	uint64_t pc;
+	int sig;
+};
+
+struct rec_thread {
+	struct rec_ctx *c;
+	unsigned cpu;
+	FILE *pt_fp, *truth;
+	struct rec_pw w;
+	char pt_path[512], truth_path[512];
+	/* the instruction waiting for its successor */
+	struct rec_insn cur;
+	int have_cur;
+	int on;                 /* packets are generated */
+	int started;            /* something was traced */
+	uint64_t id;            /* next instruction ID */
+	uint64_t last_id, last_tsc;
+	uint64_t psb_last;
+	uint64_t dtime;         /* the time a decoder reports now */
+	uint64_t first_tsc;
+	/* return compression, as the decoder's 64-entry stack */
+	uint64_t comp[64];
+	unsigned comp_n, comp_top;
+	/* frames */
+	struct frame *st;
+	size_t depth, cap;
+	int64_t next_pre;
+	/* functions named in the truth: entry -> index */
+	uint64_t *fkeys;
+	uint32_t *fvals;
+	size_t fn, fcap;
+	/* a signal after an ambiguous branch */
+	int holding;
+	struct rec_insn held_insn;
+	struct held *hq;
+	size_t hn, hcap;
+	struct rec_insn hlast;  /* the last held instruction */
+	uint64_t blocks, gaps;
+	int header_done;
+};
+
+/* ------------------------------------------------------------------ */
+/* truth */
+
+static void header(struct rec_thread *t)
+{
+	struct rec_mod *exe = NULL;
+	size_t i;
+
+	if (t->header_done)
+		return;
+	t->header_done = 1;
+	for (i = 0; i < t->c->im.nmods; i++)
+		if (!strcmp(t->c->im.mods[i]->path, t->c->exe))
+			exe = t->c->im.mods[i];
+	fprintf(t->truth, "htr-synth-truth 1\nseed 0\nscenario record\n"
+		"elf %s\ntrace t%u.pt\nbase %#llx\n"
+		"decoder cpuid_0x15_eax 1 cpuid_0x15_ebx 1 mtc_freq 0 "
+		"nom_freq 0\n", t->c->exe, t->cpu,
+		exe ? (unsigned long long) exe->base : 0ull);
+}
+
+static uint32_t func_of(struct rec_thread *t, uint64_t entry)
+{
+	struct rec_mod *m;
+	const char *name;
+	size_t h;
+
+	if (t->fn * 2 + 2 > t->fcap) {
+		size_t n = t->fcap ? t->fcap * 2 : 1024, i;
+		uint64_t *k = malloc(n * sizeof(*k));
+		uint32_t *v = malloc(n * sizeof(*v));
+
+		if (!k || !v) {
+			free(k);
+			free(v);
+			rec_fail(t->c, "out of memory");
+			return 0;
+		}
+		memset(k, 0xff, n * sizeof(*k));
+		for (i = 0; i < t->fcap; i++) {
+			if (t->fkeys[i] == UINT64_MAX)
+				continue;
+			h = (size_t) (t->fkeys[i] * 0x9e3779b97f4a7c15ull >> 24) &
+			    (n - 1);
+			while (k[h] != UINT64_MAX)
+				h = (h + 1) & (n - 1);
+			k[h] = t->fkeys[i];
+			v[h] = t->fvals[i];
+		}
+		free(t->fkeys);
+		free(t->fvals);
+		t->fkeys = k;
+		t->fvals = v;
+		t->fcap = n;
+	}
+	h = (size_t) (entry * 0x9e3779b97f4a7c15ull >> 24) & (t->fcap - 1);
+	while (t->fkeys[h] != UINT64_MAX) {
+		if (t->fkeys[h] == entry)
+			return t->fvals[h];
+		h = (h + 1) & (t->fcap - 1);
+	}
+	t->fkeys[h] = entry;
+	t->fvals[h] = (uint32_t) t->fn;
+	m = rec_image_mod(&t->c->im, entry);
+	name = m ? strrchr(m->path, '/') + 1 : "?";
+	fprintf(t->truth, "func %zu %#llx 0 %.40s+%#llx\n", t->fn,
+		(unsigned long long) entry, name,
+		(unsigned long long) (m ? entry - m->base : entry));
+	return (uint32_t) t->fn++;
+}
+
+/* Frame @i gets its place in the tree at the traced instruction at @pc. */
+static void show(struct rec_thread *t, size_t i, uint64_t pc)
+{
+	struct frame *f = &t->st[i];
+	size_t k;
+
+	f->visible = 1;
+	f->pre = t->next_pre++;
+	f->parent = -1;
+	for (k = i; k-- > 0;)
+		if (t->st[k].visible) {
+			f->parent = t->st[k].pre;
+			break;
+		}
+	f->first = t->last_id;
+	f->tsc_first = t->dtime;
+	f->entered_off = !f->traced_call && pc != f->entry;
+	f->func = func_of(t, f->entry);
+}
+
+/* A traced instruction at @pc ran in the innermost frame: that frame is a
+ * block, and so is every open frame whose call was traced (a decoder saw
+ * the call, and its target in the TIP.PGD that left the traced code). */
+static void visible(struct rec_thread *t, uint64_t pc)
+{
+	size_t i;
+
+	for (i = 0; i < t->depth; i++)
+		if (!t->st[i].visible &&
+		    (t->st[i].traced_call || i + 1 == t->depth))
+			show(t, i, pc);
+}
+
+static void close_frame(struct rec_thread *t, const struct frame *f,
+			const char *flags)
+{
+	char fl[8];
+	size_t n = 0;
+
+	if (!f->visible)
+		return;
+	if (f->late)
+		fl[n++] = 'L';
+	/* E (an extension of TRUTH.md's flags): the call entered untraced
+	 * code that later ran traced code; a decoder sees that code's
+	 * address as the entry. */
+	else if (f->entered_off)
+		fl[n++] = 'E';
+	for (; *flags && n < 6; flags++)
+		fl[n++] = *flags;
+	if (!n)
+		fl[n++] = '-';
+	fl[n] = 0;
+	fprintf(t->truth, "block %lld %lld %u %llu %llu %llu %llu %s\n",
+		(long long) f->pre, (long long) f->parent, f->func,
+		(unsigned long long) f->first, (unsigned long long) t->last_id,
+		(unsigned long long) f->tsc_first,
+		(unsigned long long) t->last_tsc, fl);
+	t->blocks++;
+}
+
+static void push_frame(struct rec_thread *t, uint64_t ret, uint64_t entry)
+{
+	struct frame *f;
+
+	if (t->depth == t->cap) {
+		size_t n = t->cap ? t->cap * 2 : 256;
+		struct frame *s;
+
+		if (n > MAX_DEPTH) {
+			rec_fail(t->c, "thread %u: more than %u nested calls",
+				 t->cpu, MAX_DEPTH);
+			return;
+		}
+		s = realloc(t->st, n * sizeof(*s));
+		if (!s) {
+			rec_fail(t->c, "out of memory");
+			return;
+		}
+		t->st = s;
+		t->cap = n;
+	}
+	f = &t->st[t->depth++];
+	memset(f, 0, sizeof(*f));
+	f->ret = ret;
+	f->entry = entry;
+	f->pre = -1;
+	/* Frames open before anything was traced were entered before the
+	 * trace began. */
+	f->late = !t->started;
+}
+
+/* A return from @in landing at @to. */
+static void do_return(struct rec_thread *t, uint64_t to, int traced)
+{
+	const char *fl = traced ? "" : "R";
+	const char *ufl = traced ? "U" : "UR";
+	size_t i;
+
+	for (i = t->depth; i-- > 0;)
+		if (t->st[i].ret == to)
+			break;
+	if (i == (size_t) -1 || i >= t->depth) {
+		/* Matches no open frame: the innermost one returns (a signal
+		 * handler returning to its restorer, a retpoline). */
+		if (t->depth <= 1) {
+			/* Past the outermost frame: it ends; what follows
+			 * runs in a frame whose call was not seen. */
+			if (t->depth)
+				close_frame(t, &t->st[0], fl);
+			t->depth = 0;
+			push_frame(t, NO_RET, to);
+			t->st[0].late = 1;
+			return;
+		}
+		close_frame(t, &t->st[t->depth - 1], fl);
+		t->depth--;
+		return;
+	}
+	while (t->depth > i + 1) {
+		close_frame(t, &t->st[t->depth - 1], ufl);
+		t->depth--;
+	}
+	close_frame(t, &t->st[i], fl);
+	t->depth = i;
+	if (!t->depth) {
+		push_frame(t, NO_RET, to);
+		t->st[0].late = 1;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* packets */
+
+static void comp_reset(struct rec_thread *t)
+{
+	t->comp_n = 0;
+}
+
+static void comp_push(struct rec_thread *t, uint64_t ret)
+{
+	t->comp_top = (t->comp_top + 1) % 64;
+	t->comp[t->comp_top] = ret;
+	if (t->comp_n < 64)
+		t->comp_n++;
+}
+
+/* Timing: a TSC packet right before the TNT or TIP packet that a decoder
+ * fetches at this instruction, when the clock moved on enough.  The time
+ * a decoder reports at an instruction is then the last such value. */
+static void timing(struct rec_thread *t)
+{
+	uint64_t now = t->c->clock;
+
+	if (now - t->dtime >= t->c->o->tsc_gran) {
+		rec_pw_tsc(&t->w, now);
+		t->dtime = now;
+	}
+}
+
+static void tnt(struct rec_thread *t, int taken)
+{
+	if (rec_pw_tnt_starts(&t->w))
+		timing(t);
+	rec_pw_tnt(&t->w, taken);
+}
+
+static void tip(struct rec_thread *t, uint64_t ip)
+{
+	rec_pw_tnt_flush(&t->w);
+	timing(t);
+	rec_pw_ip(&t->w, ppt_tip, ip);
+}
+
+static void psb(struct rec_thread *t, uint64_t fup)
+{
+	rec_pw_simple(&t->w, ppt_psb);
+	/* PSB+ repeats the decoder's time: it reads PSB+ ahead. */
+	rec_pw_tsc(&t->w, t->dtime);
+	if (fup) {
+		rec_pw_mode_exec(&t->w);
+		rec_pw_ip(&t->w, ppt_fup, fup);
+	}
+	rec_pw_simple(&t->w, ppt_psbend);
+	t->psb_last = rec_pw_offset(&t->w);
+	/* Conservatively, nothing before a PSB+ is compressed after it. */
+	comp_reset(t);
+}
+
+static void disable(struct rec_thread *t, uint64_t ip, int suppressed)
+{
+	if (suppressed)
+		rec_pw_ip_none(&t->w, ppt_tip_pgd);
+	else
+		rec_pw_ip(&t->w, ppt_tip_pgd, ip);
+	t->on = 0;
+}
+
+/* @in is about to run: enable tracing if it is traced, PSB+ if due. */
+static void arrive(struct rec_thread *t, const struct rec_insn *in)
+{
+	if (!t->on && in->traced) {
+		if (!t->started) {
+			header(t);
+			psb(t, 0);
+		} else {
+			fprintf(t->truth, "gap %llu disabled\n",
+				(unsigned long long) t->id);
+			t->gaps++;
+		}
+		rec_pw_mode_exec(&t->w);
+		rec_pw_ip(&t->w, ppt_tip_pge, in->pc);
+		comp_reset(t);
+		t->on = 1;
+		t->started = 1;
+	} else if (t->on && rec_pw_offset(&t->w) - t->psb_last >=
+		   t->c->o->psb_period) {
+		rec_pw_tnt_flush(&t->w);
+		psb(t, in->pc);
+	}
+}
+
+/* @in ran and @next (traced or not: @ntr) runs after it. */
+static void flow(struct rec_thread *t, const struct rec_insn *in, uint64_t next,
+		 int ntr)
+{
+	int traced = t->on;
+
+	t->c->clock++;
+	if (traced) {
+		switch (in->kind) {
+		case RK_OTHER:
+		case RK_JMP:
+			if (!ntr)
+				disable(t, next, 0);
+			break;
+		case RK_CALL:
+			comp_push(t, in->pc + in->len);
+			if (!ntr)
+				disable(t, next, 0);
+			break;
+		case RK_COND:
+			if (ntr)
+				tnt(t, next != in->pc + in->len);
+			else
+				disable(t, next, 0);
+			break;
+		case RK_ICALL:
+			comp_push(t, in->pc + in->len);
+			/* fall through */
+		case RK_IJMP:
+		case RK_FAR:
+			if (ntr)
+				tip(t, next);
+			else
+				disable(t, next, 0);
+			break;
+		case RK_RET:
+			if (!ntr) {
+				disable(t, next, 0);
+			} else if (!t->c->o->no_ret_compression && t->comp_n &&
+				   t->comp[t->comp_top] == next) {
+				t->comp_top = (t->comp_top + 63) % 64;
+				t->comp_n--;
+				tnt(t, 1);
+			} else {
+				tip(t, next);
+			}
+			break;
+		case RK_SYSCALL:
+			disable(t, 0, 1);
+			break;
+		}
+		t->last_id = t->id++;
+		t->last_tsc = t->dtime;
+		visible(t, in->pc);
+	}
+	switch (in->kind) {
+	case RK_CALL:
+	case RK_ICALL:
+		push_frame(t, in->pc + in->len, next);
+		if (t->depth)
+			t->st[t->depth - 1].traced_call = (uint8_t) traced;
+		break;
+	case RK_RET:
+		do_return(t, next, traced);
+		break;
+	case RK_SYSCALL:
+		t->c->clock += REC_TICKS_SYSCALL;
+		break;
+	default:
+		break;
+	}
+}
+
+/* A signal interrupts the thread before @next: FUP + TIP.PGD. */
+static void interrupt(struct rec_thread *t, uint64_t next)
+{
+	if (t->on) {
+		rec_pw_ip(&t->w, ppt_fup, next);
+		disable(t, 0, 1);
+	}
+}
+
+/* A signal handler starts at @h (a frame the kernel made). */
+static void handler(struct rec_thread *t, uint64_t h)
+{
+	t->c->clock += REC_TICKS_SIGNAL;
+	push_frame(t, NO_RET, h);
+}
+
+static const struct rec_insn *insn(struct rec_thread *t, uint64_t pc)
+{
+	const struct rec_insn *in = rec_image_insn(&t->c->im, pc,
+						   t->c->executed);
+
+	if (!in)
+		rec_fail(t->c, "%s", t->c->im.err);
+	return in;
+}
+
+static int hold(struct rec_thread *t, uint64_t pc, int sig)
+{
+	if (t->hn == t->hcap) {
+		size_t n = t->hcap ? t->hcap * 2 : 4096;
+		struct held *q;
+
+		if (n > MAX_HELD) {
+			rec_fail(t->c, "thread %u: a signal handler ran more "
+				 "than %u instructions after an ambiguous "
+				 "branch", t->cpu, MAX_HELD);
+			return -1;
+		}
+		q = realloc(t->hq, n * sizeof(*q));
+		if (!q) {
+			rec_fail(t->c, "out of memory");
+			return -1;
+		}
+		t->hq = q;
+		t->hcap = n;
+	}
+	t->hq[t->hn].pc = pc;
+	t->hq[t->hn].sig = sig;
+	t->hn++;
+	return 0;
+}
+
+static int ambiguous(const struct rec_insn *in)
+{
+	return in->kind == RK_COND || in->kind == RK_IJMP ||
+	       in->kind == RK_ICALL || in->kind == RK_RET || in->kind == RK_FAR;
+}
+
+static int step(struct rec_thread *t, uint64_t pc, int sig);
+
+/* sigreturn resumed at @n: the held branch went to @n. */
+static int release(struct rec_thread *t, uint64_t n)
+{
+	struct held *q = t->hq;
+	size_t i, hn = t->hn;
+	const struct rec_insn *in = insn(t, n);
+	struct rec_insn h;
+
+	if (!in)
+		return -1;
+	t->holding = 0;
+	t->hq = NULL;
+	t->hn = t->hcap = 0;
+	flow(t, &t->held_insn, n, in->traced);
+	interrupt(t, n);
+	handler(t, q[0].pc);
+	in = insn(t, q[0].pc);
+	if (!in) {
+		free(q);
+		return -1;
+	}
+	h = *in;
+	arrive(t, &h);
+	t->cur = h;
+	for (i = 1; i < hn && !t->c->failed; i++)
+		step(t, q[i].pc, q[i].sig);
+	free(q);
+	return step(t, n, 0);
+}
+
+static int step(struct rec_thread *t, uint64_t pc, int sig)
+{
+	const struct rec_insn *pin;
+	struct rec_insn in, prev;
+
+	if (t->c->failed)
+		return -1;
+	if (t->holding) {
+		/* A syscall resuming elsewhere without a signal is the
+		 * sigreturn that ends the handler. */
+		if (!sig && t->hlast.kind == RK_SYSCALL &&
+		    pc != t->hlast.pc + t->hlast.len)
+			return release(t, pc);
+		if (hold(t, pc, sig) < 0)
+			return -1;
+		pin = insn(t, pc);
+		if (!pin)
+			return -1;
+		t->hlast = *pin;
+		return 0;
+	}
+	pin = insn(t, pc);
+	if (!pin)
+		return -1;
+	in = *pin;
+	if (!t->have_cur) {
+		t->have_cur = 1;
+		arrive(t, &in);
+		t->cur = in;
+		return 0;
+	}
+	prev = t->cur;
+	if (!sig && prev.rep && pc == prev.pc)
+		return 0;
+	if (!sig) {
+		uint64_t fall = prev.pc + prev.len;
+		int odd = 0;
+
+		switch (prev.kind) {
+		case RK_OTHER:
+			odd = pc != fall;
+			break;
+		case RK_JMP:
+		case RK_CALL:
+			odd = pc != prev.target;
+			break;
+		case RK_COND:
+			odd = pc != fall && pc != prev.target;
+			break;
+		default:
+			break;
+		}
+		if (odd) {
+			/* No branch explains it (qemu restarted an
+			 * instruction, code changed): an asynchronous
+			 * disable and enable keeps the trace decodable. */
+			t->c->oddities++;
+			flow(t, &prev, prev.kind == RK_OTHER ? fall :
+			     prev.target, 0);
+			interrupt(t, pc);
+		} else {
+			flow(t, &prev, pc, in.traced);
+		}
+	} else if (prev.kind == RK_SYSCALL) {
+		flow(t, &prev, pc, in.traced);
+		handler(t, pc);
+	} else if (ambiguous(&prev)) {
+		t->holding = 1;
+		t->held_insn = prev;
+		t->hlast = in;
+		return hold(t, pc, sig);
+	} else {
+		uint64_t n = prev.kind == RK_OTHER ? prev.pc + prev.len :
+			     prev.target;
+		const struct rec_insn *nin = insn(t, n);
+
+		if (!nin)
+			return -1;
+		flow(t, &prev, n, nin->traced);
+		interrupt(t, n);
+		handler(t, pc);
+	}
+	arrive(t, &in);
+	t->cur = in;
+	return t->c->failed ? -1 : 0;
+}
+
+int rec_thread_step(struct rec_thread *t, uint64_t pc, int sig)
+{
+	t->c->executed++;
+	return step(t, pc, sig);
+}
+
+struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned cpu)
+{
+	struct rec_thread *t = calloc(1, sizeof(*t));
+
+	if (!t) {
+		rec_fail(c, "out of memory");
+		return NULL;
+	}
+	t->c = c;
+	t->cpu = cpu;
+	t->dtime = c->clock;
+	t->first_tsc = c->clock;
+	snprintf(t->pt_path, sizeof(t->pt_path), "%s/t%u.pt", c->tmpdir, cpu);
+	snprintf(t->truth_path, sizeof(t->truth_path), "%s/t%u.truth",
+		 c->tmpdir, cpu);
+	t->pt_fp = fopen(t->pt_path, "wb");
+	t->truth = fopen(t->truth_path, "w");
+	if (!t->pt_fp || !t->truth || rec_pw_init(&t->w, t->pt_fp) < 0) {
+		rec_fail(c, "%s: cannot write the thread's trace", c->tmpdir);
+		rec_thread_free(t);
+		return NULL;
+	}
+	/* The thread's entry is a frame whose call nobody saw. */
+	push_frame(t, NO_RET, 0);
+	return t;
+}
+
+int rec_thread_end(struct rec_thread *t)
+{
+	int rc;
+
+	if (t->holding) {
+		/* The process ended inside a handler that interrupted an
+		 * ambiguous branch: its held part is lost. */
+		free(t->hq);
+		t->hq = NULL;
+		t->hn = t->hcap = 0;
+		t->holding = 0;
+		t->cur = t->held_insn;
+	}
+	if (t->have_cur) {
+		if (t->cur.kind == RK_SYSCALL) {
+			/* exit or exit_group: the last instruction. */
+			flow(t, &t->cur, 0, 0);
+		} else {
+			/* Killed before this instruction retired. */
+			interrupt(t, t->cur.pc);
+		}
+	}
+	/* A disable that lasts to the end (exit) is no gap: the README's
+	 * gaps are "disabled and re-enabled". */
+	header(t);
+	while (t->depth) {
+		close_frame(t, &t->st[t->depth - 1], "T");
+		t->depth--;
+	}
+	fprintf(t->truth, "insns %llu\nblocks %llu\ngaps %llu\nend\n",
+		(unsigned long long) t->id, (unsigned long long) t->blocks,
+		(unsigned long long) t->gaps);
+	rc = rec_pw_finish(&t->w);
+	if (fclose(t->truth) != 0)
+		rc = -1;
+	t->truth = NULL;
+	if (fclose(t->pt_fp) != 0)
+		rc = -1;
+	t->pt_fp = NULL;
+	if (rc < 0)
+		rec_fail(t->c, "%s: cannot write the thread's trace",
+			 t->c->tmpdir);
+	return rc;
+}
+
+void rec_thread_stats(const struct rec_thread *t, struct rec_thread_stats *s)
+{
+	s->cpu = t->cpu;
+	s->insns = t->id;
+	s->blocks = t->blocks;
+	s->gaps = t->gaps;
+	s->bytes = rec_pw_offset(&t->w);
+	s->first_tsc = t->first_tsc;
+	s->last_tsc = t->dtime;
+}
+
+void rec_thread_free(struct rec_thread *t)
+{
+	if (!t)
+		return;
+	if (t->truth)
+		fclose(t->truth);
+	if (t->pt_fp)
+		fclose(t->pt_fp);
+	if (t->w.enc)
+		rec_pw_fini(&t->w);
+	free(t->st);
+	free(t->fkeys);
+	free(t->fvals);
+	free(t->hq);
+	free(t);
+}
