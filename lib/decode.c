@@ -28,6 +28,8 @@
 #define PROGRESS_STEP (1ull << 20)
 #define PSB_SEARCH_MAX (1u << 16)   /* bytes to look back for a PSB */
 #define TAIL_MAX (1u << 16)         /* blocks held after the trace ended */
+#define SCAN_STEP (64u << 20)       /* bytes searched for a PSB between
+				     * progress reports */
 
 /* Direct-mapped cache of last-instruction classes that libipt left out. */
 #define CLS_CACHE_BITS 12
@@ -526,6 +528,38 @@ out:
 	return 0;
 }
 
+/* pt_blk_sync_forward, reporting progress: the way to the next PSB may be
+ * gigabytes of damaged or sparse trace, and libipt's own search says
+ * nothing until it is done.  Sets *@status as pt_blk_sync_forward would
+ * (-pte_eos: no PSB left).  Returns 0 or HTR_ERR_CANCELED. */
+static int sync_next(struct dec *s, uint64_t from, int *status)
+{
+	const struct htr_decode_sink *k = s->sink;
+
+	while (from + 16 <= s->size) {
+		uint64_t end = s->size - from > SCAN_STEP ? from + SCAN_STEP
+							  : s->size;
+		const uint8_t *p = s->trace + from, *lim = s->trace + end - 15;
+
+		while (p < lim && (p = memchr(p, 0x02, (size_t) (lim - p)))) {
+			if (is_psb(p)) {
+				*status = pt_blk_sync_set(s->d, (uint64_t)
+							  (p - s->trace));
+				return 0;
+			}
+			p++;
+		}
+		if (end == s->size)
+			break;
+		/* A PSB may straddle the step's end. */
+		from = end - 15;
+		if (k->progress && k->progress(k->ctx, end))
+			return HTR_ERR_CANCELED;
+	}
+	*status = -pte_eos;
+	return 0;
+}
+
 static void setup_config(struct pt_config *c, const struct htr_decode_cfg *cfg)
 {
 	pt_config_init(c);
@@ -578,7 +612,8 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 				  "%s", pt_errstr(pt_errcode(status)));
 		goto out;
 	}
-	status = pt_blk_sync_forward(s.d);
+	if ((rc = sync_next(&s, 0, &status)) != 0)
+		goto out;
 	for (;;) {
 		if (status >= 0) {
 			uint64_t tsc;
@@ -615,8 +650,13 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 				break;
 			have_err = 1;
 			last_err = off;
+			/* Past the PSB decoding started from, or it would
+			 * be found again. */
+			if (s.has_sync && off <= s.sync_off)
+				off = s.sync_off + 1;
+			if ((rc = sync_next(&s, off, &status)) != 0)
+				goto out;
 		}
-		status = pt_blk_sync_forward(s.d);
 	}
 	if ((rc = flush(&s)) != 0)
 		goto out;

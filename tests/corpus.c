@@ -81,3 +81,38 @@ int has_errata(const char *cpu)
 	return memcmp(&er, &none, sizeof(er)) != 0;
 }
 
+
+void skips_add(struct skips *s, const char *why)
+{
+	size_t n = strcspn(why, "(:");
+	int i;
+
+	while (n && why[n - 1] == ' ')
+		n--;
+	if (n >= sizeof(s->r[0].why))
+		n = sizeof(s->r[0].why) - 1;
+	s->total++;
+	for (i = 0; i < s->nr; i++)
+		if (strlen(s->r[i].why) == n && !strncmp(s->r[i].why, why, n)) {
+			s->r[i].n++;
+			return;
+		}
+	if (s->nr == (int) (sizeof(s->r) / sizeof(s->r[0])))
+		i = s->nr - 1;          /* the last bucket takes the rest */
+	else
+		i = s->nr++;
+	if (!s->r[i].n)
+		snprintf(s->r[i].why, sizeof(s->r[i].why), "%.*s", (int) n, why);
+	s->r[i].n++;
+}
+
+void skips_print(const struct skips *s, const char *tag)
+{
+	int i;
+
+	fprintf(stderr, "%s: skipped %d cases", tag, s->total);
+	for (i = 0; i < s->nr; i++)
+		fprintf(stderr, "%s %d %s", i ? ";" : ":", s->r[i].n,
+			s->r[i].why);
+	fprintf(stderr, "\n");
+}

@@ -15,6 +15,17 @@ int read_exp(const char *path, long *insns, long *errors);
 /* The corpus directory (from $HTR_SOURCE_ROOT/../shared), or NULL if absent. */
 const char *corpus_dir(char *buf, size_t len);
 
+/* Skipped cases, tallied by reason: the reason is @why up to its first
+ * '(' or ':', so "needs address filtering (...)" counts as one. */
+struct skips {
+	struct { char why[64]; int n; } r[16];
+	int nr, total;
+};
+void skips_add(struct skips *s, const char *why);
+/* One line on stderr, "TAG: skipped N cases: n1 reason1; n2 reason2"
+ * (tools/ci/test.sh shows these lines after the suite). */
+void skips_print(const struct skips *s, const char *tag);
+
 /* Whether libipt knows any erratum for cpu "F/M". */
 int has_errata(const char *cpu);
 

@@ -129,5 +129,21 @@ else
 	echo "ok: the next build removed the killed build's temporary"
 fi
 
+# SIGTERM (or SIGINT) stops a build cleanly: no output, no temporary, and
+# the exit status says which signal.
+"$htr" build -q $timing "$dir/big.pt" --elf "$dir/big.elf" -o "$dir/term.htr" 2>"$dir/err" &
+pid=$!
+sleep 1
+kill -TERM "$pid" 2>/dev/null
+wait "$pid"
+st=$?
+if [ "$st" != 143 ] || ls "$dir" | grep -q '^term.htr' ||
+   ! grep -q 'interrupted, nothing written' "$dir/err"; then
+	echo "FAIL: SIGTERM: exit $st, left: $(ls "$dir" | grep '^term.htr')"
+	fails=$((fails + 1))
+else
+	echo "ok: SIGTERM left nothing behind"
+fi
+
 [ "$fails" = 0 ] && echo "cli: all checks passed" || echo "cli: $fails failed"
 [ "$fails" = 0 ]

@@ -662,8 +662,10 @@ Test(decode, corpus, .timeout = 120)
 	const char *cdir = corpus_dir(cbuf, sizeof(cbuf));
 	int col_v205 = -1, col_files = -1, tested = 0, failed = 0, skipped = 0;
 	int skip_variants = 0, passed_tests = 0;
+	struct skips sk;
 	FILE *fp;
 
+	memset(&sk, 0, sizeof(sk));
 	if (!cdir) {
 		fprintf(stderr, "decode: corpus: ../shared/corpus is absent, "
 			"skipped\n");
@@ -693,6 +695,10 @@ Test(decode, corpus, .timeout = 120)
 		if (m.n <= col_v205 || strcmp(m.f[col_v205], "yes") ||
 		    !strcmp(m.f[7], "-")) {
 			skipped++;
+			skips_add(&sk, m.n <= col_v205 ||
+				  strcmp(m.f[col_v205], "yes") ?
+				  "test is newer than libipt 2.0.5" :
+				  "no ptxed expectation");
 			continue;
 		}
 		snprintf(files, sizeof(files), "%s", m.f[col_files]);
@@ -721,6 +727,7 @@ Test(decode, corpus, .timeout = 120)
 				fprintf(stderr, "corpus: skip %s (%s): %s\n",
 					m.f[0], cpu[0] ? cpu : "no cpu", why);
 				skip_variants++;
+				skips_add(&sk, why);
 				continue;
 			}
 			tested++;
@@ -731,8 +738,10 @@ Test(decode, corpus, .timeout = 120)
 					cpu[0] ? cpu : "no cpu", why);
 			}
 		}
-		if (!any)
+		if (!any) {
 			skipped++;
+			skips_add(&sk, "no usable ptxed expectation");
+		}
 		else if (!bad)
 			passed_tests++;
 	}
@@ -742,6 +751,7 @@ Test(decode, corpus, .timeout = 120)
 		"(not in libipt 2.0.5, no ptxed expectation or needs address "
 		"filtering)\n", passed_tests, tested, failed, skip_variants,
 		skipped);
+	skips_print(&sk, "decode: corpus");
 	cr_assert_gt(tested, 100);
 	cr_assert_eq(failed, 0);
 }

@@ -554,3 +554,74 @@ Test(rules, runaway_is_bounded)
 			 "recording)");
 	htr_file_close(f);
 }
+
+static int count_progress(const struct htr_build_progress *p, void *payload)
+{
+	uint64_t *last = payload;
+
+	cr_assert_gt(p->offset, last[1], "progress went backwards");
+	last[0]++;
+	last[1] = p->offset;
+	return 0;
+}
+
+/*
+ * 200 MiB with no PSB (a hole in a sparse file) before the trace: the
+ * search for the first PSB reports progress as it goes, where libipt's
+ * own search would sit silent until it is done.
+ */
+Test(rules, progress_while_searching)
+{
+	uint8_t code[0x10], buf[256];
+	struct trace t = { .n = 0 };
+	char img[256], pt[256], htr[256], spec[300];
+	struct pt_encoder *enc;
+	struct pt_config cfg;
+	struct htr_build_opts opts;
+	struct htr_build_stats st;
+	struct htr_builder *b;
+	uint64_t len = 0, seen[2] = { 0, 0 };
+	const off_t hole = 200 << 20;
+	FILE *fp;
+	int k;
+
+	memset(code, 0x90, sizeof(code));
+	memcpy(code + 4, "\xff\xe0", 2);
+	start(&t, 64);
+	ip(&t, ppt_tip_pge, 0x1000);
+	ip(&t, ppt_tip_pgd, 0);
+	snprintf(img, sizeof(img), "%s/p.bin", dir);
+	snprintf(pt, sizeof(pt), "%s/p.pt", dir);
+	snprintf(htr, sizeof(htr), "%s/p.htr", dir);
+	fp = fopen(img, "wb");
+	cr_assert_not_null(fp);
+	cr_assert_eq(fwrite(code, 1, sizeof(code), fp), sizeof(code));
+	fclose(fp);
+	pt_config_init(&cfg);
+	cfg.begin = buf;
+	cfg.end = buf + sizeof(buf);
+	enc = pt_alloc_encoder(&cfg);
+	for (k = 0; k < t.n; k++)
+		cr_assert_geq(pt_enc_next(enc, &t.pkt[k]), 0);
+	pt_enc_get_offset(enc, &len);
+	pt_free_encoder(enc);
+	fp = fopen(pt, "wb");
+	cr_assert_not_null(fp);
+	cr_assert_eq(fseeko(fp, hole, SEEK_SET), 0);
+	cr_assert_eq(fwrite(buf, 1, len, fp), len);
+	fclose(fp);
+
+	htr_build_opts_init(&opts);
+	opts.progress = count_progress;
+	opts.payload = seen;
+	snprintf(spec, sizeof(spec), "%s@0x1000", img);
+	cr_assert_eq(htr_builder_alloc(&b, &opts), 0);
+	cr_assert_eq(htr_builder_add_raw(b, spec), 0);
+	memset(&st, 0, sizeof(st));
+	cr_assert_eq(htr_builder_run(b, pt, htr, &st, sizeof(st)), 0, "%s",
+		     htr_builder_last_error(b));
+	htr_builder_free(b);
+	cr_assert_eq(st.insns, 5);
+	cr_assert_geq(seen[0], 3, "%llu progress reports",
+		      (unsigned long long) seen[0]);
+}

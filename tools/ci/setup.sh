@@ -4,6 +4,18 @@
 set -eu
 cd "$(dirname "$0")/../.."
 
+# Quiet when it works; the failing step's whole output when it does not.
+quietly() {
+	log=$(mktemp)
+	if ! "$@" >"$log" 2>&1; then
+		cat "$log" >&2
+		rm -f "$log"
+		echo "setup: failed: $*" >&2
+		exit 1
+	fi
+	rm -f "$log"
+}
+
 pkgs="gcc time pkg-config meson ninja-build libipt-dev liblmdb-dev libelf-dev libiberty-dev libcriterion-dev"
 missing=""
 for p in $pkgs; do
@@ -15,10 +27,10 @@ if [ -n "$missing" ]; then
 	sudo=""
 	[ "$(id -u)" -eq 0 ] || sudo=sudo
 	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
-		--no-install-recommends $missing >/dev/null
+	export DEBIAN_FRONTEND=noninteractive
+	quietly $sudo apt-get install -y -qq --no-install-recommends $missing
 fi
 
 builddir=${HTR_BUILDDIR:-build}
-[ -f "$builddir/build.ninja" ] || meson setup "$builddir" >/dev/null
-ninja -C "$builddir" >/dev/null
+[ -f "$builddir/build.ninja" ] || quietly meson setup "$builddir"
+quietly ninja -C "$builddir"

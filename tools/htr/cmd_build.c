@@ -4,6 +4,7 @@
 #include "htr/htr.h"
 
 #include <getopt.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,8 +41,18 @@ static const char usage_text[] =
 
 struct progress {
 	struct timespec start, last;
-	int tty, printed;
+	int tty, printed, quiet;
 };
+
+/* The signal that asked the build to stop (SIGINT, SIGTERM), 0 if none.
+ * A signal handler can only set a flag: the build checks it at its next
+ * progress report, stops, and removes its temporary output itself. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
 
 static double seconds(const struct timespec *a, const struct timespec *b)
 {
@@ -55,6 +66,10 @@ static int on_progress(const struct htr_build_progress *p, void *payload)
 	struct timespec now;
 	double t, frac, eta;
 
+	if (stop_signal)
+		return 1;
+	if (pr->quiet)
+		return 0;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	if (seconds(&pr->last, &now) < (pr->tty ? 0.25 : 5.0))
 		return 0;
@@ -298,9 +313,17 @@ int cmd_build(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &pr.start);
 	pr.last = pr.start;
 	pr.tty = isatty(2);
-	if (!quiet) {
-		opts.progress = on_progress;
-		opts.payload = &pr;
+	pr.quiet = quiet;
+	opts.progress = on_progress;
+	opts.payload = &pr;
+	{
+		struct sigaction sa;
+
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_signal;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
 	}
 	err = htr_builder_alloc(&b, &opts);
 	if (err < 0) {
@@ -321,6 +344,16 @@ int cmd_build(int argc, char **argv)
 	err = htr_builder_run(b, argv[optind], out, &st, sizeof(st));
 	if (pr.printed && pr.tty)
 		fputc('\n', stderr);
+	if (err == HTR_ERR_CANCELED && stop_signal) {
+		fprintf(stderr, "htr: build: %s: interrupted, nothing written\n",
+			out);
+		htr_builder_free(b);
+		b = NULL;
+		/* Die of the signal, so the caller sees why. */
+		signal(stop_signal, SIG_DFL);
+		raise(stop_signal);
+		goto done;
+	}
 	if (err < 0) {
 		rc = fail("build", "%s", htr_builder_last_error(b)[0] ?
 			  htr_builder_last_error(b) : htr_errstr(err));
