@@ -1,0 +1,951 @@
+/*
+ * The reference tree builder (see ref_tree.h).  Two passes:
+ *
+ *  1. decode: libipt's instruction-flow decoder turns the trace into a
+ *     list of steps (instructions, the events that matter, decode errors);
+ *     instruction IDs are the positions of the instruction steps;
+ *  2. build: the README's Tree rules over that list.
+ *
+ * Where the rules leave a choice open, the choice made here is written
+ * next to the code ("Choice:").
+ */
+#include "ref_tree.h"
+
+#include <elf.h>
+#include <intel-pt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- growable arrays ------------------------------------------------- */
+
+static int grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+	void *p;
+	size_t ncap;
+
+	if (n < *cap)
+		return 0;
+	ncap = *cap ? *cap * 2 : 64;
+	p = realloc(*arr, ncap * elem);
+	if (!p)
+		return -1;
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+#define GROW(arr, cap, n) grow((void **) &(arr), &(cap), (n), sizeof(*(arr)))
+
+/* ---- pass 1: decode ------------------------------------------------- */
+
+enum step_kind {
+	S_INSN,           /* a = ip, size, cls */
+	S_ENABLED,        /* a = ip */
+	S_DISABLED,       /* a = ip (if has_ip) */
+	S_ASYNC_DISABLED, /* a = at, b = ip (if has_ip) */
+	S_ASYNC_BRANCH,   /* a = from; abort: a transaction abort */
+	S_OVERFLOW,       /* a = ip (if has_ip) */
+	S_ERROR,          /* code; the decoder resynchronized */
+};
+
+struct step {
+	uint64_t a, b;
+	int code;
+	uint8_t kind, cls, size, has_ip, abort;
+};
+
+struct steps {
+	struct step *s;
+	size_t n, cap;
+};
+
+static int add_step(struct steps *st, const struct step *s)
+{
+	if (GROW(st->s, st->cap, st->n) < 0)
+		return -1;
+	st->s[st->n++] = *s;
+	return 0;
+}
+
+static int add_insn(struct steps *st, const struct pt_insn *in)
+{
+	struct step s;
+
+	memset(&s, 0, sizeof(s));
+	s.kind = S_INSN;
+	s.a = in->ip;
+	s.size = in->size;
+	s.cls = (uint8_t) in->iclass;
+	return add_step(st, &s);
+}
+
+/* The event as a step, if it is one the rules look at.  *@abort carries
+ * "the previous event was a transaction abort" to the next event. */
+static int add_event(struct steps *st, const struct pt_event *ev, int *abort)
+{
+	struct step s;
+	int was_abort = *abort;
+
+	*abort = 0;
+	memset(&s, 0, sizeof(s));
+	s.has_ip = !ev->ip_suppressed;
+	switch (ev->type) {
+	case ptev_enabled:
+		s.kind = S_ENABLED;
+		s.a = ev->variant.enabled.ip;
+		s.has_ip = 1;
+		break;
+	case ptev_disabled:
+		s.kind = S_DISABLED;
+		s.a = ev->variant.disabled.ip;
+		break;
+	case ptev_async_disabled:
+		s.kind = S_ASYNC_DISABLED;
+		s.a = ev->variant.async_disabled.at;
+		s.b = ev->variant.async_disabled.ip;
+		break;
+	case ptev_async_branch:
+		s.kind = S_ASYNC_BRANCH;
+		s.a = ev->variant.async_branch.from;
+		s.abort = (uint8_t) was_abort;
+		break;
+	case ptev_overflow:
+		s.kind = S_OVERFLOW;
+		s.a = ev->variant.overflow.ip;
+		break;
+	case ptev_tsx:
+		*abort = ev->variant.tsx.aborted;
+		return 0;
+	default:
+		return 0;   /* paging, exec mode, timing, power, ...: no flow */
+	}
+	return add_step(st, &s);
+}
+
+static int add_error(struct steps *st, int code)
+{
+	struct step s;
+
+	memset(&s, 0, sizeof(s));
+	s.kind = S_ERROR;
+	s.code = code;
+	return add_step(st, &s);
+}
+
+/*
+ * Decode from a synchronization point until an error or the end.  Returns
+ * libipt's final status (-pte_eos at the end), or 1 when out of memory.
+ *
+ * IDs count what pt_insn_next delivers, with libipt's end-of-stream quirks
+ * resolved as ptxed (the corpus expectations) and the synthesizer's truth
+ * (tools/synth/verify.c) both count:
+ *  - an instruction pt_insn_next returns together with an error counts if
+ *    libipt classified it (iclass != ptic_error), as ptxed prints it;
+ *  - once libipt reports pts_eos (no trace left), the instructions it still
+ *    decodes (code up to the next branch that needs trace) count when
+ *    decoding then stops for want of trace (-pte_eos), and are dropped when
+ *    it stops for any other reason (the image ends: ptxed stops at
+ *    pts_eos); the instruction that needed the missing trace never counts.
+ */
+static int decode_synced(struct pt_insn_decoder *d, int status,
+			 struct steps *st)
+{
+	size_t tail_at = 0;
+	int in_tail = 0, abort = 0;
+
+	for (;;) {
+		struct pt_insn insn;
+
+		while (status & pts_event_pending) {
+			struct pt_event ev;
+
+			status = pt_insn_event(d, &ev, sizeof(ev));
+			if (status < 0)
+				goto out;
+			if (add_event(st, &ev, &abort) < 0)
+				return 1;
+		}
+		if ((status & pts_eos) && !in_tail) {
+			in_tail = 1;
+			tail_at = st->n;
+		}
+		memset(&insn, 0, sizeof(insn));
+		status = pt_insn_next(d, &insn, sizeof(insn));
+		if (status < 0) {
+			if (!in_tail && insn.iclass != ptic_error &&
+			    add_insn(st, &insn) < 0)
+				return 1;
+			break;
+		}
+		abort = 0;
+		if (add_insn(st, &insn) < 0)
+			return 1;
+	}
+out:
+	if (in_tail) {
+		if (status != -pte_eos)
+			st->n = tail_at;
+		status = -pte_eos;
+	}
+	return status;
+}
+
+static int decode(const uint8_t *trace, size_t size, struct pt_image *image,
+		  const struct ref_config *cfg, struct steps *st, char *err,
+		  size_t errlen)
+{
+	struct pt_insn_decoder *d;
+	struct pt_config c;
+	uint64_t last_err = 0;
+	int status, have_err = 0;
+
+	pt_config_init(&c);
+	c.begin = (uint8_t *) (uintptr_t) trace;
+	c.end = c.begin + size;
+	if (cfg->cpu_family) {
+		c.cpu.vendor = pcv_intel;
+		c.cpu.family = (uint16_t) cfg->cpu_family;
+		c.cpu.model = (uint8_t) cfg->cpu_model;
+		c.cpu.stepping = (uint8_t) cfg->cpu_stepping;
+		if (pt_cpu_errata(&c.errata, &c.cpu) < 0) {
+			snprintf(err, errlen, "pt_cpu_errata failed");
+			return -1;
+		}
+	}
+	c.cpuid_0x15_eax = cfg->cpuid_0x15_eax;
+	c.cpuid_0x15_ebx = cfg->cpuid_0x15_ebx;
+	c.mtc_freq = cfg->mtc_freq;
+	c.nom_freq = cfg->nom_freq;
+	d = pt_insn_alloc_decoder(&c);
+	if (!d) {
+		snprintf(err, errlen, "pt_insn_alloc_decoder failed");
+		return -1;
+	}
+	status = pt_insn_set_image(d, image);
+	if (status < 0) {
+		snprintf(err, errlen, "pt_insn_set_image: %s",
+			 pt_errstr(pt_errcode(status)));
+		pt_insn_free_decoder(d);
+		return -1;
+	}
+	status = pt_insn_sync_forward(d);
+	for (;;) {
+		uint64_t off = 0;
+
+		if (status >= 0) {
+			status = decode_synced(d, status, st);
+			if (status == 1) {
+				snprintf(err, errlen, "out of memory");
+				pt_insn_free_decoder(d);
+				return -1;
+			}
+		}
+		if (status == -pte_eos)
+			break;
+		/* A decode or synchronization error: a gap, then the next
+		 * PSB.  Stop when the decoder makes no progress. */
+		if (add_error(st, status) < 0) {
+			snprintf(err, errlen, "out of memory");
+			pt_insn_free_decoder(d);
+			return -1;
+		}
+		(void) pt_insn_get_offset(d, &off);
+		if (have_err && off <= last_err)
+			break;
+		have_err = 1;
+		last_err = off;
+		status = pt_insn_sync_forward(d);
+	}
+	pt_insn_free_decoder(d);
+	return 0;
+}
+
+/* ---- pass 2: the tree rules ------------------------------------------ */
+
+struct frame {
+	uint64_t first, ret, entry, seq;
+	size_t child_base;     /* its children in b->open[child_base..] */
+	unsigned flags;
+	uint8_t has_first, has_ret, has_entry, entry_pending, far;
+};
+
+struct builder {
+	const struct ref_config *cfg;
+	struct ref_tree *t;
+	size_t bcap, gcap;
+	struct frame *st;      /* st[0]: the top-level frame, never popped */
+	size_t depth, scap;
+	size_t *open;          /* blocks whose parent is not closed yet */
+	size_t nopen, ocap;
+	uint64_t n;            /* next instruction ID */
+	uint64_t seq;          /* frames pushed so far */
+	int own;               /* the top level ran an instruction itself
+				* since the last late block */
+	int ret_pending;       /* a return waits for its landing address */
+	uint64_t ret_id;
+	int off, async_off;    /* tracing disabled (asynchronously) */
+	uint64_t off_at;       /* where the asynchronous disable stopped */
+	uint64_t off_ip;       /* where it went (TIP.PGD), if off_has_ip */
+	int off_has_ip;
+	int gap_pending;       /* gaps whose resume address is not known */
+	int gap_lost;          /* ... one is an overflow or an error */
+	int gap_sync;          /* ... one is a synchronous disable */
+	uint64_t gap_seq;      /* frames with seq < gap_seq were open */
+	/* Every entry address a frame got so far ("a call went there"):
+	 * open addressing, 0 = empty (0 is never an entry). */
+	uint64_t *entries;
+	size_t nentries, ecap;
+};
+
+static uint64_t hash64(uint64_t x)
+{
+	x ^= x >> 31;
+	x *= 0x7fb5d329728ea185ull;
+	x ^= x >> 27;
+	return x;
+}
+
+static int entry_known(const struct builder *b, uint64_t addr)
+{
+	size_t j;
+
+	if (!b->ecap || !addr)
+		return 0;
+	for (j = hash64(addr) & (b->ecap - 1); b->entries[j];
+	     j = (j + 1) & (b->ecap - 1))
+		if (b->entries[j] == addr)
+			return 1;
+	return 0;
+}
+
+static int entry_add(struct builder *b, uint64_t addr)
+{
+	size_t j;
+
+	if (!addr || entry_known(b, addr))
+		return 0;
+	if ((b->nentries + 1) * 2 > b->ecap) {
+		size_t ncap = b->ecap ? b->ecap * 2 : 256, i;
+		uint64_t *n = calloc(ncap, sizeof(*n));
+
+		if (!n)
+			return -1;
+		for (i = 0; i < b->ecap; i++) {
+			if (!b->entries[i])
+				continue;
+			for (j = hash64(b->entries[i]) & (ncap - 1); n[j];
+			     j = (j + 1) & (ncap - 1))
+				;
+			n[j] = b->entries[i];
+		}
+		free(b->entries);
+		b->entries = n;
+		b->ecap = ncap;
+	}
+	for (j = hash64(addr) & (b->ecap - 1); b->entries[j];
+	     j = (j + 1) & (b->ecap - 1))
+		;
+	b->entries[j] = addr;
+	b->nentries++;
+	return 0;
+}
+
+/* Frame @f's entry is @addr. */
+static int set_entry(struct builder *b, struct frame *f, uint64_t addr)
+{
+	f->entry_pending = 0;
+	f->has_entry = 1;
+	f->entry = addr;
+	return entry_add(b, addr);
+}
+
+static int push(struct builder *b, int has_ret, uint64_t ret, int far)
+{
+	struct frame *f;
+
+	if (GROW(b->st, b->scap, b->depth) < 0)
+		return -1;
+	f = &b->st[b->depth++];
+	memset(f, 0, sizeof(*f));
+	f->has_ret = (uint8_t) has_ret;
+	f->ret = ret;
+	f->far = (uint8_t) far;
+	f->entry_pending = 1;
+	f->seq = b->seq++;
+	f->child_base = b->nopen;
+	return 0;
+}
+
+static int add_open(struct builder *b, size_t idx)
+{
+	if (GROW(b->open, b->ocap, b->nopen) < 0)
+		return -1;
+	b->open[b->nopen++] = idx;
+	return 0;
+}
+
+/* Make a block of @f ending at @last; its children are the open blocks
+ * from @child_base on.  The block itself becomes open. */
+static int emit(struct builder *b, const struct frame *f, uint64_t last,
+		unsigned flags, size_t child_base)
+{
+	struct ref_tree *t = b->t;
+	struct ref_block *blk;
+	size_t i, idx = t->nblocks;
+
+	if (GROW(t->blocks, b->bcap, t->nblocks) < 0)
+		return -1;
+	blk = &t->blocks[t->nblocks++];
+	blk->first = f->first;
+	blk->last = last;
+	blk->parent = -1;
+	blk->entry = f->has_entry ? f->entry : 0;
+	blk->has_entry = f->has_entry;
+	blk->flags = f->flags | flags;
+	for (i = child_base; i < b->nopen; i++)
+		t->blocks[b->open[i]].parent = (int64_t) idx;
+	b->nopen = child_base;
+	return add_open(b, idx);
+}
+
+/* Close the innermost frame at @last.  A frame that never ran a traced
+ * instruction is no block (it can have no children either). */
+static int pop(struct builder *b, uint64_t last, unsigned flags)
+{
+	struct frame f = b->st[--b->depth];
+
+	if (!f.has_first)
+		return 0;
+	return emit(b, &f, last, flags, f.child_base);
+}
+
+/* Close frames down to and including @i: the ones above @i with @above,
+ * @i itself with @self. */
+static int close_to(struct builder *b, size_t i, uint64_t last,
+		    unsigned above, unsigned self)
+{
+	while (b->depth > i + 1)
+		if (pop(b, last, above) < 0)
+			return -1;
+	return pop(b, last, self);
+}
+
+/* Rule 3, "nothing open": the top-level frame was a callee all along.  It
+ * becomes a late block closing at @last that adopts everything so far; its
+ * caller is the new top-level frame, open since the trace began too (so
+ * it keeps the gap flag). */
+static int late_return(struct builder *b, uint64_t last)
+{
+	struct frame top = b->st[0];
+
+	top.first = 0;
+	top.has_first = 1;
+	top.has_entry = 0;
+	b->own = 0;
+	return emit(b, &top, last, REF_LATE, 0);
+}
+
+/* Rule 3: the return at b->ret_id landed at @l (@known). */
+static int resolve_return(struct builder *b, int known, uint64_t l)
+{
+	size_t k = b->depth - 1, i;
+	uint64_t r = b->ret_id;
+
+	b->ret_pending = 0;
+	if (!known || (b->st[k].has_ret && b->st[k].ret == l))
+		return pop(b, r, 0);
+	/* The return address of an outer frame: the frames above it were
+	 * abandoned. */
+	for (i = k; i-- > 1;)
+		if (b->st[i].has_ret && b->st[i].ret == l)
+			return close_to(b, i, r, REF_UNWOUND, 0);
+	/* Inside (not at the entry of) the function of an outer frame (a
+	 * catch block): the frames above it were abandoned, it goes on.  A
+	 * return to a function's entry is a jump in disguise. */
+	if (b->cfg->func_of)
+		for (i = k; i-- > 1;) {
+			uint64_t s, e;
+
+			if (!b->st[i].has_entry ||
+			    b->cfg->func_of(b->cfg->func_ctx, b->st[i].entry,
+					    &s, &e) < 0)
+				continue;
+			if (s < l && l < e) {
+				while (b->depth > i + 1)
+					if (pop(b, r, REF_UNWOUND) < 0)
+						return -1;
+				return 0;
+			}
+		}
+	return pop(b, r, 0);
+}
+
+/* A frame whose entry is pending learns it is lost. */
+static void entry_lost(struct builder *b)
+{
+	struct frame *f = &b->st[b->depth - 1];
+
+	if (f->entry_pending) {
+		f->entry_pending = 0;
+		f->has_entry = 0;
+	}
+}
+
+static int add_gap(struct builder *b, enum ref_gap_kind kind, int code)
+{
+	struct ref_tree *t = b->t;
+
+	if (GROW(t->gaps, b->gcap, t->ngaps) < 0)
+		return -1;
+	t->gaps[t->ngaps].id = b->n;
+	t->gaps[t->ngaps].kind = kind;
+	t->gaps[t->ngaps].code = code;
+	t->ngaps++;
+	if (!b->gap_pending)
+		b->gap_seq = b->seq;
+	b->gap_pending = 1;
+	if (kind != REF_GAP_DISABLED)
+		b->gap_lost = 1;
+	else if (!b->async_off)
+		b->gap_sync = 1;
+	return 0;
+}
+
+/* Every frame open when the pending gaps began and still open now. */
+static void flag_gap(struct builder *b)
+{
+	size_t i;
+
+	for (i = 0; i < b->depth; i++)
+		if (b->st[i].seq < b->gap_seq)
+			b->st[i].flags |= REF_GAP;
+}
+
+/* Is @r a function's entry: an ELF symbol starts there, or a frame was
+ * entered there before? */
+static int is_entry(const struct builder *b, uint64_t r)
+{
+	uint64_t s, e;
+
+	if (entry_known(b, r))
+		return 1;
+	return b->cfg->func_of &&
+	       b->cfg->func_of(b->cfg->func_ctx, r, &s, &e) == 0 && s == r;
+}
+
+/* A frame called from untraced code at @r. */
+static int push_callback(struct builder *b, uint64_t r)
+{
+	if (push(b, 0, 0, 0) < 0)
+		return -1;
+	return set_entry(b, &b->st[b->depth - 1], r);
+}
+
+/* Rule 4: tracing resumes at @r after the pending gaps; the first rule
+ * that applies. */
+static int resume(struct builder *b, uint64_t r)
+{
+	uint64_t last = b->n ? b->n - 1 : 0;
+	size_t i;
+	int rc = 0, done = 0;
+
+	/* The return address of an open frame: it and the frames above it
+	 * returned unseen. */
+	for (i = b->depth - 1; i >= 1 && !done; i--)
+		if (b->st[i].has_ret && b->st[i].ret == r) {
+			rc = close_to(b, i, last, REF_IMPLICIT, REF_IMPLICIT);
+			done = 1;
+		}
+	/* After an overflow or a decode error: nothing else. */
+	if (!done && b->gap_lost)
+		done = 1;
+	/* A function's entry: a callback; far frames stay open. */
+	if (!done && is_entry(b, r)) {
+		rc = push_callback(b, r);
+		done = 1;
+	}
+	/* A far frame is open: the kernel returned (the outermost one and
+	 * everything above it close). */
+	for (i = 1; i < b->depth && !done; i++)
+		if (b->st[i].far) {
+			rc = close_to(b, i, last, REF_IMPLICIT, REF_IMPLICIT);
+			done = 1;
+		}
+	/* A synchronous disable: a callback no symbol names. */
+	if (!done && b->gap_sync)
+		rc = push_callback(b, r);
+	/* Frames pushed just now have seq >= gap_seq: not flagged. */
+	flag_gap(b);
+	b->gap_pending = 0;
+	b->gap_lost = 0;
+	b->gap_sync = 0;
+	return rc;
+}
+
+static int on_insn(struct builder *b, const struct step *s)
+{
+	struct frame *f;
+	size_t i;
+	uint64_t id;
+
+	if (b->gap_pending && resume(b, s->a) < 0)
+		return -1;
+	if (b->ret_pending && resolve_return(b, 1, s->a) < 0)
+		return -1;
+	f = &b->st[b->depth - 1];
+	if (f->entry_pending && set_entry(b, f, s->a) < 0)
+		return -1;
+	/* Frames opened since the last instruction start here. */
+	for (i = b->depth; i-- > 1 && !b->st[i].has_first;) {
+		b->st[i].has_first = 1;
+		b->st[i].first = b->n;
+	}
+	if (b->depth == 1)
+		b->own = 1;
+	id = b->n++;
+	switch (s->cls) {
+	case ptic_call:
+	case ptic_far_call:
+		return push(b, 1, s->a + s->size, s->cls == ptic_far_call);
+	case ptic_return:
+	case ptic_far_return:
+		if (b->depth == 1)
+			return late_return(b, id);
+		b->ret_pending = 1;
+		b->ret_id = id;
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static int on_step(struct builder *b, const struct step *s)
+{
+	switch (s->kind) {
+	case S_INSN:
+		return on_insn(b, s);
+	case S_ASYNC_BRANCH:
+		/* Choice: an interrupt right after a gap resumes at `from`. */
+		if (b->gap_pending && resume(b, s->a) < 0)
+			return -1;
+		if (b->ret_pending && resolve_return(b, 1, s->a) < 0)
+			return -1;
+		if (s->abort)
+			return 0;
+		/* Choice: an interrupt right after a call (before its first
+		 * instruction) gives the callee's entry: where it was
+		 * interrupted. */
+		if (b->st[b->depth - 1].entry_pending &&
+		    set_entry(b, &b->st[b->depth - 1], s->a) < 0)
+			return -1;
+		return push(b, 1, s->a, 1);
+	case S_DISABLED:
+	case S_ASYNC_DISABLED:
+		if (b->ret_pending && resolve_return(b, 0, 0) < 0)
+			return -1;
+		if (s->kind == S_DISABLED) {
+			struct frame *f = &b->st[b->depth - 1];
+
+			/* A call into untraced code: TIP.PGD gives the
+			 * callee's entry. */
+			if (f->entry_pending && s->has_ip &&
+			    set_entry(b, f, s->a) < 0)
+				return -1;
+			entry_lost(b);
+		}
+		b->off = 1;
+		b->async_off = s->kind == S_ASYNC_DISABLED;
+		b->off_at = s->a;
+		b->off_ip = s->b;
+		b->off_has_ip = s->kind == S_ASYNC_DISABLED && s->has_ip;
+		return 0;
+	case S_ENABLED:
+		if (b->off) {
+			b->off = 0;
+			if (b->async_off && s->a == b->off_at)
+				return 0;       /* nothing lost */
+			entry_lost(b);
+			if (add_gap(b, REF_GAP_DISABLED, 0) < 0)
+				return -1;
+			/* The kernel took over where tracing stopped: a far
+			 * frame.  Choice: its entry is where TIP.PGD went, if
+			 * it says; it is not open across this gap. */
+			if (b->async_off) {
+				if (push(b, 1, b->off_at, 1) < 0)
+					return -1;
+				b->st[b->depth - 1].entry_pending = 0;
+				if (b->off_has_ip &&
+				    set_entry(b, &b->st[b->depth - 1],
+					      b->off_ip) < 0)
+					return -1;
+			}
+		}
+		return b->gap_pending ? resume(b, s->a) : 0;
+	case S_OVERFLOW:
+		if (b->ret_pending && resolve_return(b, 0, 0) < 0)
+			return -1;
+		entry_lost(b);
+		/* Choice: an overflow ends a disabled stretch (libipt goes on
+		 * at the overflow's IP or reports the enable itself). */
+		b->off = 0;
+		if (add_gap(b, REF_GAP_OVERFLOW, 0) < 0)
+			return -1;
+		return s->has_ip ? resume(b, s->a) : 0;
+	case S_ERROR:
+		if (b->ret_pending && resolve_return(b, 0, 0) < 0)
+			return -1;
+		entry_lost(b);
+		b->off = 0;     /* the decoder resynchronizes */
+		return add_gap(b, REF_GAP_ERROR, s->code);
+	}
+	return 0;
+}
+
+/* Rule 5 (and the end of a disable that never resumed). */
+static int finish(struct builder *b)
+{
+	uint64_t last = b->n ? b->n - 1 : 0;
+
+	if (b->ret_pending && resolve_return(b, 0, 0) < 0)
+		return -1;
+	/* Choice (as tools/synth/verify.c and TRUTH.md): an asynchronous
+	 * disable that never resumes is a gap lasting to the end; a
+	 * synchronous one (TIP.PGD at the end of the traced region) is not. */
+	if (b->off && b->async_off && add_gap(b, REF_GAP_DISABLED, 0) < 0)
+		return -1;
+	/* Choice: frames open when a gap that lasts to the end began are
+	 * open across it. */
+	if (b->gap_pending)
+		flag_gap(b);
+	while (b->depth > 1)
+		if (pop(b, last, REF_TRUNCATED) < 0)
+			return -1;
+	if (b->own) {
+		struct frame top = b->st[0];
+
+		top.first = 0;
+		top.has_first = 1;
+		top.has_entry = 0;
+		if (emit(b, &top, last, REF_LATE | REF_TRUNCATED, 0) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+void ref_config_init(struct ref_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+int ref_tree_build(const uint8_t *trace, size_t size, struct pt_image *image,
+		   const struct ref_config *cfg, struct ref_tree *out,
+		   char *err, size_t errlen)
+{
+	struct steps st;
+	struct builder b;
+	size_t i;
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	memset(&st, 0, sizeof(st));
+	if (decode(trace, size, image, cfg, &st, err, errlen) < 0) {
+		free(st.s);
+		return -1;
+	}
+	memset(&b, 0, sizeof(b));
+	b.cfg = cfg;
+	b.t = out;
+	if (push(&b, 0, 0, 0) < 0)
+		rc = -1;
+	if (!rc) {
+		b.st[0].entry_pending = 0;
+		for (i = 0; i < st.n && !rc; i++)
+			rc = on_step(&b, &st.s[i]);
+	}
+	if (!rc)
+		rc = finish(&b);
+	out->insns = b.n;
+	if (rc < 0)
+		snprintf(err, errlen, "out of memory");
+	free(b.st);
+	free(b.open);
+	free(b.entries);
+	free(st.s);
+	return rc;
+}
+
+void ref_tree_free(struct ref_tree *t)
+{
+	free(t->blocks);
+	free(t->gaps);
+	memset(t, 0, sizeof(*t));
+}
+
+/* ---- images and symbols from ELF files -------------------------------- */
+
+static uint8_t *slurp(const char *path, size_t *size)
+{
+	FILE *fp = fopen(path, "rb");
+	uint8_t *buf = NULL;
+	long len;
+
+	if (!fp)
+		return NULL;
+	if (fseek(fp, 0, SEEK_END) == 0 && (len = ftell(fp)) >= 0 &&
+	    fseek(fp, 0, SEEK_SET) == 0 && (buf = malloc((size_t) len + 1))) {
+		*size = fread(buf, 1, (size_t) len, fp);
+		if (*size != (size_t) len) {
+			free(buf);
+			buf = NULL;
+		}
+	}
+	fclose(fp);
+	return buf;
+}
+
+/* The file's ELF64 header and program headers, checked.  The bias to add
+ * to link addresses in *@bias. */
+static const Elf64_Ehdr *elf_open(const uint8_t *buf, size_t size,
+				  int has_base, uint64_t base, uint64_t *bias)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *) (const void *) buf;
+	uint64_t low = UINT64_MAX;
+	size_t i;
+
+	if (size < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
+	    eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phoff > size ||
+	    (size - eh->e_phoff) / sizeof(Elf64_Phdr) < eh->e_phnum)
+		return NULL;
+	for (i = 0; i < eh->e_phnum; i++) {
+		const Elf64_Phdr *ph = (const Elf64_Phdr *) (const void *)
+			(buf + eh->e_phoff + i * sizeof(Elf64_Phdr));
+
+		if (ph->p_type == PT_LOAD && ph->p_vaddr < low)
+			low = ph->p_vaddr;
+	}
+	*bias = has_base && low != UINT64_MAX ? base - low : 0;
+	return eh;
+}
+
+int ref_image_add_elf(struct pt_image *img, const char *path, int has_base,
+		      uint64_t base, char *err, size_t errlen)
+{
+	size_t size = 0, i;
+	uint8_t *buf = slurp(path, &size);
+	const Elf64_Ehdr *eh;
+	uint64_t bias;
+	int rc = 0;
+
+	if (!buf) {
+		snprintf(err, errlen, "%s: cannot read", path);
+		return -1;
+	}
+	eh = elf_open(buf, size, has_base, base, &bias);
+	if (!eh) {
+		snprintf(err, errlen, "%s: not an ELF64 file", path);
+		free(buf);
+		return -1;
+	}
+	for (i = 0; i < eh->e_phnum && !rc; i++) {
+		const Elf64_Phdr *ph = (const Elf64_Phdr *) (const void *)
+			(buf + eh->e_phoff + i * sizeof(Elf64_Phdr));
+		int st;
+
+		if (ph->p_type != PT_LOAD || !ph->p_filesz)
+			continue;
+		st = pt_image_add_file(img, path, ph->p_offset, ph->p_filesz,
+				       NULL, ph->p_vaddr + bias);
+		if (st < 0) {
+			snprintf(err, errlen, "%s: pt_image_add_file: %s", path,
+				 pt_errstr(pt_errcode(st)));
+			rc = -1;
+		}
+	}
+	free(buf);
+	return rc;
+}
+
+static int cmp_extent(const void *a, const void *b)
+{
+	const struct ref_extent *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+int ref_funcs_from_elf(struct ref_funcs *fs, const char *path, int has_base,
+		       uint64_t base, char *err, size_t errlen)
+{
+	size_t size = 0, i, cap = 0;
+	uint8_t *buf = slurp(path, &size);
+	const Elf64_Ehdr *eh;
+	uint64_t bias;
+
+	memset(fs, 0, sizeof(*fs));
+	if (!buf || !(eh = elf_open(buf, size, has_base, base, &bias)) ||
+	    eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff > size ||
+	    (size - eh->e_shoff) / sizeof(Elf64_Shdr) < eh->e_shnum) {
+		snprintf(err, errlen, "%s: not a readable ELF64 file", path);
+		free(buf);
+		return -1;
+	}
+	for (i = 0; i < eh->e_shnum; i++) {
+		const Elf64_Shdr *sh = (const Elf64_Shdr *) (const void *)
+			(buf + eh->e_shoff + i * sizeof(Elf64_Shdr));
+		size_t j, nsym;
+
+		if (sh->sh_type != SHT_SYMTAB || sh->sh_offset > size ||
+		    sh->sh_size > size - sh->sh_offset)
+			continue;
+		nsym = sh->sh_size / sizeof(Elf64_Sym);
+		for (j = 0; j < nsym; j++) {
+			const Elf64_Sym *sym = (const Elf64_Sym *) (const void *)
+				(buf + sh->sh_offset + j * sizeof(Elf64_Sym));
+
+			if (ELF64_ST_TYPE(sym->st_info) != STT_FUNC ||
+			    !sym->st_size || sym->st_shndx == SHN_UNDEF)
+				continue;
+			if (GROW(fs->f, cap, fs->n) < 0) {
+				snprintf(err, errlen, "out of memory");
+				free(buf);
+				ref_funcs_free(fs);
+				return -1;
+			}
+			fs->f[fs->n].start = sym->st_value + bias;
+			fs->f[fs->n].end = sym->st_value + bias + sym->st_size;
+			fs->n++;
+		}
+	}
+	free(buf);
+	if (fs->n)
+		qsort(fs->f, fs->n, sizeof(*fs->f), cmp_extent);
+	return 0;
+}
+
+int ref_funcs_lookup(void *ctx, uint64_t addr, uint64_t *start, uint64_t *end)
+{
+	const struct ref_funcs *fs = ctx;
+	size_t lo = 0, hi = fs->n;
+
+	/* The last function starting at or below @addr. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (fs->f[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo || addr >= fs->f[lo - 1].end)
+		return -1;
+	*start = fs->f[lo - 1].start;
+	*end = fs->f[lo - 1].end;
+	return 0;
+}
+
+void ref_funcs_free(struct ref_funcs *fs)
+{
+	free(fs->f);
+	memset(fs, 0, sizeof(*fs));
+}
