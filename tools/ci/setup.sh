@@ -32,5 +32,7 @@ if [ -n "$missing" ]; then
 fi
 
 builddir=${HTR_BUILDDIR:-build}
-[ -f "$builddir/build.ninja" ] || quietly meson setup "$builddir"
+# HTR_MESON_ARGS: extra setup options (e.g. -Db_sanitize=address,undefined).
+# shellcheck disable=SC2086
+[ -f "$builddir/build.ninja" ] || quietly meson setup "$builddir" ${HTR_MESON_ARGS:-}
 quietly ninja -C "$builddir"

@@ -1,0 +1,48 @@
+#include "fuzz.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* One scratch directory per fuzzing process, made on first use; libFuzzer
+ * runs inputs one at a time, so this is the target's only state. */
+static char scratch[64];
+
+static void cleanup(void)
+{
+	char cmd[96];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", scratch);
+	if (system(cmd) != 0)
+		fprintf(stderr, "fuzz: could not remove %s\n", scratch);
+}
+
+int htr_fuzz_path(const char *name, char *path)
+{
+	if (!scratch[0]) {
+		snprintf(scratch, sizeof(scratch), "/tmp/htr-fuzz-XXXXXX");
+		if (!mkdtemp(scratch)) {
+			scratch[0] = 0;
+			return -1;
+		}
+		atexit(cleanup);
+	}
+	return snprintf(path, HTR_FUZZ_PATH, "%s/%s", scratch, name) <
+	       HTR_FUZZ_PATH ? 0 : -1;
+}
+
+int htr_fuzz_write(const char *name, const uint8_t *data, size_t size,
+		   char *path)
+{
+	FILE *fp;
+	int ok;
+
+	if (htr_fuzz_path(name, path) < 0)
+		return -1;
+	fp = fopen(path, "wb");
+	if (!fp)
+		return -1;
+	ok = fwrite(data, 1, size, fp) == size;
+	return fclose(fp) == 0 && ok ? 0 : -1;
+}

@@ -1,0 +1,19 @@
+/* What the fuzz targets share: the library reads files, so each input is
+ * written to a per-process scratch directory first. */
+#ifndef HTR_FUZZ_H
+#define HTR_FUZZ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HTR_FUZZ_PATH 256
+
+/* The scratch path of @name into @path.  Returns 0 or -1. */
+int htr_fuzz_path(const char *name, char *path);
+/* Write @data to the scratch file @name; its path into @path. 0 or -1. */
+int htr_fuzz_write(const char *name, const uint8_t *data, size_t size,
+		   char *path);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#endif

@@ -1,0 +1,45 @@
+/*
+ * libFuzzer target: ELF images and their symbols.  Any bytes as the
+ * image of a build are loaded or rejected with a message; when they load,
+ * the build runs over the shipped sample trace and the symbol analyzer
+ * names every block from them.
+ */
+#include "fuzz.h"
+
+#include "htr/htr.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char elf[HTR_FUZZ_PATH], out[HTR_FUZZ_PATH];
+	struct htr_builder *b = NULL;
+	struct htr_file *f = NULL;
+	struct htr_analysis *a = NULL;
+	struct htr_analysis_opts ao;
+	uint32_t i, n;
+
+	if (htr_fuzz_write("in.elf", data, size, elf) < 0 ||
+	    htr_fuzz_path("out.htr", out) < 0)
+		return 0;
+	if (htr_builder_alloc(&b, NULL) < 0)
+		return 0;
+	if (htr_builder_add_elf(b, elf) < 0 ||
+	    htr_builder_run(b, HTR_FUZZ_SAMPLE_PT, out, NULL, 0) < 0)
+		goto out;
+	if (htr_file_open(&f, out, NULL) < 0)
+		goto out;
+	htr_analysis_opts_init(&ao);
+	ao.no_sidecar = 1;
+	if (htr_analysis_open(&a, f, &ao) == 0) {
+		n = htr_block_count(f);
+		for (i = 0; i < n; i++) {
+			const char *name;
+
+			(void) htr_block_name(a, i, &name);
+		}
+	}
+out:
+	htr_analysis_close(a);
+	htr_file_close(f);
+	htr_builder_free(b);
+	return 0;
+}

@@ -1,0 +1,56 @@
+#!/bin/sh
+# Build the libFuzzer targets (clang, ASan + UBSan) and run each one for a
+# fixed time over a seed corpus made from the shipped sample.  A crash,
+# leak or timeout fails the run and leaves its reproducer in
+# build-fuzz/crashes/.  usage: tools/ci/fuzz.sh [SECONDS_PER_TARGET]
+# (default 20).  tools/bench/fuzz.sh runs the same for longer and prints
+# the figures.
+set -eu
+cd "$(dirname "$0")/../.."
+secs=${1:-20}
+bdir=${HTR_FUZZ_BUILDDIR:-build-fuzz}
+
+. tools/ci/setup.sh
+command -v clang >/dev/null || {
+	echo "fuzz: installing clang" >&2
+	sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo=sudo
+	quietly $sudo apt-get install -y -qq --no-install-recommends clang
+}
+if [ ! -f "$bdir/build.ninja" ]; then
+	CC=clang quietly meson setup "$bdir" -Dfuzz=true -Dtests=false \
+		-Db_sanitize=address,undefined -Db_lundef=false
+fi
+quietly ninja -C "$bdir"
+
+# Seeds: the sample's .htr, trace and ELF, and small synthesized ones.
+seeds="$bdir/seeds"
+if [ ! -d "$seeds" ]; then
+	mkdir -p "$seeds/htr" "$seeds/trace" "$seeds/elf"
+	cp tests/data/sample.htr "$seeds/htr/"
+	cp tests/data/sample.pt "$seeds/trace/"
+	cp tests/data/sample.elf "$seeds/elf/"
+	head -c 4096 tests/data/sample.pt >"$seeds/trace/head.pt"
+fi
+
+mkdir -p "$bdir/crashes"
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export ASAN_OPTIONS=detect_leaks=1
+status=0
+for t in htr trace elf; do
+	mkdir -p "$bdir/corpus/$t"
+	log="$bdir/fuzz_$t.log"
+	if "$bdir/tests/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=10 \
+		-rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+		-artifact_prefix="$bdir/crashes/$t-" \
+		"$bdir/corpus/$t" "$seeds/$t" >"$log" 2>&1; then
+		runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+		rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
+		echo "fuzz: $t: ${runs:-?} executions, ${rate:-?}/s, no crash"
+	else
+		echo "fuzz: $t: FAILED (log: $log)" >&2
+		grep -E 'ERROR|SUMMARY|runtime error' "$log" | head -5 >&2
+		status=1
+	fi
+done
+exit $status
