@@ -3,6 +3,7 @@
  * back to memory, and answers queries from either.
  */
 #include "analyze.h"
+#include "abi.h"
 #include "file.h"
 #include "format.h"
 
@@ -11,13 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-void htr_analysis_opts_init(struct htr_analysis_opts *opts)
+#define ANALYSIS_OPTS_SIZE0 HTR_ABI_SIZE0(struct htr_analysis_opts, no_sidecar)
+
+void htr_analysis_opts_init_size(struct htr_analysis_opts *opts, size_t size)
 {
-	if (!opts)
-		return;
-	memset(opts, 0, sizeof(*opts));
-	opts->size = sizeof(*opts);
-	opts->analyzers = HTR_ANALYZE_ALL;
+	htr_abi__init(opts, size);
 }
 
 /* In-memory TSC: keep every chunk. */
@@ -67,13 +66,10 @@ int htr_analysis_open(struct htr_analysis **out, const struct htr_file *file,
 	if (!a)
 		return HTR_ERR_NOMEM;
 	*out = a;
-	htr_analysis_opts_init(&o);
-	if (opts) {
-		if (opts->size < sizeof(size_t) || opts->size > sizeof(o))
-			return htr_err__set(&a->err, HTR_ERR_INVALID, "bad "
-					    "options size %zu", opts->size);
-		memcpy(&o, opts, opts->size);
-	}
+	if (htr_abi__in(&o, sizeof(o), opts, htr_abi__size_of(opts),
+			ANALYSIS_OPTS_SIZE0) < 0)
+		return htr_err__set(&a->err, HTR_ERR_INVALID, "bad options "
+				    "size %zu", htr_abi__size_of(opts));
 	if (!file || !file->ok)
 		return htr_err__set(&a->err, HTR_ERR_INVALID, "no open .htr "
 				    "file");

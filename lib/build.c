@@ -1,6 +1,7 @@
 /* htr_builder: image + decoder + tree builder + writer (htr/build.h). */
 #include "htr/build.h"
 
+#include "abi.h"
 #include "builder.h"
 #include "decode.h"
 #include "err.h"
@@ -26,37 +27,31 @@ struct htr_builder {
 	struct htr_err err;
 };
 
-void htr_build_opts_init(struct htr_build_opts *opts)
+#define BUILD_OPTS_SIZE0 HTR_ABI_SIZE0(struct htr_build_opts, payload)
+#define BUILD_STATS_SIZE0 HTR_ABI_SIZE0(struct htr_build_stats, timing_unusable)
+
+void htr_build_opts_init_size(struct htr_build_opts *opts, size_t size)
 {
-	if (!opts)
-		return;
-	memset(opts, 0, sizeof(*opts));
-	opts->size = sizeof(*opts);
+	htr_abi__init(opts, size);
 }
 
 int htr_builder_alloc(struct htr_builder **out,
 		      const struct htr_build_opts *opts)
 {
+	struct htr_build_opts o;
 	struct htr_builder *b;
 	int rc;
 
 	if (!out)
 		return HTR_ERR_INVALID;
 	*out = NULL;
-	if (opts && opts->size < offsetof(struct htr_build_opts, progress))
+	if (htr_abi__in(&o, sizeof(o), opts, htr_abi__size_of(opts),
+			BUILD_OPTS_SIZE0) < 0)
 		return HTR_ERR_INVALID;
 	b = calloc(1, sizeof(*b));
 	if (!b)
 		return HTR_ERR_NOMEM;
-	htr_build_opts_init(&b->opts);
-	if (opts) {
-		/* Read only what the caller's version of the struct has. */
-		size_t n = opts->size < sizeof(b->opts) ? opts->size
-							 : sizeof(b->opts);
-
-		memcpy(&b->opts, opts, n);
-		b->opts.size = sizeof(b->opts);
-	}
+	b->opts = o;
 	rc = htr_image__alloc(&b->img);
 	if (rc < 0) {
 		free(b);
@@ -241,7 +236,7 @@ int htr_builder_run(struct htr_builder *b, const char *trace,
 
 	if (!b || !trace || !out)
 		return HTR_ERR_INVALID;
-	if (stats && size < offsetof(struct htr_build_stats, max_depth))
+	if (stats && size < BUILD_STATS_SIZE0)
 		return HTR_ERR_INVALID;
 	htr_err__clear(&b->err);
 	if (!htr_image__count(b->img))
@@ -321,7 +316,6 @@ int htr_builder_run(struct htr_builder *b, const char *trace,
 		struct htr_build_stats s;
 
 		memset(&s, 0, sizeof(s));
-		s.size = size;
 		s.insns = meta.ninsns;
 		s.blocks = htr_writer__nblocks(g.w);
 		s.gaps = htr_tb__gaps(g.tb);
@@ -330,7 +324,7 @@ int htr_builder_run(struct htr_builder *b, const char *trace,
 		s.max_depth = htr_writer__max_depth(g.w);
 		s.folded = htr_tb__folded(g.tb);
 		s.timing_unusable = timing_unusable(&b->opts, data, tsize);
-		memcpy(stats, &s, size < sizeof(s) ? size : sizeof(s));
+		htr_abi__out(stats, size, &s, sizeof(s), BUILD_STATS_SIZE0);
 	}
 	goto out;
 werr:

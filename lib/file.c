@@ -4,6 +4,8 @@
  */
 #include "file.h"
 
+#include "abi.h"
+
 #include <errno.h>
 #include <intel-pt.h>
 #include <fcntl.h>
@@ -16,12 +18,13 @@
 #define HTR_MAX_SECTIONS 64u
 #define U64(x) ((unsigned long long) (x))
 
-void htr_open_opts_init(struct htr_open_opts *opts)
+#define OPEN_OPTS_SIZE0 HTR_ABI_SIZE0(struct htr_open_opts, verify_body)
+#define FILE_INFO_SIZE0 HTR_ABI_SIZE0(struct htr_file_info, build_time)
+#define GAP_INFO_SIZE0 HTR_ABI_SIZE0(struct htr_gap_info, code)
+
+void htr_open_opts_init_size(struct htr_open_opts *opts, size_t size)
 {
-	if (!opts)
-		return;
-	memset(opts, 0, sizeof(*opts));
-	opts->size = sizeof(*opts);
+	htr_abi__init(opts, size);
 }
 
 static const struct {
@@ -300,8 +303,9 @@ int htr_file_open(struct htr_file **out, const char *path,
 		  const struct htr_open_opts *opts)
 {
 	struct htr_file *f;
+	struct htr_open_opts o;
 	struct stat st;
-	int verify_body = 0, fd, rc;
+	int fd, rc;
 
 	if (!out)
 		return HTR_ERR_INVALID;
@@ -316,14 +320,11 @@ int htr_file_open(struct htr_file **out, const char *path,
 	if (!f->path)
 		return htr_err__set(&f->err, HTR_ERR_NOMEM,
 				    "out of memory");
-	if (opts) {
-		if (opts->size < sizeof(size_t))
-			return htr_err__set(&f->err, HTR_ERR_INVALID,
-				"%s: bad open options size", path);
-		if (opts->size >= offsetof(struct htr_open_opts, verify_body) +
-				  sizeof(opts->verify_body))
-			verify_body = opts->verify_body;
-	}
+	if (htr_abi__in(&o, sizeof(o), opts, htr_abi__size_of(opts),
+			OPEN_OPTS_SIZE0) < 0)
+		return htr_err__set(&f->err, HTR_ERR_INVALID,
+			"%s: bad open options size %zu", path,
+			htr_abi__size_of(opts));
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -363,7 +364,7 @@ int htr_file_open(struct htr_file **out, const char *path,
 	}
 	close(fd);
 
-	rc = validate(f, verify_body);
+	rc = validate(f, o.verify_body);
 	if (rc) {
 		f->hdr = NULL;
 		f->blocks = NULL;
@@ -397,7 +398,7 @@ int htr_file_info(const struct htr_file *file, struct htr_file_info *info,
 	struct htr_file_info fi;
 	const struct htr_disk_header *h;
 
-	if (!file || !file->ok || !info || size < sizeof(fi))
+	if (!file || !file->ok)
 		return HTR_ERR_INVALID;
 	h = file->hdr;
 	memset(&fi, 0, sizeof(fi));
@@ -420,8 +421,7 @@ int htr_file_info(const struct htr_file *file, struct htr_file_info *info,
 	memcpy(fi.libipt_version, h->libipt_version,
 	       sizeof(fi.libipt_version));
 	fi.build_time = h->build_time;
-	memcpy(info, &fi, sizeof(fi));
-	return 0;
+	return htr_abi__out(info, size, &fi, sizeof(fi), FILE_INFO_SIZE0);
 }
 
 uint64_t htr_gap_count(const struct htr_file *file)
@@ -435,7 +435,7 @@ int htr_gap_get(const struct htr_file *file, uint64_t i,
 	struct htr_gap_info gi;
 	const struct htr_disk_gap *g;
 
-	if (!file || !file->ok || !info || size < sizeof(gi))
+	if (!file || !file->ok || !info || size < GAP_INFO_SIZE0)
 		return HTR_ERR_INVALID;
 	if (i >= file->ngaps)
 		return HTR_ERR_RANGE;
@@ -446,8 +446,7 @@ int htr_gap_get(const struct htr_file *file, uint64_t i,
 	gi.offset = g->offset;
 	gi.kind = (enum htr_gap_kind) g->kind;
 	gi.code = g->code;
-	memcpy(info, &gi, sizeof(gi));
-	return 0;
+	return htr_abi__out(info, size, &gi, sizeof(gi), GAP_INFO_SIZE0);
 }
 
 const char *htr_gap_kind_str(enum htr_gap_kind kind)

@@ -6,6 +6,8 @@
  */
 #include "file.h"
 
+#include "abi.h"
+
 #include <string.h>
 
 static inline bool valid_link(const struct htr_file *f, uint32_t v)
@@ -25,7 +27,8 @@ int htr_block_get(const struct htr_file *file, uint32_t block,
 	struct htr_block_info bi;
 	uint32_t func;
 
-	if (!file || !file->ok || !info || size < sizeof(bi))
+	if (!file || !file->ok || !info ||
+	    size < HTR_ABI_SIZE0(struct htr_block_info, flags))
 		return HTR_ERR_INVALID;
 	b = htr_file__block(file, block);
 	if (!b)
@@ -53,8 +56,8 @@ int htr_block_get(const struct htr_file *file, uint32_t block,
 	    !valid_link(file, b->next_sibling) || b->nchildren > block ||
 	    (b->nchildren == 0) != (b->first_child == HTR_NONE32))
 		return HTR_ERR_CORRUPT;
-	memcpy(info, &bi, sizeof(bi));
-	return 0;
+	return htr_abi__out(info, size, &bi, sizeof(bi),
+			    HTR_ABI_SIZE0(struct htr_block_info, flags));
 }
 
 static uint32_t link_or_none(const struct htr_file *f, uint32_t v)

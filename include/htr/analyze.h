@@ -54,6 +54,8 @@ struct htr_analysis;
 				 * figures; implies HTR_ANALYZE_TSC */
 #define HTR_ANALYZE_ALL  0x3u
 
+/* Options of htr_analysis_open() (the size rule: htr/common.h; first
+ * version: through no_sidecar). */
 struct htr_analysis_opts {
 	size_t size;            /* sizeof(struct htr_analysis_opts) */
 	unsigned analyzers;     /* HTR_ANALYZE_*; 0 means HTR_ANALYZE_ALL */
@@ -62,8 +64,19 @@ struct htr_analysis_opts {
 	int no_sidecar;         /* compute in memory, do not touch a sidecar */
 };
 
-/** Set @opts to the defaults: every analyzer, the default sidecar. */
-HTR_API void htr_analysis_opts_init(struct htr_analysis_opts *opts);
+/**
+ * Set the @size bytes at @opts to the defaults (all zero: every analyzer,
+ * the default sidecar) and opts->size to @size.  Use
+ * htr_analysis_opts_init().
+ */
+HTR_API void htr_analysis_opts_init_size(struct htr_analysis_opts *opts,
+					 size_t size);
+
+/** Set @opts to the defaults, with the caller's sizeof. */
+static inline void htr_analysis_opts_init(struct htr_analysis_opts *opts)
+{
+	htr_analysis_opts_init_size(opts, sizeof(*opts));
+}
 
 /* Status bits (htr_analysis_flags()). */
 #define HTR_ANALYSIS_COMPUTED   0x1u /* this open computed an analyzer */
@@ -88,8 +101,8 @@ HTR_API void htr_analysis_opts_init(struct htr_analysis_opts *opts);
  * memory allows, so htr_analysis_last_error() can explain; the caller always
  * calls htr_analysis_close(*@out).
  *
- * Returns 0, or HTR_ERR_INVALID (NULL @out or @file, a failed @file, bad
- * opts size), HTR_ERR_NOMEM, HTR_ERR_IO (the sidecar exists but cannot be
+ * Returns 0, or HTR_ERR_INVALID (NULL @out or @file, a failed @file,
+ * opts->size below the first version's), HTR_ERR_NOMEM, HTR_ERR_IO (the sidecar exists but cannot be
  * read), HTR_ERR_CORRUPT (the sidecar or @file is damaged; the message
  * names the sidecar: remove it to recompute).
  */
@@ -149,7 +162,8 @@ HTR_API int htr_block_name(struct htr_analysis *a, uint32_t block,
 
 /** Per-function figures (htr_func_visit()). */
 struct htr_func_stats {
-	size_t size;            /* set by the library: sizeof(its struct) */
+	size_t size;            /* set by the library: sizeof(its struct);
+				 * grows only at the end */
 	const char *name;       /* owned by the handle, valid until close */
 	uint64_t calls;         /* blocks (invocations) of the function */
 	uint64_t inclusive;     /* sum of the totals of its invocations that

@@ -32,6 +32,8 @@ struct htr_build_progress {
 	uint64_t blocks;           /* blocks completed so far */
 };
 
+/* Options of htr_builder_alloc() (the size rule: htr/common.h; first
+ * version: through payload). */
 struct htr_build_opts {
 	size_t size;               /* sizeof(struct htr_build_opts) */
 	/* CPU for libipt's errata workarounds; family 0 = none ("auto"). */
@@ -46,8 +48,10 @@ struct htr_build_opts {
 	void *payload;
 };
 
+/* Figures of a finished build (the size rule: htr/common.h; first
+ * version: through timing_unusable). */
 struct htr_build_stats {
-	size_t size;               /* set by the caller */
+	size_t size;               /* set by the library: bytes filled */
 	uint64_t insns, blocks, gaps, funcs;
 	uint64_t trace_size;
 	uint32_t max_depth;
@@ -60,13 +64,24 @@ struct htr_build_stats {
 	int timing_unusable;
 };
 
-/** Defaults: no CPU errata, no timing parameters, no progress callback. */
-HTR_API void htr_build_opts_init(struct htr_build_opts *opts);
+/**
+ * Set the @size bytes at @opts to the defaults (all zero: no CPU errata,
+ * no timing parameters, no progress callback) and opts->size to @size.
+ * Use htr_build_opts_init().
+ */
+HTR_API void htr_build_opts_init_size(struct htr_build_opts *opts,
+				      size_t size);
+
+/** Set @opts to the defaults, with the caller's sizeof. */
+static inline void htr_build_opts_init(struct htr_build_opts *opts)
+{
+	htr_build_opts_init_size(opts, sizeof(*opts));
+}
 
 /**
  * Create a builder.  @opts is copied (NULL: defaults).
- * Returns 0, HTR_ERR_NOMEM or HTR_ERR_INVALID (@out NULL, bad opts size).
- * The builder is freed with htr_builder_free().
+ * Returns 0, HTR_ERR_NOMEM or HTR_ERR_INVALID (@out NULL, opts->size below
+ * the first version's).  The builder is freed with htr_builder_free().
  */
 HTR_API int htr_builder_alloc(struct htr_builder **out,
 			      const struct htr_build_opts *opts);
@@ -87,8 +102,9 @@ HTR_API int htr_builder_add_raw(struct htr_builder *b, const char *spec);
 /**
  * Decode @trace and write the call tree to @out (written under a
  * temporary name and renamed on success; nothing is left on failure).
- * Bad trace data does not fail the build: it becomes gaps.  @stats may be
- * NULL.  Returns 0, HTR_ERR_IO (cannot read the trace or write @out),
+ * Bad trace data does not fail the build: it becomes gaps.  @stats (may
+ * be NULL) is a struct of @size bytes, filled on success.  Returns 0,
+ * HTR_ERR_INVALID (NULL arguments, @size below the first version's), HTR_ERR_IO (cannot read the trace or write @out),
  * HTR_ERR_DECODE (no usable trace), HTR_ERR_LIMIT, HTR_ERR_NOMEM,
  * HTR_ERR_CANCELED.
  */

@@ -3,6 +3,28 @@
  *
  * Threading: libhtr keeps no global mutable state.  Every handle documents
  * which threads may use it; read-only handles may be shared.
+ *
+ * Structs with a size (one rule for all of them, libipt's).  Every public
+ * struct that crosses the API starts with `size_t size`, and every version
+ * of libhtr accepts any size from the end of the struct's first version
+ * upward:
+ *
+ *  - options you pass in (struct htr_*_opts): set `size` to sizeof() of
+ *    your struct (the htr_*_opts_init() functions do).  The library reads
+ *    min(size, its sizeof) bytes and zero-fills the fields you did not
+ *    pass; a field added in a later version always means "as before" when
+ *    it is 0, so a program built against older headers keeps its
+ *    behaviour.  Bytes past the library's struct are ignored.
+ *  - facts the library fills (struct htr_*_info, htr_build_stats): pass
+ *    the size of your struct; the library writes min(size, its sizeof)
+ *    bytes, sets the copy's `size` to that count (so you can tell which
+ *    fields are filled) and never touches your bytes beyond that.
+ *  - structs the library hands to a callback (htr_build_progress,
+ *    htr_func_stats) are the library's own, whole, and only grow at the
+ *    end: read the fields your header declares.
+ *
+ * A size below the first version's end is HTR_ERR_INVALID and nothing is
+ * read or written.  The first versions are the layouts of libhtr 0.1.
  */
 #ifndef HTR_COMMON_H
 #define HTR_COMMON_H

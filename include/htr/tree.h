@@ -34,13 +34,24 @@ struct htr_file;
 				   * exception, stack switch): closed at the
 				   * return that landed in an outer frame */
 
+/* Options of htr_file_open() (the size rule: htr/common.h). */
 struct htr_open_opts {
 	size_t size;            /* sizeof(struct htr_open_opts) */
 	int verify_body;        /* also hash every section (reads the file) */
 };
 
-/** Set @opts to the defaults (no full-body verification). */
-HTR_API void htr_open_opts_init(struct htr_open_opts *opts);
+/**
+ * Set the @size bytes at @opts to the defaults (all zero: no full-body
+ * verification) and opts->size to @size.  Use htr_open_opts_init().
+ */
+HTR_API void htr_open_opts_init_size(struct htr_open_opts *opts, size_t size);
+
+/** Set @opts to the defaults; compiled into the caller, so the size is
+ * the caller's sizeof. */
+static inline void htr_open_opts_init(struct htr_open_opts *opts)
+{
+	htr_open_opts_init_size(opts, sizeof(*opts));
+}
 
 /**
  * Open and validate an .htr file.
@@ -53,7 +64,8 @@ HTR_API void htr_open_opts_init(struct htr_open_opts *opts);
  * Returns 0, or HTR_ERR_IO (cannot open/map), HTR_ERR_FORMAT (not an .htr
  * file, or the other endianness), HTR_ERR_VERSION (other format version),
  * HTR_ERR_CORRUPT (inconsistent or truncated), HTR_ERR_NOMEM,
- * HTR_ERR_INVALID (@out or @path NULL).
+ * HTR_ERR_INVALID (@out or @path NULL, opts->size below the first
+ * version's).
  */
 HTR_API int htr_file_open(struct htr_file **out, const char *path,
 			  const struct htr_open_opts *opts);
@@ -69,8 +81,10 @@ HTR_API void htr_file_close(struct htr_file *file);
  */
 HTR_API const char *htr_last_error(const struct htr_file *file);
 
+/* Header facts (the size rule: htr/common.h; first version: through
+ * build_time). */
 struct htr_file_info {
-	size_t size;               /* set by the caller: sizeof(info) */
+	size_t size;               /* set by the library: bytes filled */
 	uint32_t version;
 	uint64_t file_size;
 	uint64_t ninsns;
@@ -83,15 +97,21 @@ struct htr_file_info {
 	uint64_t build_time;
 };
 
-/** Header facts.  Returns 0 or HTR_ERR_INVALID (NULL or @size too small). */
+/**
+ * Header facts into @info, a struct of @size bytes (normally
+ * sizeof(*info)).  Returns 0 or HTR_ERR_INVALID (NULL or failed @file,
+ * NULL @info, @size below the first version's).
+ */
 HTR_API int htr_file_info(const struct htr_file *file,
 			  struct htr_file_info *info, size_t size);
 
 /** Number of blocks (0 for NULL). */
 HTR_API uint32_t htr_block_count(const struct htr_file *file);
 
+/* A block's facts (the size rule: htr/common.h; first version: through
+ * flags). */
 struct htr_block_info {
-	size_t size;               /* set by the caller: sizeof(info) */
+	size_t size;               /* set by the library: bytes filled */
 	uint32_t index;
 	uint64_t first, last;      /* instruction IDs; the span includes children */
 	uint64_t entry;            /* entry address, 0 if HTR_BLOCK_LATE */
@@ -103,9 +123,10 @@ struct htr_block_info {
 };
 
 /**
- * Copy block @block's facts into @info (the caller sets info->size).
- * Returns 0, HTR_ERR_RANGE (no such block), HTR_ERR_CORRUPT (a link in the
- * record points outside the file), HTR_ERR_INVALID.
+ * Copy block @block's facts into @info, a struct of @size bytes (normally
+ * sizeof(*info)).  Returns 0, HTR_ERR_RANGE (no such block),
+ * HTR_ERR_CORRUPT (a link in the record points outside the file),
+ * HTR_ERR_INVALID (NULL arguments, @size below the first version's).
  */
 HTR_API int htr_block_get(const struct htr_file *file, uint32_t block,
 			  struct htr_block_info *info, size_t size);
@@ -187,8 +208,9 @@ enum htr_gap_kind {
 	HTR_GAP_ERROR = 3,      /* a decode error; the decoder resynced */
 };
 
+/* A gap (the size rule: htr/common.h; first version: through code). */
 struct htr_gap_info {
-	size_t size;               /* set by the caller */
+	size_t size;               /* set by the library: bytes filled */
 	uint64_t id;               /* first instruction after the gap */
 	uint64_t offset;           /* trace offset where it was noticed */
 	enum htr_gap_kind kind;
@@ -203,7 +225,11 @@ struct htr_gap_info {
 
 /** Number of gaps. */
 HTR_API uint64_t htr_gap_count(const struct htr_file *file);
-/** Gap @i (chronological).  Returns 0, HTR_ERR_RANGE, HTR_ERR_INVALID. */
+/**
+ * Gap @i (chronological) into @info, a struct of @size bytes.  Returns 0,
+ * HTR_ERR_RANGE, HTR_ERR_INVALID (NULL arguments, @size below the first
+ * version's).
+ */
 HTR_API int htr_gap_get(const struct htr_file *file, uint64_t i,
 			struct htr_gap_info *info, size_t size);
 

@@ -1,0 +1,302 @@
+/*
+ * The size rule (htr/common.h, "Structs with a size") at every public
+ * function that takes a struct with a size: a size below the first
+ * version's end is refused and nothing is written; the first version's
+ * size, the current sizeof and a grown size (a newer caller) are
+ * accepted; facts are written up to min(size, sizeof) and never past it;
+ * options the caller did not pass read as zero.
+ */
+#include <htr/htr.h>
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SIZE0(type, last) (offsetof(type, last) + sizeof(((type *) 0)->last))
+#define GROW 64
+
+static char sample_htr[512], sample_pt[512], sample_elf[512];
+static char dir[] = "/tmp/htr-test-abi-XXXXXX";
+
+static void setup(void)
+{
+	const char *root = getenv("HTR_SOURCE_ROOT");
+
+	cr_assert_not_null(root, "HTR_SOURCE_ROOT is not set");
+	snprintf(sample_htr, sizeof(sample_htr), "%s/tests/data/sample.htr", root);
+	snprintf(sample_pt, sizeof(sample_pt), "%s/tests/data/sample.pt", root);
+	snprintf(sample_elf, sizeof(sample_elf), "%s/tests/data/sample.elf", root);
+	cr_assert_not_null(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	cr_expect_eq(system(cmd), 0);
+}
+
+TestSuite(abi, .init = setup, .fini = teardown);
+
+/* A caller's struct of @size bytes, filled with a sentinel. */
+static unsigned char *buf_of(size_t size)
+{
+	unsigned char *b = malloc(size + GROW);
+
+	cr_assert_not_null(b);
+	memset(b, 0xa5, size + GROW);
+	return b;
+}
+
+static size_t size_in(const void *p)
+{
+	size_t n;
+
+	memcpy(&n, p, sizeof(n));
+	return n;
+}
+
+/* Bytes [@from, @to) still hold the sentinel. */
+static void untouched(const unsigned char *b, size_t from, size_t to,
+		      const char *what)
+{
+	size_t i;
+
+	for (i = from; i < to; i++)
+		cr_assert_eq(b[i], 0xa5, "%s: byte %zu was written", what, i);
+}
+
+static struct htr_file *open_sample(void)
+{
+	struct htr_file *f = NULL;
+
+	cr_assert_eq(htr_file_open(&f, sample_htr, NULL), 0, "%s",
+		     htr_last_error(f));
+	return f;
+}
+
+/*
+ * An "out" function called with sizes size0 - 1, size0, sizeof and
+ * sizeof + GROW.  @call fills the caller's struct at @p of @size bytes.
+ */
+typedef int (*out_fn)(void *ctx, void *p, size_t size);
+
+static void check_out(const char *what, size_t size0, size_t lib_size,
+		      out_fn call, void *ctx)
+{
+	size_t sizes[4] = { size0 - 1, size0, lib_size, lib_size + GROW };
+	size_t k;
+
+	for (k = 0; k < 4; k++) {
+		unsigned char *b = buf_of(sizes[k]);
+		int rc = call(ctx, b, sizes[k]);
+		size_t filled = sizes[k] < lib_size ? sizes[k] : lib_size;
+
+		if (k == 0) {
+			cr_assert_eq(rc, HTR_ERR_INVALID, "%s: size %zu: %d",
+				     what, sizes[k], rc);
+			untouched(b, 0, sizes[k] + GROW, what);
+		} else {
+			cr_assert_eq(rc, 0, "%s: size %zu: %d", what,
+				     sizes[k], rc);
+			cr_assert_eq(size_in(b), filled, "%s: size field",
+				     what);
+			untouched(b, filled, sizes[k] + GROW, what);
+		}
+		free(b);
+	}
+}
+
+static int call_file_info(void *ctx, void *p, size_t size)
+{
+	return htr_file_info(ctx, p, size);
+}
+
+static int call_block_get(void *ctx, void *p, size_t size)
+{
+	return htr_block_get(ctx, 0, p, size);
+}
+
+static int call_gap_get(void *ctx, void *p, size_t size)
+{
+	return htr_gap_get(ctx, 0, p, size);
+}
+
+Test(abi, tree_facts)
+{
+	struct htr_file *f = open_sample();
+
+	cr_assert_gt(htr_gap_count(f), 0);
+	check_out("htr_file_info", SIZE0(struct htr_file_info, build_time),
+		  sizeof(struct htr_file_info), call_file_info, f);
+	check_out("htr_block_get", SIZE0(struct htr_block_info, flags),
+		  sizeof(struct htr_block_info), call_block_get, f);
+	check_out("htr_gap_get", SIZE0(struct htr_gap_info, code),
+		  sizeof(struct htr_gap_info), call_gap_get, f);
+	htr_file_close(f);
+}
+
+/* An "in" struct: init it at @size, let @fix set fields, then @call. */
+static void check_init(const char *what, size_t size,
+		       void (*init)(void *p, size_t size))
+{
+	unsigned char *b = buf_of(size);
+	size_t i;
+
+	init(b, size);
+	cr_assert_eq(size_in(b), size, "%s: size field", what);
+	for (i = sizeof(size_t); i < size; i++)
+		cr_assert_eq(b[i], 0, "%s: byte %zu is not a zero default",
+			     what, i);
+	untouched(b, size, size + GROW, what);
+	free(b);
+}
+
+static void init_open(void *p, size_t size)
+{
+	htr_open_opts_init_size(p, size);
+}
+
+static void init_build(void *p, size_t size)
+{
+	htr_build_opts_init_size(p, size);
+}
+
+static void init_analysis(void *p, size_t size)
+{
+	htr_analysis_opts_init_size(p, size);
+}
+
+Test(abi, opts_init)
+{
+	size_t s;
+
+	for (s = sizeof(size_t); s <= sizeof(struct htr_open_opts) + 8; s++)
+		check_init("htr_open_opts_init_size", s, init_open);
+	for (s = sizeof(size_t); s <= sizeof(struct htr_build_opts) + 8; s++)
+		check_init("htr_build_opts_init_size", s, init_build);
+	for (s = sizeof(size_t); s <= sizeof(struct htr_analysis_opts) + 8; s++)
+		check_init("htr_analysis_opts_init_size", s, init_analysis);
+	/* NULL and sizes that cannot hold the size field are no-ops. */
+	htr_open_opts_init_size(NULL, 100);
+	htr_build_opts_init_size(NULL, 100);
+	htr_analysis_opts_init_size(NULL, 100);
+}
+
+Test(abi, open_opts)
+{
+	size_t size0 = SIZE0(struct htr_open_opts, verify_body);
+	size_t sizes[4] = { size0 - 1, size0, sizeof(struct htr_open_opts),
+			    sizeof(struct htr_open_opts) + GROW };
+	size_t k;
+
+	for (k = 0; k < 4; k++) {
+		unsigned char *b = buf_of(sizes[k]);
+		struct htr_open_opts o;
+		struct htr_file *f = NULL;
+		int rc;
+
+		htr_open_opts_init_size((struct htr_open_opts *) b, sizes[k]);
+		memcpy(&o, b, sizeof(size_t));
+		o.verify_body = 1;
+		memcpy(b + offsetof(struct htr_open_opts, verify_body),
+		       &o.verify_body, sizeof(o.verify_body) <= sizes[k] -
+		       offsetof(struct htr_open_opts, verify_body) ?
+		       sizeof(o.verify_body) : 0);
+		rc = htr_file_open(&f, sample_htr, (void *) b);
+		cr_assert_eq(rc, k ? 0 : HTR_ERR_INVALID, "size %zu: %d %s",
+			     sizes[k], rc, htr_last_error(f));
+		htr_file_close(f);
+		free(b);
+	}
+}
+
+Test(abi, build_opts_and_stats)
+{
+	size_t size0 = SIZE0(struct htr_build_opts, payload);
+	size_t ssize0 = SIZE0(struct htr_build_stats, timing_unusable);
+	size_t osizes[4] = { size0 - 1, size0, sizeof(struct htr_build_opts),
+			     sizeof(struct htr_build_opts) + GROW };
+	size_t ssizes[4] = { ssize0 - 1, ssize0, sizeof(struct htr_build_stats),
+			     sizeof(struct htr_build_stats) + GROW };
+	struct htr_builder *b = NULL;
+	char out[300];
+	size_t k;
+	int rc;
+
+	for (k = 0; k < 4; k++) {
+		unsigned char *ob = buf_of(osizes[k]);
+
+		htr_build_opts_init_size((void *) ob, osizes[k]);
+		rc = htr_builder_alloc(&b, (void *) ob);
+		cr_assert_eq(rc, k ? 0 : HTR_ERR_INVALID, "opts size %zu: %d",
+			     osizes[k], rc);
+		if (k)
+			htr_builder_free(b);
+		b = NULL;
+		free(ob);
+	}
+	snprintf(out, sizeof(out), "%s/s.htr", dir);
+	for (k = 0; k < 4; k++) {
+		unsigned char *sb = buf_of(ssizes[k]);
+		size_t filled = ssizes[k] < sizeof(struct htr_build_stats) ?
+				ssizes[k] : sizeof(struct htr_build_stats);
+		struct htr_build_stats st;
+
+		cr_assert_eq(htr_builder_alloc(&b, NULL), 0);
+		cr_assert_eq(htr_builder_add_elf(b, sample_elf), 0, "%s",
+			     htr_builder_last_error(b));
+		rc = htr_builder_run(b, sample_pt, out, (void *) sb, ssizes[k]);
+		if (!k) {
+			cr_assert_eq(rc, HTR_ERR_INVALID);
+			untouched(sb, 0, ssizes[k] + GROW, "stats");
+		} else {
+			cr_assert_eq(rc, 0, "%s", htr_builder_last_error(b));
+			cr_assert_eq(size_in(sb), filled);
+			untouched(sb, filled, ssizes[k] + GROW, "stats");
+			memcpy(&st, sb, filled);
+			cr_assert_gt(st.insns, 0);
+			cr_assert_gt(st.blocks, 0);
+		}
+		htr_builder_free(b);
+		b = NULL;
+		free(sb);
+	}
+}
+
+Test(abi, analysis_opts)
+{
+	size_t size0 = SIZE0(struct htr_analysis_opts, no_sidecar);
+	size_t sizes[4] = { size0 - 1, size0, sizeof(struct htr_analysis_opts),
+			    sizeof(struct htr_analysis_opts) + GROW };
+	struct htr_file *f = open_sample();
+	size_t k;
+
+	for (k = 0; k < 4; k++) {
+		unsigned char *b = buf_of(sizes[k]);
+		struct htr_analysis_opts o;
+		struct htr_analysis *a = NULL;
+		int rc;
+
+		htr_analysis_opts_init_size((void *) b, sizes[k]);
+		if (k) {
+			/* Compute in memory: never write next to the
+			 * shipped sample. */
+			memcpy(&o, b, size0);
+			o.no_sidecar = 1;
+			memcpy(b, &o, size0);
+		}
+		rc = htr_analysis_open(&a, f, (void *) b);
+		cr_assert_eq(rc, k ? 0 : HTR_ERR_INVALID, "size %zu: %d %s",
+			     sizes[k], rc, htr_analysis_last_error(a));
+		if (k)
+			cr_assert(htr_analysis_flags(a) &
+				  HTR_ANALYSIS_IN_MEMORY);
+		htr_analysis_close(a);
+		free(b);
+	}
+	htr_file_close(f);
+}
