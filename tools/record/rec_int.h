@@ -119,6 +119,9 @@ struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned cpu);
 /* The next instruction qemu ran on this thread; @sig: a signal was
  * delivered just before it.  Returns 0 or -1 (message in the context). */
 int rec_thread_step(struct rec_thread *t, uint64_t pc, int sig);
+/* qemu says the instruction it logged last at @pc did not run (a signal
+ * stopped it first).  Returns 1 if @pc is this thread's pending one. */
+int rec_thread_retract(struct rec_thread *t, uint64_t pc);
 /* The log ended: close the trace and the truth. */
 int rec_thread_end(struct rec_thread *t);
 void rec_thread_free(struct rec_thread *t);

@@ -266,7 +266,7 @@ static uint64_t hex(const char *s, const char **end)
 
 /* One line of the log. */
 static void line(struct rec_ctx *c, struct threads *ts, const char *s,
-		 int *sig)
+		 int *sig, struct rec_thread **last)
 {
 	const char *p = s, *e;
 	unsigned cpu = 0;
@@ -276,6 +276,22 @@ static void line(struct rec_ctx *c, struct threads *ts, const char *s,
 	if (strncmp(s, "Trace ", 6)) {
 		if (!strncmp(s, "--- SIG", 7) || strstr(s, "--- SIG"))
 			*sig = 1;
+		/* "Stopped execution of TB chain before HOSTPTR [PC] SYM":
+		 * the block logged last for PC did not run. */
+		if ((p = strstr(s, "Stopped execution of TB chain before"))) {
+			size_t i;
+
+			p = strchr(p, '[');
+			if (!p)
+				return;
+			pc = hex(p + 1, &e);
+			if (*last && rec_thread_retract(*last, pc))
+				return;
+			for (i = 0; i < ts->n; i++)
+				if (ts->t[i] && rec_thread_retract(ts->t[i], pc))
+					return;
+			return;
+		}
 		p = strstr(s, "Trace ");
 		if (!p)
 			return;
@@ -294,12 +310,14 @@ static void line(struct rec_ctx *c, struct threads *ts, const char *s,
 		return;
 	rec_thread_step(t, pc, *sig);
 	*sig = 0;
+	*last = t;
 }
 
 static int pump(struct rec_ctx *c, struct threads *ts, int fd)
 {
 	size_t cap = 1u << 20, len = 0;
 	char *buf = malloc(cap + 1);
+	struct rec_thread *last = NULL;
 	int sig = 0;
 
 	if (!buf) {
@@ -319,7 +337,7 @@ static int pump(struct rec_ctx *c, struct threads *ts, int fd)
 		s = buf;
 		while (!c->failed && (nl = memchr(s, '\n', len - (size_t) (s - buf)))) {
 			*nl = 0;
-			line(c, ts, s, &sig);
+			line(c, ts, s, &sig, &last);
 			s = nl + 1;
 		}
 		if (c->failed)

@@ -85,6 +85,7 @@ struct rec_thread {
 	struct rec_insn hlast;  /* the last held instruction */
 	uint64_t blocks, gaps;
 	int header_done;
+	int retracted;          /* cur did not run: a signal came first */
 };
 
 /* ------------------------------------------------------------------ */
@@ -568,6 +569,20 @@ static int step(struct rec_thread *t, uint64_t pc, int sig)
 	if (!pin)
 		return -1;
 	in = *pin;
+	if (t->retracted) {
+		/* qemu logged cur, then delivered a signal before running
+		 * it: an interrupt at cur's address. */
+		t->retracted = 0;
+		if (sig) {
+			interrupt(t, t->cur.pc);
+			handler(t, pc);
+			arrive(t, &in);
+			t->cur = in;
+			return t->c->failed ? -1 : 0;
+		}
+		if (pc == t->cur.pc)
+			return 0;
+	}
 	if (!t->have_cur) {
 		t->have_cur = 1;
 		arrive(t, &in);
@@ -628,6 +643,14 @@ static int step(struct rec_thread *t, uint64_t pc, int sig)
 	arrive(t, &in);
 	t->cur = in;
 	return t->c->failed ? -1 : 0;
+}
+
+int rec_thread_retract(struct rec_thread *t, uint64_t pc)
+{
+	if (!t->have_cur || t->holding || t->retracted || t->cur.pc != pc)
+		return 0;
+	t->retracted = 1;
+	return 1;
 }
 
 int rec_thread_step(struct rec_thread *t, uint64_t pc, int sig)
