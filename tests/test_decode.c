@@ -560,7 +560,8 @@ static int corpus_one(const char *cdir, struct mrow *m, const char *cpu,
 	 * predates some of them and knows no errata for those. */
 	if (cpu && strcmp(m->f[4], "-") && !has_errata(cpu) &&
 	    has_errata(m->f[4])) {
-		snprintf(why, wlen, "libipt %d.%d.%d knows no errata for cpu %s",
+		snprintf(why, wlen, "libipt %d.%d.%d knows no errata for the "
+			 "cpu (%s)",
 			 pt_library_version().major, pt_library_version().minor,
 			 pt_library_version().patch, cpu);
 		free(opts);
