@@ -512,7 +512,10 @@ static int add_gap(struct builder *b, enum ref_gap_kind kind, int code)
 	return 0;
 }
 
-/* Every frame open when the pending gaps began and still open now. */
+/* Every frame open when the pending gaps began and still open now.
+ * Choice: "open across a gap" excludes the frames that close at the
+ * resume (implicit-return, far frames): they end before the gap, which
+ * lies outside their span. */
 static void flag_gap(struct builder *b)
 {
 	size_t i;
@@ -523,7 +526,9 @@ static void flag_gap(struct builder *b)
 }
 
 /* Is @r a function's entry: an ELF symbol starts there, or a frame was
- * entered there before? */
+ * entered there before?  Choice: "a call went there before" counts every
+ * entry a frame got (calls, TIP.PGD targets, interrupt handlers,
+ * callbacks), whether or not the frame became a block. */
 static int is_entry(const struct builder *b, uint64_t r)
 {
 	uint64_t s, e;
@@ -642,6 +647,9 @@ static int on_step(struct builder *b, const struct step *s)
 		return push(b, 1, s->a, 1);
 	case S_DISABLED:
 	case S_ASYNC_DISABLED:
+		/* Choice: any disable leaves a pending return's landing
+		 * unknown, even one that resumes in place (no gap) and a
+		 * TIP.PGD that carries the target. */
 		if (b->ret_pending && resolve_return(b, 0, 0) < 0)
 			return -1;
 		if (s->kind == S_DISABLED) {
