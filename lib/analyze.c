@@ -245,11 +245,11 @@ static void name_range(struct htr_analysis *a, const char *pattern, int mode,
 	*hi = l < a->nnames ? l + 1 : l;
 }
 
-int64_t htr_func_visit(struct htr_analysis *a, const char *pattern, int mode,
-		       htr_func_fn fn, void *payload)
+int htr_func_visit(struct htr_analysis *a, const char *pattern, int mode,
+		   htr_func_fn fn, void *payload)
 {
 	size_t i, lo, hi;
-	int64_t n = 0;
+	uint64_t n = 0;
 	int rc = usable(a, HTR_ANALYZE_SYMS);
 
 	if (rc < 0)
@@ -274,9 +274,9 @@ int64_t htr_func_visit(struct htr_analysis *a, const char *pattern, int mode,
 		n++;
 		rc = fn(&st, payload);
 		if (rc)
-			return rc;
+			return htr_err__callback(rc);
 	}
-	return n ? n : htr_err__set(&a->err, HTR_ERR_NOTFOUND, "no function "
+	return n ? 0 : htr_err__set(&a->err, HTR_ERR_NOTFOUND, "no function "
 				    "matches '%s'", pattern ? pattern : "*");
 }
 
@@ -284,7 +284,6 @@ struct find {
 	htr_sym_fn fn;
 	void *payload;
 	const char *name;
-	int64_t n;
 };
 
 static int find_piece(const uint32_t *b, size_t nb, void *p)
@@ -294,16 +293,15 @@ static int find_piece(const uint32_t *b, size_t nb, void *p)
 	int rc;
 
 	for (i = 0; i < nb; i++) {
-		fd->n++;
 		rc = fd->fn(fd->name, b[i], fd->payload);
 		if (rc)
-			return rc;
+			return htr_err__callback(rc);
 	}
 	return 0;
 }
 
-int64_t htr_symidx_find(struct htr_analysis *a, const char *pattern, int mode,
-			htr_sym_fn fn, void *payload)
+int htr_symidx_find(struct htr_analysis *a, const char *pattern, int mode,
+		    htr_sym_fn fn, void *payload)
 {
 	struct find fd;
 	size_t i, lo, hi;
@@ -317,7 +315,6 @@ int64_t htr_symidx_find(struct htr_analysis *a, const char *pattern, int mode,
 		return htr_err__set(&a->err, HTR_ERR_INVALID, "bad arguments");
 	fd.fn = fn;
 	fd.payload = payload;
-	fd.n = 0;
 	name_range(a, pattern, mode, &lo, &hi);
 	for (i = lo; i < hi; i++) {
 		const struct htr_an_name *nm = &a->names[i];
@@ -337,5 +334,5 @@ int64_t htr_symidx_find(struct htr_analysis *a, const char *pattern, int mode,
 	if (!matched)
 		return htr_err__set(&a->err, HTR_ERR_NOTFOUND, "no function "
 				    "matches '%s'", pattern);
-	return fd.n;
+	return 0;
 }

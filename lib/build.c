@@ -101,6 +101,7 @@ struct glue {
 	const uint8_t *trace;
 	uint64_t trace_size;
 	uint64_t released;      /* trace bytes given back to the kernel */
+	int stop;               /* the progress callback's non-zero value */
 };
 
 /* The trace is mapped; pages the decoder has passed would stay resident
@@ -150,9 +151,9 @@ static int on_progress(void *ctx, uint64_t offset)
 	p.trace_size = g->trace_size;
 	p.insns = htr_pipe__insns(g->pipe);
 	p.blocks = htr_pipe__blocks(g->pipe);
-	if (g->b->opts.progress(&p, g->b->opts.payload))
-		return HTR_ERR_CANCELED;
-	return 0;
+	g->stop = g->b->opts.progress(&p, g->b->opts.payload);
+	/* The decoder only knows "stop"; the value is mapped at the end. */
+	return g->stop ? HTR_ERR_CANCELED : 0;
 }
 
 static int func_extent(void *ctx, uint64_t addr, uint64_t *start,
@@ -292,8 +293,13 @@ int htr_builder_run(struct htr_builder *b, const char *trace,
 		rc = prc;
 		goto werr;
 	}
-	if (rc == HTR_ERR_CANCELED)
+	if (rc == HTR_ERR_CANCELED && g.stop < 0) {
+		rc = htr_err__callback(g.stop);
+		htr_err__set(&b->err, rc, "%s: canceled by the progress "
+			     "callback (%d)", trace, g.stop);
+	} else if (rc == HTR_ERR_CANCELED) {
 		htr_err__set(&b->err, rc, "%s: canceled", trace);
+	}
 	if (rc < 0)
 		goto out;
 	rc = htr_tb__finish(g.tb);

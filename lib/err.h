@@ -26,4 +26,15 @@ int htr_err__sys(struct htr_err *e, const char *fmt, ...)
 
 void htr_err__clear(struct htr_err *e);
 
+/*
+ * What a function returns for callback value @v that is not 0 (the
+ * contract in htr/common.h, "Callbacks"): positive values and the
+ * caller's own codes (HTR_ERR_USER or below) unchanged, anything in
+ * libhtr's range as HTR_ERR_CALLBACK.
+ */
+static inline int htr_err__callback(int v)
+{
+	return v < 0 && v > HTR_ERR_USER ? HTR_ERR_CALLBACK : v;
+}
+
 #endif

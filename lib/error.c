@@ -16,6 +16,8 @@ const char *htr_errstr(int code)
 	case HTR_ERR_DECODE:     return "trace decode failed";
 	case HTR_ERR_LIMIT:      return "format limit exceeded";
 	case HTR_ERR_CANCELED:   return "canceled";
+	case HTR_ERR_CALLBACK:   return "a callback returned a value in "
+					"libhtr's error range";
 	}
 	return "unknown error";
 }

@@ -227,7 +227,7 @@ int htr_tree_visit(const struct htr_file *file, uint32_t from,
 			v = fn(file, cur, file->blocks[cur].parent, level,
 			       payload);
 			if (v && v != HTR_VISIT_SKIP)
-				return v;
+				return htr_err__callback(v);
 			if (!v) {
 				next = down(&w, cur, &rc);
 				if (rc)
@@ -259,7 +259,7 @@ int htr_tree_visit(const struct htr_file *file, uint32_t from,
 			v = fn(file, cur, file->blocks[cur].parent, level,
 			       payload);
 			if (v)
-				return v;
+				return htr_err__callback(v);
 			a = advance(&w, &cur, &level, subtree, &rc);
 			if (a < 0)
 				return rc;

@@ -8,10 +8,11 @@ Test(error, every_code_has_a_phrase)
 	int code;
 
 	cr_expect_str_eq(htr_errstr(HTR_OK), "success");
-	for (code = HTR_ERR_CANCELED; code < 0; code++)
+	for (code = HTR_ERR_CALLBACK; code < 0; code++)
 		cr_expect_str_neq(htr_errstr(code), "unknown error",
 				  "code %d", code);
-	cr_expect_str_eq(htr_errstr(-1000), "unknown error");
+	cr_expect_str_eq(htr_errstr(-14), "unknown error");
+	cr_expect_str_eq(htr_errstr(HTR_ERR_USER), "unknown error");
 	cr_expect_str_eq(htr_errstr(5), "unknown error");
 }
 

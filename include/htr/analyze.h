@@ -180,8 +180,12 @@ struct htr_func_stats {
 #define HTR_MATCH_GLOB  1   /* @pattern is an fnmatch(3) glob (no flags) */
 
 /**
- * Called once per matching function.  @st is valid during the call only.
- * Return 0 to go on; any other value stops the walk and is returned.
+ * Called once per matching function, on the caller's thread.  @st is
+ * valid during the call only.  The callback contract of htr/common.h
+ * holds: it must return (no longjmp, no C++ exception through libhtr);
+ * 0 goes on; a positive value stops the walk and is returned; a negative
+ * value must be the caller's own code (HTR_ERR_USER or below) and is
+ * returned unchanged.
  */
 typedef int (*htr_func_fn)(const struct htr_func_stats *st, void *payload);
 
@@ -190,17 +194,19 @@ typedef int (*htr_func_fn)(const struct htr_func_stats *st, void *payload);
  * function), in byte order of the names.  Reads only the per-function
  * table, never the blocks.
  *
- * Returns the number of functions visited, the callback's non-zero value,
- * HTR_ERR_NOTFOUND (nothing matched), HTR_ERR_INVALID (bad arguments, or
- * the symbol analyzer was not opened), HTR_ERR_CORRUPT.
+ * Returns 0 when every match was visited, the callback's positive value
+ * or own negative code when it stopped, HTR_ERR_CALLBACK (it returned a
+ * value in libhtr's range), HTR_ERR_NOTFOUND (nothing matched),
+ * HTR_ERR_INVALID (bad arguments, or the symbol analyzer was not opened),
+ * HTR_ERR_CORRUPT.
  */
-HTR_API int64_t htr_func_visit(struct htr_analysis *a, const char *pattern,
-			       int mode, htr_func_fn fn, void *payload);
+HTR_API int htr_func_visit(struct htr_analysis *a, const char *pattern,
+			   int mode, htr_func_fn fn, void *payload);
 
 /**
- * Called once per invocation: @name (owned by the handle, valid until
- * close) and @block.  Return 0 to go on; any other value stops the search
- * and is returned.
+ * Called once per invocation, on the caller's thread: @name (owned by the
+ * handle, valid until close) and @block.  The callback contract of
+ * htr/common.h holds (as for htr_func_fn).
  */
 typedef int (*htr_sym_fn)(const char *name, uint32_t block, void *payload);
 
@@ -209,12 +215,13 @@ typedef int (*htr_sym_fn)(const char *name, uint32_t block, void *payload);
  * byte order of the names), call @fn for each of its blocks in
  * chronological order (by first instruction).
  *
- * Returns the number of blocks visited, the callback's non-zero value,
+ * Returns 0 when every block was visited, the callback's positive value
+ * or own negative code when it stopped, HTR_ERR_CALLBACK,
  * HTR_ERR_NOTFOUND (no name matched), HTR_ERR_INVALID (bad arguments, or
  * the symbol analyzer was not opened), HTR_ERR_CORRUPT.
  */
-HTR_API int64_t htr_symidx_find(struct htr_analysis *a, const char *pattern,
-				int mode, htr_sym_fn fn, void *payload);
+HTR_API int htr_symidx_find(struct htr_analysis *a, const char *pattern,
+			    int mode, htr_sym_fn fn, void *payload);
 
 #ifdef __cplusplus
 }

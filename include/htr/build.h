@@ -42,8 +42,16 @@ struct htr_build_opts {
 	 * IA32_RTIT_CTL.MTCFreq and the nominal frequency ratio. */
 	uint32_t cpuid_0x15_eax, cpuid_0x15_ebx;
 	uint8_t mtc_freq, nom_freq;
-	/* Called about every 2^20 instructions from htr_builder_run's thread;
-	 * a non-zero return cancels the build (HTR_ERR_CANCELED, no output). */
+	/* Called about every 2^20 instructions (and while searching for a
+	 * PSB) on the thread that called htr_builder_run(), never on the
+	 * builder's helper thread.  It must return (no longjmp, no C++
+	 * exception through libhtr: the helper thread, the temporary output
+	 * and the mapped trace would leak).  0 goes on; a positive value
+	 * cancels the build: htr_builder_run() returns HTR_ERR_CANCELED and
+	 * writes nothing; a negative value (the caller's own code,
+	 * HTR_ERR_USER or below) cancels the same way and comes back
+	 * unchanged; a negative value above HTR_ERR_USER is returned as
+	 * HTR_ERR_CALLBACK.  @p is valid during the call only. */
 	int (*progress)(const struct htr_build_progress *p, void *payload);
 	void *payload;
 };
@@ -106,7 +114,8 @@ HTR_API int htr_builder_add_raw(struct htr_builder *b, const char *spec);
  * be NULL) is a struct of @size bytes, filled on success.  Returns 0,
  * HTR_ERR_INVALID (NULL arguments, @size below the first version's), HTR_ERR_IO (cannot read the trace or write @out),
  * HTR_ERR_DECODE (no usable trace), HTR_ERR_LIMIT, HTR_ERR_NOMEM,
- * HTR_ERR_CANCELED.
+ * HTR_ERR_CANCELED (the progress callback returned a positive value), the
+ * callback's own negative code, HTR_ERR_CALLBACK (see opts.progress).
  */
 HTR_API int htr_builder_run(struct htr_builder *b, const char *trace,
 			    const char *out, struct htr_build_stats *stats,

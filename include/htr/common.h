@@ -25,6 +25,25 @@
  *
  * A size below the first version's end is HTR_ERR_INVALID and nothing is
  * read or written.  The first versions are the layouts of libhtr 0.1.
+ *
+ * Callbacks (progress reports, visitors, analyzers) are called on the
+ * thread that made the call that takes them, unless their header says
+ * otherwise, and follow one contract:
+ *
+ *  - they must return: no longjmp() out of them and no C++ exception
+ *    through libhtr's frames (the library holds locks, LMDB transactions,
+ *    threads and memory across the call; unwinding leaks or deadlocks
+ *    them).  Catch exceptions inside the callback and return a value.
+ *  - 0 goes on.
+ *  - a positive value stops: the function that called back returns that
+ *    value unchanged (htr_builder_run() returns HTR_ERR_CANCELED, see
+ *    htr/build.h).  Functions that take a visitor never return a positive
+ *    value of their own.
+ *  - a negative value is the caller's own error code and comes back
+ *    unchanged; it must be HTR_ERR_USER or below, so it can never be read
+ *    as one of libhtr's HTR_ERR_* codes.  A negative value in libhtr's own
+ *    range (HTR_ERR_USER < value < 0) breaks this contract and is returned
+ *    as HTR_ERR_CALLBACK.
  */
 #ifndef HTR_COMMON_H
 #define HTR_COMMON_H

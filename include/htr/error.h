@@ -41,13 +41,21 @@ enum htr_error {
 	HTR_ERR_LIMIT = -11,
 	/** The operation was stopped by a callback. */
 	HTR_ERR_CANCELED = -12,
+	/** A callback returned a negative value in libhtr's own range
+	 * (above HTR_ERR_USER), which would read as one of these codes. */
+	HTR_ERR_CALLBACK = -13,
+	/** Callbacks' own error codes are this value or below; libhtr never
+	 * returns one of them unless a callback did (htr/common.h,
+	 * "Callbacks"). */
+	HTR_ERR_USER = -1000,
 };
 
 /**
  * Describe an error code.
  *
- * Returns a short static lowercase phrase for @code; an unknown code gives
- * "unknown error".  The string is never freed.
+ * Returns a short static lowercase phrase for @code; an unknown code (and
+ * any callback's own code, HTR_ERR_USER or below) gives "unknown error".
+ * The string is never freed.
  */
 HTR_API const char *htr_errstr(int code);
 

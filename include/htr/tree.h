@@ -157,9 +157,12 @@ enum htr_order {
 
 /**
  * Visitor: @level is 0 for the block the walk started from (or for roots).
- * Return 0 to go on; any other value stops the walk and is returned by
- * htr_tree_visit().  In pre-order, returning HTR_VISIT_SKIP skips the
- * block's children and goes on.
+ * Called on the caller's thread; it must return (no longjmp, no C++
+ * exception through libhtr).  Return 0 to go on; a positive value stops
+ * the walk and htr_tree_visit() returns it; a negative value must be the
+ * caller's own code (HTR_ERR_USER or below) and comes back unchanged
+ * (htr/common.h, "Callbacks").  In pre-order, returning HTR_VISIT_SKIP
+ * skips the block's children and goes on (it does not stop).
  */
 typedef int (*htr_visit_fn)(const struct htr_file *file, uint32_t block,
 			    uint32_t parent, uint32_t level, void *payload);
@@ -168,8 +171,10 @@ typedef int (*htr_visit_fn)(const struct htr_file *file, uint32_t block,
 /**
  * Walk the subtree of @from (HTR_NONE: every root in order), children in
  * chronological order, without allocating.  Returns 0 when the walk
- * completed, the visitor's non-zero value if it stopped, HTR_ERR_RANGE for
- * a bad @from, HTR_ERR_CORRUPT for inconsistent links.
+ * completed, the visitor's positive value or own negative code if it
+ * stopped, HTR_ERR_CALLBACK if it returned a value in libhtr's range,
+ * HTR_ERR_RANGE for a bad @from, HTR_ERR_CORRUPT for inconsistent links,
+ * HTR_ERR_INVALID.
  */
 HTR_API int htr_tree_visit(const struct htr_file *file, uint32_t from,
 			   enum htr_order order, htr_visit_fn fn, void *payload);

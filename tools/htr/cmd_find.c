@@ -108,7 +108,7 @@ int cmd_find(int argc, char **argv)
 	uint64_t limit = UINT64_MAX, v;
 	size_t i, n;
 	int ch, json = 0, cost = 0, rc = HTR_EXIT_FAIL, mode;
-	int64_t got;
+	int got;
 	const char *pattern, *path;
 
 	memset(&c, 0, sizeof(c));

@@ -46,7 +46,7 @@ static int add(const struct htr_func_stats *st, void *payload)
 		struct row *nv = realloc(c->v, nc * sizeof(*nv));
 
 		if (!nv)
-			return 1;
+			return 1;       /* stop: out of memory */
 		c->v = nv;
 		c->cap = nc;
 	}
@@ -89,7 +89,7 @@ int cmd_top(int argc, char **argv)
 	uint64_t limit = 20, v;
 	size_t i, n;
 	int ch, json = 0, rc = HTR_EXIT_FAIL;
-	int64_t got;
+	int got;
 	const char *path;
 
 	memset(&c, 0, sizeof(c));
