@@ -16,7 +16,7 @@ quietly() {
 	rm -f "$log"
 }
 
-pkgs="gcc time pkg-config meson ninja-build libipt-dev liblmdb-dev libelf-dev libiberty-dev libcriterion-dev"
+pkgs="gcc g++ time pkg-config meson ninja-build libipt-dev liblmdb-dev libelf-dev libiberty-dev libcriterion-dev qemu-user libzydis-dev linux-perf"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||

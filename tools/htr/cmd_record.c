@@ -56,6 +56,7 @@ int cmd_record(int argc, char **argv)
 #include "record.h"
 
 #include <getopt.h>
+#include <sys/resource.h>
 
 static int parse_filter(const char *s, struct rec_filter *f)
 {
@@ -183,6 +184,14 @@ int cmd_record(int argc, char **argv)
 			(unsigned long long) res.bytes, res.seconds,
 			res.seconds > 0 ? (double) res.executed / res.seconds /
 			1e6 : 0.0);
+		{
+			struct rusage ru;
+
+			/* The recorder's own memory; qemu's is apart. */
+			if (getrusage(RUSAGE_SELF, &ru) == 0)
+				fprintf(stderr, ", peak RSS %.1f MiB",
+					(double) ru.ru_maxrss / 1024.0);
+		}
 		if (res.exit_status)
 			fprintf(stderr, "; %s exited with status %d (the "
 				"trace is complete)", argv[optind],

@@ -1,0 +1,43 @@
+#!/bin/sh
+# htr record's speed and memory on a run of >= 10^8 instructions: a small C
+# program (calls, loops, a library call now and then) recorded user-only
+# with --raw.  Prints the recorder's summary (instructions per second and
+# its peak RSS) and qemu's own speed without the recorder for comparison.
+# Not part of `meson test`; takes a few minutes.
+#
+# usage: record_speed.sh HTR [INSNS_MILLIONS]   (default 100)
+set -eu
+htr=$1
+mill=${2:-100}
+command -v qemu-x86_64 >/dev/null || { echo "SKIP: no qemu-x86_64"; exit 77; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT INT TERM
+cat >"$work/spin.c" <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((noinline)) static unsigned step(unsigned x, unsigned i)
+{
+	return (x * 33u) ^ (i >> 3);
+}
+int main(int argc, char **argv)
+{
+	unsigned long n = strtoul(argv[1], NULL, 10), i;
+	unsigned x = (unsigned) argc;
+	for (i = 0; i < n; i++) {
+		x = step(x, (unsigned) i);
+		if ((i & 0xfffff) == 0)
+			x += (unsigned) abs((int) x);
+	}
+	printf("%u\n", x);
+	return 0;
+}
+C
+cc -O1 -o "$work/spin" "$work/spin.c"
+# about 10 instructions per iteration at -O1
+iters=$((mill * 100000))
+echo "record_speed: qemu-x86_64 -singlestep -d exec,nochain alone:"
+/usr/bin/time -f "  %e s, peak RSS %M KiB (qemu)" qemu-x86_64 -singlestep \
+	-d exec,nochain -D /dev/null "$work/spin" "$iters" >/dev/null
+echo "record_speed: htr record --raw:"
+"$htr" record --raw "$work/out" -- "$work/spin" "$iters" >/dev/null
+du -sh "$work/out" | sed 's/^/  output /'
