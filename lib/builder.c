@@ -324,11 +324,19 @@ int htr_tb__run(struct htr_tb *t, uint64_t ip, uint32_t ninsn,
 
 	if (t->ret_pending && (rc = land_return(t, ip)) < 0)
 		return rc;
-	if (!ninsn)
-		/* An interrupt after a call or a return: the handler nests
-		 * in whatever frame is innermost now. */
-		return cls == HTR_IC_FAR_CALL ? push(t, ret_ip, 1) : 0;
 	top = &t->st[t->depth - 1];
+	if (!ninsn) {
+		/* An interrupt after a call or a return: the handler nests
+		 * in whatever frame is innermost now.  A callee interrupted
+		 * before its first instruction is entered where the
+		 * interrupt returns to. */
+		if (cls != HTR_IC_FAR_CALL)
+			return 0;
+		if (top->entry_pending && !t->folded &&
+		    (rc = set_entry(t, top, ret_ip)) < 0)
+			return rc;
+		return push(t, ret_ip, 1);
+	}
 	if (top->entry_pending && !t->folded &&
 	    (rc = set_entry(t, top, ip)) < 0)
 		return rc;
@@ -363,7 +371,6 @@ int htr_tb__run(struct htr_tb *t, uint64_t ip, uint32_t ninsn,
 int htr_tb__gap(struct htr_tb *t, const struct htr_decode_gap *g)
 {
 	struct frame *top;
-	size_t i;
 	int rc;
 
 	if (t->ret_pending && (rc = land_return(t, 0)) < 0)
@@ -382,24 +389,16 @@ int htr_tb__gap(struct htr_tb *t, const struct htr_decode_gap *g)
 	t->gaps++;
 	t->in_gap = 1;
 	t->gap = *g;
-	for (i = 0; i < t->depth; i++)
-		t->st[i].flags |= HTR_BLOCK_GAP;
 	return htr_writer__gap(t->w, t->id, g->offset, g->kind, g->code);
 }
 
-/* Tracing resumes at @ip after a gap (README, "Tree rules" 4). */
-int htr_tb__resume(struct htr_tb *t, uint64_t ip)
+/* What tracing resuming at @ip says about the open frames (README, "Tree
+ * rules" 4); @last is the last instruction before the gap. */
+static int close_unseen(struct htr_tb *t, uint64_t ip, uint64_t last)
 {
-	uint64_t last = t->id ? t->id - 1 : 0, lo, hi;
+	uint64_t lo, hi;
 	size_t i;
 
-	if (!t->in_gap)
-		return 0;
-	t->in_gap = 0;
-	/* A pending entry was lost in the gap: it stays unknown. */
-	t->st[t->depth - 1].entry_pending = 0;
-	if (t->folded)
-		return 0;
 	/* At an open frame's return address: it and the frames above it
 	 * returned unseen. */
 	for (i = t->depth - 1; i >= 1; i--)
@@ -421,6 +420,26 @@ int htr_tb__resume(struct htr_tb *t, uint64_t ip)
 	if (!t->gap.async)
 		return push_at(t, ip);
 	return 0;
+}
+
+int htr_tb__resume(struct htr_tb *t, uint64_t ip)
+{
+	size_t i;
+	int rc = 0;
+
+	if (!t->in_gap)
+		return 0;
+	t->in_gap = 0;
+	/* A pending entry was lost in the gap: it stays unknown. */
+	t->st[t->depth - 1].entry_pending = 0;
+	if (!t->folded)
+		rc = close_unseen(t, ip, t->id ? t->id - 1 : 0);
+	/* The gap lies inside the span of every frame that ran before it
+	 * and goes on after it. */
+	for (i = 0; i < t->depth; i++)
+		if (t->st[i].first < t->id)
+			t->st[i].flags |= HTR_BLOCK_GAP;
+	return rc;
 }
 
 int htr_tb__time(struct htr_tb *t, uint64_t tsc)

@@ -71,6 +71,7 @@ struct dec {
 	uint64_t off_ip;         /* where it stopped (async) or went (0:
 				  * unknown) */
 	uint64_t stall, stall_off;      /* runaway guard */
+	uint64_t psb_tried;      /* last PSB synced at (+ 1; 0: none) */
 	int runaway;
 	int tsx_abort;           /* the next async branch is an abort */
 
@@ -543,8 +544,8 @@ static int sync_next(struct dec *s, uint64_t from, int *status)
 
 		while (p < lim && (p = memchr(p, 0x02, (size_t) (lim - p)))) {
 			if (is_psb(p)) {
-				*status = pt_blk_sync_set(s->d, (uint64_t)
-							  (p - s->trace));
+				s->psb_tried = (uint64_t) (p - s->trace) + 1;
+				*status = pt_blk_sync_set(s->d, s->psb_tried - 1);
 				return 0;
 			}
 			p++;
@@ -650,11 +651,10 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 				break;
 			have_err = 1;
 			last_err = off;
-			/* Past the PSB decoding started from, or it would
-			 * be found again. */
-			if (s.has_sync && off <= s.sync_off)
-				off = s.sync_off + 1;
-			if ((rc = sync_next(&s, off, &status)) != 0)
+			/* Past the PSB last tried (its PSB+ may be what
+			 * failed), or it would be found again. */
+			if ((rc = sync_next(&s, off > s.psb_tried ? off :
+					    s.psb_tried, &status)) != 0)
 				goto out;
 		}
 	}
