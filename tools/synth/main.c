@@ -30,7 +30,9 @@ static void usage(FILE *fp)
 "options:\n"
 "  -s, --seed N          seed of program and execution (default 1)\n"
 "  -S, --scenario NAME   basic, nocomp, gap, overflow, late_start,\n"
-"                        abrupt_end or mixed (default basic)\n"
+"                        abrupt_end, mixed, untraced, callback,\n"
+"                        overflow_pge, interrupt, unwind, late_gap or real\n"
+"                        (default basic; see README.md)\n"
 "  -n, --insns N         traced instructions to aim for; k/M/G suffixes\n"
 "                        (default 100k)\n"
 "  -f, --funcs N         functions in the program, 2..4096 (default 24)\n"
@@ -40,6 +42,8 @@ static void usage(FILE *fp)
 "      --psb-period N    bytes between PSB packets (default 4096)\n"
 "      --mtc-freq N      MTC every 2^N CTC ticks, 3..8 (default 6)\n"
 "      --ctc-ratio N     TSC ticks per CTC tick, 1..256 (default 2)\n"
+"      --libs N          untraced library functions, 1..64 (default 6;\n"
+"                        untraced, callback and real)\n"
 "      --no-mtc          no MTC packets\n"
 "      --no-cyc          no CYC packets\n"
 "      --no-truth        do not write PREFIX.truth (for benchmarks)\n"
@@ -106,7 +110,7 @@ static int on_progress(uint64_t insns, uint64_t bytes, void *payload)
 int main(int argc, char **argv)
 {
 	enum { O_PSB = 256, O_MTCF, O_CTC, O_NOMTC, O_NOCYC, O_NOTRUTH,
-	       O_NOBUNDLE };
+	       O_NOBUNDLE, O_LIBS };
 	static const struct option lopts[] = {
 		{ "seed", required_argument, NULL, 's' },
 		{ "scenario", required_argument, NULL, 'S' },
@@ -117,6 +121,7 @@ int main(int argc, char **argv)
 		{ "psb-period", required_argument, NULL, O_PSB },
 		{ "mtc-freq", required_argument, NULL, O_MTCF },
 		{ "ctc-ratio", required_argument, NULL, O_CTC },
+		{ "libs", required_argument, NULL, O_LIBS },
 		{ "no-mtc", no_argument, NULL, O_NOMTC },
 		{ "no-cyc", no_argument, NULL, O_NOCYC },
 		{ "no-truth", no_argument, NULL, O_NOTRUTH },
@@ -185,6 +190,11 @@ int main(int argc, char **argv)
 			if (parse_u64(optarg, &v) < 0 || v > 256)
 				what = "ctc-ratio";
 			o.ctc_ratio = (unsigned) v;
+			break;
+		case O_LIBS:
+			if (parse_u64(optarg, &v) < 0 || v > 64)
+				what = "libs";
+			o.libs = (unsigned) v;
 			break;
 		case O_NOMTC: o.mtc = 0; break;
 		case O_NOCYC: o.cyc = 0; break;

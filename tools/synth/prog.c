@@ -13,6 +13,10 @@
 
 struct gen {
 	struct prog *p;
+	const struct prog_feat *feat;   /* NULL: the original programs */
+	/* call *slot(%rip) fixups: insn index -> slot */
+	struct { uint32_t insn, slot; } *sfix;
+	size_t nsfix, cap_sfix;
 	size_t cap_text, cap_insns;
 	/* pending label fixups: insn index -> label id */
 	struct { uint32_t insn; uint32_t label; int patch; } *fix;
@@ -185,18 +189,140 @@ static void call(struct gen *g, uint32_t f, uint32_t callee, int indirect)
 
 static uint32_t pick_callee(struct gen *g, uint32_t f)
 {
-	uint32_t n = g->p->nfuncs;
+	uint32_t n = g->p->ntraced;
 
 	/* Prefer near successors so call chains get deep. */
 	uint32_t span = n - f - 1 < 4 ? n - f - 1 : 4;
 	return f + 1 + synth_below(&g->rng, span);
 }
 
+/* lea LABEL(%rip),%rax */
+static void lea_rax(struct gen *g, uint32_t f, uint32_t label)
+{
+	static const uint8_t lea[7] = { 0x48, 0x8d, 0x05 };
+
+	fixup(g, emit(g, lea, 7, SK_PLAIN, SR_NONE, f), label);
+}
+
+/* A call into untraced (library) code, three ways: direct, through a
+ * register, through a function pointer in memory. */
+static void lib_call(struct gen *g, uint32_t f)
+{
+	static const uint8_t c[5] = { 0xe8 }, icall[2] = { 0xff, 0xd0 };
+	static const uint8_t mcall[6] = { 0xff, 0x15 };
+	const struct prog_feat *ft = g->feat;
+	uint32_t lib = g->p->ntraced + synth_below(&g->rng, ft->libs);
+	uint32_t skip = new_label(g), i, ncb = 0;
+	void *sf;
+
+	/* Half the calls go to the ones that call back, when there are. */
+	while (ncb < ft->libs &&
+	       g->p->funcs[g->p->ntraced + ncb].kind == SF_LIB_CB)
+		ncb++;
+	if (ncb && synth_below(&g->rng, 2))
+		lib = g->p->ntraced + synth_below(&g->rng, ncb);
+
+	jcc(g, f, SR_SPECIAL, skip);
+	switch (synth_below(&g->rng, 3)) {
+	case 0:
+		fixup(g, emit(g, c, 5, SK_CALL, SR_NONE, f), lib);
+		break;
+	case 1:
+		lea_rax(g, f, lib);
+		fixup_ex(g, emit(g, icall, 2, SK_ICALL, SR_NONE, f), lib, 0);
+		break;
+	default:
+		/* call *slot(%rip): the slot holds the library function */
+		i = emit(g, mcall, 6, SK_ICALL, SR_NONE, f);
+		fixup_ex(g, i, lib, 0);
+		sf = grow(g->sfix, &g->cap_sfix, g->nsfix + 1, sizeof(*g->sfix),
+			  &g->oom);
+		if (!sf || i == UINT32_MAX)
+			break;
+		g->sfix = sf;
+		g->sfix[g->nsfix].insn = i;
+		g->sfix[g->nsfix++].slot = lib - g->p->ntraced;
+		break;
+	}
+	place(g, skip);
+}
+
+/* mov $NR,%eax; syscall */
+static void syscall_stmt(struct gen *g, uint32_t f)
+{
+	static const uint8_t sc[2] = { 0x0f, 0x05 };
+	uint8_t mov[5] = { 0xb8, (uint8_t) synth_below(&g->rng, 64) };
+	uint32_t skip = new_label(g);
+
+	jcc(g, f, SR_SPECIAL, skip);
+	emit(g, mov, 5, SK_PLAIN, SR_NONE, f);
+	emit(g, sc, 2, SK_SYSCALL, SR_NONE, f);
+	place(g, skip);
+}
+
+/* longjmp: lea x(%rip),%rax; jmp *%rax, where the executor sends it to a
+ * landing pad of an outer frame (the lea's label is never reached). */
+static void longjmp_stmt(struct gen *g, uint32_t f)
+{
+	static const uint8_t ijmp[2] = { 0xff, 0xe0 };
+	uint32_t skip = new_label(g);
+
+	jcc(g, f, SR_SPECIAL, skip);
+	lea_rax(g, f, skip);
+	fixup_ex(g, emit(g, ijmp, 2, SK_IJMP, SR_LONGJMP, f), skip, 0);
+	place(g, skip);
+}
+
+/* throw, as an unwinder ends it: the return address rewritten to an outer
+ * frame's landing pad, then ret.  lea x(%rip),%rax; mov %rax,8(%rbp);
+ * leave; ret */
+static void throw_stmt(struct gen *g, uint32_t f)
+{
+	static const uint8_t mov[4] = { 0x48, 0x89, 0x45, 0x08 };
+	static const uint8_t leave[1] = { 0xc9 }, ret[1] = { 0xc3 };
+	uint32_t skip = new_label(g);
+
+	jcc(g, f, SR_SPECIAL, skip);
+	lea_rax(g, f, skip);
+	emit(g, mov, 4, SK_PLAIN, SR_NONE, f);
+	emit(g, leave, 1, SK_PLAIN, SR_NONE, f);
+	fixup_ex(g, emit(g, ret, 1, SK_RET, SR_THROW, f), skip, 0);
+	place(g, skip);
+}
+
+/* A statement the features ask for, or 0 if none applies. */
+static int special(struct gen *g, uint32_t f)
+{
+	const struct prog_feat *ft = g->feat;
+	unsigned kinds[4], n = 0;
+
+	if (ft->libs)
+		kinds[n++] = 0;
+	if (ft->syscalls)
+		kinds[n++] = 1;
+	if (ft->unwind && f) {
+		kinds[n++] = 2;
+		kinds[n++] = 3;
+	}
+	if (!n || synth_below(&g->rng, 100) >= ft->special)
+		return 0;
+	switch (kinds[synth_below(&g->rng, n)]) {
+	case 0: lib_call(g, f); break;
+	case 1: syscall_stmt(g, f); break;
+	case 2: longjmp_stmt(g, f); break;
+	default: throw_stmt(g, f); break;
+	}
+	return 1;
+}
+
 static void statement(struct gen *g, uint32_t f, int allow_loop)
 {
-	int has_callee = f + 1 < g->p->nfuncs;
-	unsigned kind = synth_below(&g->rng, 10);
+	int has_callee = f + 1 < g->p->ntraced;
+	unsigned kind;
 
+	if (g->feat && special(g, f))
+		return;
+	kind = synth_below(&g->rng, 10);
 	if (kind < 3 && has_callee) {
 		call(g, f, pick_callee(g, f), 0);
 	} else if (kind == 3 && has_callee) {
@@ -234,11 +360,27 @@ static void statement(struct gen *g, uint32_t f, int allow_loop)
 	}
 }
 
+static void pad16(struct gen *g)
+{
+	/* pad to 16 bytes with int3, never executed */
+	while (!g->oom && g->p->text_size % 16) {
+		static const uint8_t int3[1] = { 0xcc };
+		uint8_t *t = grow(g->p->text, &g->cap_text, g->p->text_size + 1,
+				  1, &g->oom);
+		if (!t)
+			break;
+		g->p->text = t;
+		memcpy(t + g->p->text_size, int3, 1);
+		g->p->text_size++;
+	}
+}
+
 static void function(struct gen *g, uint32_t f)
 {
 	static const uint8_t push[1] = { 0x55 }, mov[3] = { 0x48, 0x89, 0xe5 };
 	static const uint8_t pop[1] = { 0x5d }, ret[1] = { 0xc3 };
 	struct sfunc *fn = &g->p->funcs[f];
+	uint32_t epilogue = 0;
 	unsigned n, i;
 
 	place(g, f);
@@ -252,9 +394,9 @@ static void function(struct gen *g, uint32_t f)
 
 		place(g, top);
 		/* main: an outer loop that always reaches some callees */
-		for (i = 0; i < 3 && g->p->nfuncs > 1; i++)
-			call(g, f, 1 + synth_below(&g->rng, g->p->nfuncs - 1 < 3 ?
-						   g->p->nfuncs - 1 : 3), i == 2);
+		for (i = 0; i < 3 && g->p->ntraced > 1; i++)
+			call(g, f, 1 + synth_below(&g->rng, g->p->ntraced - 1 < 3 ?
+						   g->p->ntraced - 1 : 3), i == 2);
 		n = 1 + synth_below(&g->rng, 3);
 		for (i = 0; i < n; i++)
 			statement(g, f, 1);
@@ -264,8 +406,12 @@ static void function(struct gen *g, uint32_t f)
 		n = 2 + synth_below(&g->rng, 5);
 		for (i = 0; i < n; i++)
 			statement(g, f, 1);
+		if (g->feat && g->feat->unwind) {
+			epilogue = new_label(g);
+			place(g, epilogue);
+		}
 		emit(g, pop, 1, SK_PLAIN, SR_NONE, f);
-		if (f + 1 < g->p->nfuncs && synth_below(&g->rng, 3) == 0) {
+		if (f + 1 < g->p->ntraced && synth_below(&g->rng, 3) == 0) {
 			uint32_t normal = new_label(g);
 
 			jcc(g, f, SR_TAIL, normal);
@@ -274,17 +420,74 @@ static void function(struct gen *g, uint32_t f)
 		}
 	}
 	emit(g, ret, 1, SK_RET, SR_NONE, f);
-	/* pad to 16 bytes with int3, never executed */
-	while (!g->oom && g->p->text_size % 16) {
-		static const uint8_t int3[1] = { 0xcc };
-		uint8_t *t = grow(g->p->text, &g->cap_text, g->p->text_size + 1,
-				  1, &g->oom);
-		if (!t)
-			break;
-		g->p->text = t;
-		memcpy(t + g->p->text_size, int3, 1);
-		g->p->text_size++;
+	if (epilogue) {
+		/* A landing pad (a catch block, a setjmp return) after the
+		 * body, inside the function's symbol: it cleans up and leaves
+		 * through the epilogue. */
+		fn->land = (uint32_t) g->p->ninsns;
+		plains(g, f, 1, 3);
+		jmp(g, f, epilogue);
 	}
+	pad16(g);
+	fn->size = (uint32_t) g->p->text_size - fn->off;
+}
+
+/* An untraced library function: some work, maybe a call to another
+ * library function, and for SF_LIB_CB a loop calling traced code back
+ * through a register (the executor picks the callee). */
+static void lib_function(struct gen *g, uint32_t f)
+{
+	static const uint8_t push[1] = { 0x55 }, mov[3] = { 0x48, 0x89, 0xe5 };
+	static const uint8_t pop[1] = { 0x5d }, ret[1] = { 0xc3 };
+	static const uint8_t icall[2] = { 0xff, 0xd0 };
+	struct sfunc *fn = &g->p->funcs[f];
+
+	place(g, f);
+	fn->first = (uint32_t) g->p->ninsns;
+	fn->off = (uint32_t) g->p->text_size;
+	emit(g, push, 1, SK_PLAIN, SR_NONE, f);
+	emit(g, mov, 3, SK_PLAIN, SR_NONE, f);
+	plains(g, f, 1, 4);
+	if (fn->kind == SF_LIB_CB) {
+		uint32_t top = new_label(g), out = new_label(g), i;
+
+		place(g, top);
+		jcc(g, f, SR_CBLOOP, out);
+		plain(g, f);
+		i = emit(g, icall, 2, SK_ICALL, SR_CALLBACK, f);
+		fixup_ex(g, i, f, 0);
+		plain(g, f);
+		jmp(g, f, top);
+		place(g, out);
+	}
+	if (f + 1 < g->p->nfuncs && g->p->funcs[f + 1].kind == SF_LIB)
+		call(g, f, f + 1, 0);
+	plains(g, f, 1, 3);
+	emit(g, pop, 1, SK_PLAIN, SR_NONE, f);
+	emit(g, ret, 1, SK_RET, SR_NONE, f);
+	pad16(g);
+	fn->size = (uint32_t) g->p->text_size - fn->off;
+}
+
+/* A traced interrupt handler: saves a register, may call traced code,
+ * returns with iretq. */
+static void irq_function(struct gen *g, uint32_t f)
+{
+	static const uint8_t push[1] = { 0x50 }, pop[1] = { 0x58 };
+	static const uint8_t iret[2] = { 0x48, 0xcf };
+	struct sfunc *fn = &g->p->funcs[f];
+
+	place(g, f);
+	fn->first = (uint32_t) g->p->ninsns;
+	fn->off = (uint32_t) g->p->text_size;
+	emit(g, push, 1, SK_PLAIN, SR_NONE, f);
+	plains(g, f, 1, 3);
+	if (g->p->ntraced > 1)
+		call(g, f, 1 + synth_below(&g->rng, g->p->ntraced - 1), 0);
+	plains(g, f, 1, 3);
+	emit(g, pop, 1, SK_PLAIN, SR_NONE, f);
+	emit(g, iret, 2, SK_IRET, SR_NONE, f);
+	pad16(g);
 	fn->size = (uint32_t) g->p->text_size - fn->off;
 }
 
@@ -319,25 +522,103 @@ static void name_function(struct gen *g, uint32_t f)
 	}
 }
 
-int prog_generate(struct prog *p, uint64_t seed, unsigned nfuncs)
+static void name_extra(struct gen *g, uint32_t f)
+{
+	/* Library-like names (the ones that call back first), then the
+	 * interrupt handlers; a suffix keeps them unique. */
+	static const char *cb[] = { "qsort", "bsearch", "twalk", "ftw",
+		"pthread_once", "dl_iterate_phdr" };
+	static const char *leaf[] = { "memcpy", "strlen", "malloc", "free",
+		"memset", "strcmp", "write", "getpid", "clock_gettime",
+		"memmove" };
+	static const char *irq[] = { "irq_timer", "irq_net", "irq_disk",
+		"irq_kbd" };
+	const struct prog *p = g->p;
+	struct sfunc *fn = &p->funcs[f];
+	const char *const *tab = leaf;
+	unsigned k = f - p->ntraced, n = 10, first = p->ntraced;
+	int len;
+
+	if (fn->kind == SF_IRQ) {
+		tab = irq;
+		n = 4;
+		first = p->nfuncs - g->feat->irqs;
+	} else if (fn->kind == SF_LIB_CB) {
+		tab = cb;
+		n = 6;
+	} else {
+		while (first < f && p->funcs[first].kind == SF_LIB_CB)
+			first++;
+	}
+	k = f - first;
+	len = snprintf(fn->name, sizeof(fn->name), "%s", tab[k % n]);
+	if (k >= n && len > 0)
+		snprintf(fn->name + len, sizeof(fn->name) - (size_t) len, "_%u",
+			 k / n);
+}
+
+int prog_generate(struct prog *p, uint64_t seed, unsigned nfuncs,
+		  const struct prog_feat *feat)
 {
 	struct gen g;
 	size_t i;
 	uint32_t f;
+	unsigned nlibs = 0, nirqs = 0, ncb = 0;
 
 	memset(p, 0, sizeof(*p));
 	memset(&g, 0, sizeof(g));
+	if (feat && (feat->libs || feat->irqs || feat->syscalls ||
+		     feat->unwind)) {
+		g.feat = feat;
+		nlibs = feat->libs;
+		nirqs = feat->irqs;
+		/* About a third of the libraries call back (qsort & co). */
+		ncb = feat->callbacks ? (nlibs + 2) / 3 : 0;
+	}
 	g.p = p;
 	g.rng = seed ^ 0x5eed5eed;
-	p->nfuncs = nfuncs;
-	p->funcs = calloc(nfuncs, sizeof(*p->funcs));
+	p->ntraced = nfuncs;
+	p->nfuncs = nfuncs + nlibs + nirqs;
+	p->funcs = calloc(p->nfuncs, sizeof(*p->funcs));
 	if (!p->funcs)
 		return -1;
-	for (f = 0; f < nfuncs; f++)
+	for (f = 0; f < p->nfuncs; f++) {
 		new_label(&g);          /* label f = entry of function f */
+		if (f >= nfuncs + nlibs)
+			p->funcs[f].kind = SF_IRQ;
+		else if (f >= nfuncs)
+			p->funcs[f].kind = f < nfuncs + ncb ? SF_LIB_CB : SF_LIB;
+	}
 	for (f = 0; f < nfuncs; f++) {
 		name_function(&g, f);
 		function(&g, f);
+	}
+	for (f = nfuncs; f < p->nfuncs; f++) {
+		name_extra(&g, f);
+		if (p->funcs[f].kind == SF_IRQ)
+			irq_function(&g, f);
+		else
+			lib_function(&g, f);
+	}
+	if (nlibs && !g.oom) {
+		/* The function pointer table, after the code. */
+		static const uint8_t zero[8];
+		uint8_t *t;
+
+		p->slot_off = (uint32_t) ((p->text_size + 7) & ~(size_t) 7);
+		p->nslots = nlibs;
+		p->slot_func = calloc(nlibs, sizeof(*p->slot_func));
+		t = grow(p->text, &g.cap_text, p->slot_off + 8 * nlibs, 1,
+			 &g.oom);
+		if (!p->slot_func || !t)
+			goto fail;
+		p->text = t;
+		memset(t + p->text_size, 0, p->slot_off - p->text_size);
+		for (f = 0; f < nlibs; f++) {
+			p->slot_func[f] = nfuncs + f;
+			memcpy(t + p->slot_off + 8 * f, zero, 8);
+		}
+		p->text_size = p->slot_off + 8 * nlibs;
 	}
 	if (g.oom)
 		goto fail;
@@ -355,14 +636,34 @@ int prog_generate(struct prog *p, uint64_t seed, unsigned nfuncs)
 		rel = (int32_t) (p->insns[t].off - (in->off + in->len));
 		memcpy(p->text + in->off + in->len - 4, &rel, 4);
 	}
+	for (i = 0; i < g.nsfix; i++) {
+		const struct sinsn *in = &p->insns[g.sfix[i].insn];
+		int32_t rel = (int32_t) (p->slot_off + 8 * g.sfix[i].slot -
+					 (in->off + in->len));
+
+		memcpy(p->text + in->off + in->len - 4, &rel, 4);
+	}
 	free(g.fix);
+	free(g.sfix);
 	free(g.label);
 	return 0;
 fail:
 	free(g.fix);
+	free(g.sfix);
 	free(g.label);
 	prog_free(p);
 	return -1;
+}
+
+void prog_fill_slots(struct prog *p, uint64_t text)
+{
+	unsigned i;
+
+	for (i = 0; i < p->nslots; i++) {
+		uint64_t a = text + p->funcs[p->slot_func[i]].off;
+
+		memcpy(p->text + p->slot_off + 8 * i, &a, 8);
+	}
 }
 
 void prog_free(struct prog *p)
@@ -370,6 +671,7 @@ void prog_free(struct prog *p)
 	free(p->text);
 	free(p->insns);
 	free(p->funcs);
+	free(p->slot_func);
 	memset(p, 0, sizeof(*p));
 }
 

@@ -14,6 +14,8 @@ enum sk {               /* what an instruction does to control flow */
 	SK_ICALL,       /* call *%rax (TIP) */
 	SK_IJMP,        /* jmp *%rax (TIP) */
 	SK_RET,
+	SK_SYSCALL,     /* syscall: the kernel runs, back at the next insn */
+	SK_IRET,        /* iretq: far return from an interrupt handler */
 };
 
 enum srole {            /* why a conditional branch exists: drives decisions */
@@ -23,6 +25,15 @@ enum srole {            /* why a conditional branch exists: drives decisions */
 	SR_LOOP,        /* taken repeats the loop body */
 	SR_TAIL,        /* taken returns normally, not taken tail-jumps */
 	SR_MAIN,        /* main's outer loop */
+	/* Only in programs with features (struct prog_feat): */
+	SR_SPECIAL,     /* taken skips a special statement (untraced call,
+			 * syscall, longjmp, throw): the executor decides */
+	SR_CBLOOP,      /* untraced code: taken ends the callback loop */
+	SR_CALLBACK,    /* untraced code: call *%rax to a traced function
+			 * the executor picks */
+	SR_LONGJMP,     /* jmp *%rax to an outer frame's landing pad */
+	SR_THROW,       /* ret with a rewritten return address: lands in an
+			 * outer frame's landing pad */
 };
 
 struct sinsn {
@@ -35,11 +46,31 @@ struct sinsn {
 	uint8_t self;       /* SK_CALL to its own function (recursion) */
 };
 
+enum sfkind {
+	SF_NORMAL,          /* traced */
+	SF_LIB,             /* untraced (outside the IP filter), a leaf */
+	SF_LIB_CB,          /* untraced, calls traced functions back */
+	SF_IRQ,             /* traced interrupt handler, ends in iretq */
+};
+
 struct sfunc {
 	char name[64];
 	uint32_t first;     /* index of the entry instruction */
 	uint32_t off;       /* offset of the entry in .text */
 	uint32_t size;      /* bytes */
+	uint8_t kind;       /* enum sfkind */
+	uint32_t land;      /* landing pad (insn index), 0: none */
+};
+
+/* Extra material for the scenarios of real user-only and IP-filtered
+ * traces; all zero gives the original programs, byte for byte. */
+struct prog_feat {
+	unsigned libs;      /* untraced functions after the traced ones */
+	int callbacks;      /* some of them call traced functions back */
+	int syscalls;       /* syscall statements */
+	unsigned irqs;      /* traced interrupt handlers */
+	int unwind;         /* landing pads, longjmp and throw statements */
+	unsigned special;   /* percent of statements that are special */
 };
 
 struct prog {
@@ -48,12 +79,23 @@ struct prog {
 	struct sinsn *insns;
 	size_t ninsns;
 	struct sfunc *funcs;
-	unsigned nfuncs;
+	unsigned nfuncs;        /* all functions */
+	unsigned ntraced;       /* 0..ntraced-1 are the ordinary traced ones */
+	/* Function pointers for call *slot(%rip): nslots 8-byte slots at
+	 * .text offset slot_off, slot i holding the address of function
+	 * slot_func[i] (prog_fill_slots writes them). */
+	uint32_t slot_off;
+	uint32_t *slot_func;
+	unsigned nslots;
 };
 
-/* Generate a program of @nfuncs functions from @seed; function 0 is main.
- * Returns 0, or -1 on allocation failure. */
-int prog_generate(struct prog *p, uint64_t seed, unsigned nfuncs);
+/* Generate a program of @nfuncs traced functions from @seed (function 0 is
+ * main), plus what @feat asks for (NULL: nothing).  Returns 0, or -1 on
+ * allocation failure. */
+int prog_generate(struct prog *p, uint64_t seed, unsigned nfuncs,
+		  const struct prog_feat *feat);
+/* Write the function pointer slots for .text at runtime address @text. */
+void prog_fill_slots(struct prog *p, uint64_t text);
 void prog_free(struct prog *p);
 
 /* Function containing text offset @off, or -1. */

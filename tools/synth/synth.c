@@ -10,6 +10,10 @@
  *    at an instruction is the time of the last TNT/TIP it consumed;
  *  - PSB+ is read ahead by the decoder, so its TSC repeats the decoder's
  *    current time and never moves it;
+ *  - no timing packets go right before an event packet (FUP, TIP.PGD,
+ *    TIP.PGE, OVF): libipt's instruction decoder fetches an event as soon
+ *    as the TNT bits before it are used up, and reports the time at that
+ *    event from the instruction that used the last bit on;
  *  - CYC counts exactly the ticks since the previous timing packet and CBR
  *    equals the nominal ratio, so a decoder configured with
  *    nom_freq = SYNTH_CBR converts cycles to ticks without rounding.
@@ -26,11 +30,29 @@
 #define NO_RET UINT32_MAX
 /* Where main returns to: libc, outside the traced image.  TIP.PGD carries
  * it, as with an IP filter; libipt 2.0.5's instruction decoder drops a
- * return whose TIP.PGD has the IP suppressed. */
+ * return whose TIP.PGD has the IP suppressed (and fails on one that is not
+ * the last), while its block decoder delivers it: the IP keeps them
+ * agreeing. */
 #define EXIT_IP 0x7ffff7829d90ull
 #define FLAG_LATE  1u    /* entered before tracing started */
 #define FLAG_TRUNC 2u    /* still open when the trace ended */
 #define FLAG_RETGAP 4u   /* returned while tracing was off */
+#define FLAG_UNWOUND 8u  /* abandoned (longjmp, exception), closed at the
+			  * return that showed it */
+#define FLAG_CALLBACK 16u /* entered from untraced code: no traced call */
+#define FLAG_IRQ 32u     /* entered by an interrupt: no traced call */
+
+/* How a frame was entered, which decides what a decoder knows of it. */
+enum fkind {
+	FK_NORMAL,      /* a call in traced code to traced code (or a frame
+			 * the trace started in) */
+	FK_LIB,         /* a traced call into untraced code: the decoder
+			 * knows its return address and (TIP.PGD) entry */
+	FK_HIDDEN,      /* a call made while no packets flowed */
+	FK_CALLBACK,    /* untraced code called traced code: entry known
+			 * (TIP.PGE), return address not */
+	FK_IRQ,         /* an interrupt entered a traced handler */
+};
 
 struct frame {
 	uint32_t ret;          /* insn index to return to, NO_RET: outside */
@@ -43,12 +65,35 @@ struct frame {
 	uint8_t comp;          /* its return may be compressed */
 	uint8_t loop_n, loop_lim, tails;
 	uint8_t own;           /* ran a traced instruction itself */
+	uint8_t kind;          /* enum fkind */
+	uint8_t no_tail;       /* a longjmp landed here: straight to ret */
+	uint8_t cbs;           /* FK_LIB: callbacks made */
 };
 
-enum mode { M_TRACED, M_OFF_GAP, M_OFF_OVF, M_PRE, M_STOPPED };
+enum mode {
+	M_TRACED, M_OFF_GAP, M_OFF_OVF, M_PRE, M_STOPPED,
+	M_FILTERED,     /* running untraced code: no packets until traced
+			 * code runs again (TIP.PGE) */
+};
+
+/* What a scenario contains; see scenario(). */
+struct scen {
+	unsigned gaps, ovfs;    /* asynchronous disables, overflows */
+	int late, abrupt;       /* late start, abrupt end */
+	int ovf_pge;            /* overflows resolve with tracing off: 1 all,
+				 * 2 every other one */
+	int early;              /* gaps and overflows before the first return
+				 * of a frame the trace started in */
+	int irq;                /* interrupts (traced handlers) and in-place
+				 * asynchronous disables */
+	int strict_resume;      /* resume a disable only where the tree rules
+				 * and the truth agree (not at an entry) */
+	struct prog_feat feat;
+};
 
 struct run {
 	const struct synth_opts *o;
+	struct scen sc;
 	struct prog prog;
 	uint64_t text;          /* runtime address of .text */
 	uint64_t rng;
@@ -61,6 +106,7 @@ struct run {
 	uint64_t executed;      /* instructions run, traced or not */
 	int winddown;
 	int last_was_call;
+	int last_was_ret;       /* for the counts only */
 	/* off-trace bookkeeping */
 	unsigned gap_depth, gap_floor;
 	uint64_t gap_len, gap_min;
@@ -72,7 +118,21 @@ struct run {
 	unsigned ngap_done;
 	uint64_t last_traced;   /* ID of the last traced instruction */
 	uint64_t last_dtime;
-	unsigned gaps_left, ovfs_left, ngap_events;
+	unsigned gaps_left, ovfs_left, ngap_events, novfs;
+	/* special statements */
+	uint32_t cb_target;     /* the function the next callback enters */
+	unsigned in_irq;        /* traced interrupt handlers open */
+	unsigned late_depth;    /* frames open when the trace started */
+	int late_returned;      /* one of them returned in the trace */
+	int unw_o;              /* the frame a longjmp or throw lands in */
+	int unw_throw;
+	int special_pending;    /* a guard let a special statement run */
+	int landing_pending;    /* an unwinding return ran: a decoder must
+				 * see where it landed (the next insn) */
+	struct frame *unw;      /* frames a longjmp abandoned, innermost
+				 * first: they close at the landing frame's
+				 * return */
+	unsigned nunw;
 	/* timing */
 	uint64_t tsc;           /* the real clock */
 	uint64_t ref;           /* time of the last emitted timing packet */
@@ -111,6 +171,19 @@ static uint64_t addr(const struct run *r, uint32_t insn)
 static int chance(struct run *r, unsigned percent)
 {
 	return synth_below(&r->rng, 100) < percent;
+}
+
+static const struct sfunc *func_of(const struct run *r, uint32_t insn)
+{
+	return &r->prog.funcs[r->prog.insns[insn].func];
+}
+
+/* Code outside the IP filter. */
+static int untraced_code(const struct run *r, uint32_t insn)
+{
+	uint8_t k = func_of(r, insn)->kind;
+
+	return k == SF_LIB || k == SF_LIB_CB;
 }
 
 /* ------------------------------------------------------------------ */
@@ -249,19 +322,18 @@ static void psb(struct run *r, int enabled)
 static void truth_block(struct run *r, const struct frame *f, uint64_t last,
 			uint64_t tsc_last, unsigned flags)
 {
+	static const char letter[] = "LTRUCI";
 	char fl[8];
 	int n = 0;
+	unsigned i;
 
 	r->res.blocks++;
 	if (!r->truth)
 		return;
 	flags |= f->flags;
-	if (flags & FLAG_LATE)
-		fl[n++] = 'L';
-	if (flags & FLAG_TRUNC)
-		fl[n++] = 'T';
-	if (flags & FLAG_RETGAP)
-		fl[n++] = 'R';
+	for (i = 0; i < sizeof(letter) - 1; i++)
+		if (flags & (1u << i))
+			fl[n++] = letter[i];
 	if (!n)
 		fl[n++] = '-';
 	fl[n] = 0;
@@ -297,7 +369,8 @@ static void make_visible(struct run *r, unsigned i, uint64_t first,
 /* ------------------------------------------------------------------ */
 /* execution */
 
-static void push(struct run *r, uint32_t ret, uint32_t func, int traced_call)
+static void push(struct run *r, uint32_t ret, uint32_t func, int traced_call,
+		 enum fkind kind)
 {
 	struct frame *f;
 
@@ -310,6 +383,7 @@ static void push(struct run *r, uint32_t ret, uint32_t func, int traced_call)
 	f->ret = ret;
 	f->func = func;
 	f->pre = -1;
+	f->kind = (uint8_t) kind;
 	if (r->depth > r->res.max_depth)
 		r->res.max_depth = r->depth;
 	if (traced_call) {
@@ -357,6 +431,91 @@ static int want_call(struct run *r, int self)
 	return chance(r, self ? 45 : 70);
 }
 
+/* The frame a longjmp (@throw 0) or a throw (1) from the innermost frame
+ * can land in, or -1.  Every frame from there up must be an ordinary traced
+ * frame whose call the decoder saw; the tree rules then find the same
+ * frame: by its return address for a longjmp (no frame above may share
+ * it), by the function its landing pad is in for a throw (no frame above
+ * may run it).  The landing frame must still run its own function (no
+ * tail call since its entry): the pad is in that function. */
+static int unwind_target(struct run *r, int throw)
+{
+	int cand[16], n = 0;
+	unsigned top = r->depth - 1, o, i;
+
+	for (o = top + 1; o-- > 0;) {
+		const struct frame *f = &r->st[o];
+
+		if (f->kind != FK_NORMAL || f->pre < 0 ||
+		    (f->flags & FLAG_LATE) || f->ret == NO_RET)
+			break;
+		if (o == top || !r->prog.funcs[f->func].land ||
+		    r->prog.insns[r->st[o + 1].ret].func != f->func)
+			continue;
+		for (i = o + 1; i <= top; i++)
+			if (throw ? r->st[i].func == f->func :
+			    r->st[i].ret == f->ret)
+				break;
+		if (i <= top)
+			continue;
+		cand[n++] = (int) o;
+		if (n == 16)
+			break;
+	}
+	return n ? cand[synth_below(&r->rng, (unsigned) n)] : -1;
+}
+
+/* The special statement a SR_SPECIAL guard at @pc protects: the kind of
+ * its first control-flow instruction. */
+static const struct sinsn *special_of(const struct run *r, uint32_t pc)
+{
+	const struct sinsn *in = &r->prog.insns[pc + 1];
+
+	while (in->kind == SK_PLAIN)
+		in++;
+	return in;
+}
+
+/* Whether to run a special statement now (the guard falls through). */
+static int want_special(struct run *r, uint32_t pc)
+{
+	const struct sinsn *in = special_of(r, pc);
+
+	if (r->mode != M_TRACED || hurry(r) || r->in_irq || r->nunw ||
+	    r->depth >= r->o->max_depth || !chance(r, 35))
+		return 0;
+	if (in->kind == SK_IJMP || in->kind == SK_RET) {
+		r->unw_throw = in->kind == SK_RET;
+		r->unw_o = unwind_target(r, r->unw_throw);
+		if (r->unw_o < 0)
+			return 0;
+	}
+	/* Nothing may stop tracing before it runs. */
+	r->special_pending = 1;
+	return 1;
+}
+
+/* In untraced code: whether to call back, and whom: a traced function
+ * after the one that called the library (calls go to higher-numbered
+ * functions, so depth stays under control). */
+static int want_callback(struct run *r)
+{
+	struct frame *f = &r->st[r->depth - 1];
+	unsigned caller, lo, span;
+
+	if (r->mode != M_FILTERED || f->kind != FK_LIB || hurry(r) ||
+	    f->cbs >= 3 || r->depth >= r->o->max_depth || !chance(r, 60))
+		return 0;
+	caller = r->prog.insns[f->ret].func;
+	lo = caller + 1;
+	if (lo >= r->prog.ntraced)
+		return 0;
+	span = r->prog.ntraced - lo < 4 ? r->prog.ntraced - lo : 4;
+	r->cb_target = r->prog.funcs[lo + synth_below(&r->rng, span)].first;
+	f->cbs++;
+	return 1;
+}
+
 /* Decide a conditional branch. Returns 1 if taken. */
 static int decide(struct run *r, const struct sinsn *in)
 {
@@ -381,40 +540,74 @@ static int decide(struct run *r, const struct sinsn *in)
 		f->loop_n = f->loop_lim = 0;
 		return 0;
 	case SR_TAIL:
-		if (hurry(r) || f->tails >= 2 || !chance(r, 35))
+		if (f->no_tail || hurry(r) || f->tails >= 2 || !chance(r, 35))
 			return 1;
 		f->tails++;
 		return 0;
 	case SR_MAIN:
 		return !hurry(r);
+	case SR_SPECIAL:
+		return !want_special(r, r->pc);
+	case SR_CBLOOP:
+		return !want_callback(r);
 	}
 	(void) next;
 	return chance(r, 50);
 }
 
-/* Resume tracing before instruction r->pc after a gap or an overflow. */
-static void resume(struct run *r)
+/* Frames that returned while tracing was off end at the last traced
+ * instruction; the visible ones are reported after the gap. */
+static void report_gap_done(struct run *r)
 {
 	unsigned i;
 
-	/* Frames that returned while tracing was off end at the last traced
-	 * instruction; the visible ones are reported. */
-	if (r->mode == M_OFF_GAP) {
+	for (i = 0; i < r->ngap_done; i++)
+		truth_block(r, &r->gap_done[i], r->last_traced, r->last_dtime,
+			    FLAG_RETGAP);
+	r->ngap_done = 0;
+}
+
+/* Resume tracing before instruction r->pc after a gap or an overflow. */
+static void resume(struct run *r)
+{
+	int pge = r->mode == M_OFF_GAP;
+
+	/* The decoder forgets its last IP at an overflow. */
+	if (!pge)
+		r->w.have_ip = 0;
+	if (r->mode == M_OFF_OVF && r->sc.ovf_pge &&
+	    (r->sc.ovf_pge == 1 || r->novfs % 2 == 0)) {
+		/* The overflow resolved while tracing was off (outside the
+		 * filter): no FUP follows the OVF, TIP.PGE resumes.  The
+		 * PSB+ restores the cycle calibration, as below. */
+		mode_exec(r);
+		ptw_ip(&r->w, ppt_tip_pge, addr(r, r->pc));
+		psb(r, 1);
+		r->res.n.ovf_pge++;
+		r->res.n.ovf_pge_ret += r->depth < r->gap_depth;
+	} else if (pge) {
 		mode_exec(r);
 		ptw_ip(&r->w, ppt_tip_pge, addr(r, r->pc));
 	} else {
-		/* The decoder forgets its last IP at an overflow. */
-		r->w.have_ip = 0;
 		ptw_ip(&r->w, ppt_fup, addr(r, r->pc));
 		/* libipt drops its cycle calibration at an overflow; the CBR
 		 * in a PSB+ right away restores it. */
 		psb(r, 1);
 	}
-	truth_gap(r, r->mode == M_OFF_GAP ? "disabled" : "overflow");
-	for (i = 0; i < r->ngap_done; i++)
-		truth_block(r, &r->gap_done[i], r->last_traced, r->last_dtime,
-			    FLAG_RETGAP);
-	r->ngap_done = 0;
+	truth_gap(r, pge ? "disabled" : "overflow");
+	report_gap_done(r);
+	forget_comp(r);
+	r->mode = M_TRACED;
+}
+
+/* Execution re-enters traced code at r->pc from untraced code (a library
+ * returned, or it calls back): TIP.PGE. */
+static void filter_resume(struct run *r)
+{
+	mode_exec(r);
+	ptw_ip(&r->w, ppt_tip_pge, addr(r, r->pc));
+	truth_gap(r, "disabled");
+	report_gap_done(r);
 	forget_comp(r);
 	r->mode = M_TRACED;
 }
@@ -424,8 +617,23 @@ static int may_resume(struct run *r, int just_returned)
 	unsigned i;
 
 	/* Resuming where tracing stopped looks to a decoder as if nothing
-	 * ran in between (libipt reports it as "resumed"): avoid it. */
-	if (r->gap_len < r->gap_min || r->pc == r->gap_pc)
+	 * ran in between (libipt reports it as "resumed"): avoid it.  The
+	 * new scenarios also resume right after a frame open at the disable
+	 * returns, however short the gap: a return address is always a safe
+	 * place, and a gap whose frame returns to one that was entered
+	 * before the trace could never resume. */
+	if (r->pc == r->gap_pc ||
+	    (r->gap_len < r->gap_min &&
+	     !(r->sc.strict_resume && just_returned) &&
+	     !(r->sc.early && r->prog.insns[r->pc].kind == SK_RET &&
+	       (r->st[r->depth - 1].flags & FLAG_LATE))))
+		return 0;
+	/* Tracing comes back in traced code only.  After a disable, a
+	 * resume at a function's entry reads as a callback from untraced
+	 * code (tree rules, 4): never resume there. */
+	if (untraced_code(r, r->pc) ||
+	    (r->sc.strict_resume && r->mode == M_OFF_GAP &&
+	     func_of(r, r->pc)->first == r->pc))
 		return 0;
 	if (r->depth == r->gap_depth && r->gap_floor == r->gap_depth)
 		return !ret_addr_open(r, r->pc);
@@ -454,15 +662,22 @@ static void start_off(struct run *r, enum mode m)
 	r->ngap_done = 0;
 	r->gap_len = 0;
 	r->gap_min = 10 + synth_below(&r->rng, 200);
+	if (r->sc.early)
+		/* short: resume before the frame the trace started in
+		 * returns (it could not resume after that) */
+		r->gap_min = 3 + synth_below(&r->rng, 12);
 	if (r->gap_min > cap)
 		r->gap_min = cap;
 	r->ngap_events++;
+	r->res.n.early_gaps += r->sc.late && !r->late_returned;
 }
 
 static void close_frame(struct run *r, uint64_t last_id, int traced_ret)
 {
 	struct frame *f = &r->st[r->depth - 1];
 
+	if (f->flags & FLAG_LATE)
+		r->late_returned = 1;
 	if (f->pre >= 0) {
 		if (traced_ret)
 			truth_block(r, f, last_id, r->dtime, 0);
@@ -482,24 +697,120 @@ static int due(struct run *r, unsigned left, unsigned total)
 
 	if (!left)
 		return 0;
+	if (r->sc.early)
+		/* Under the frames the trace started in, before any of
+		 * them returns. */
+		return r->id >= 2 && r->depth >= r->late_depth &&
+		       !r->late_returned &&
+		       r->prog.insns[r->pc].kind != SK_RET;
 	at = r->o->insns * (total - left + 1) / (total + 1);
 	return r->id >= at;
-}
-
-static unsigned n_gaps(const struct synth_opts *o)
-{
-	return o->scenario == SYNTH_GAP ? 3 : o->scenario == SYNTH_MIXED ? 2 : 0;
-}
-
-static unsigned n_ovfs(const struct synth_opts *o)
-{
-	return o->scenario == SYNTH_OVERFLOW ? 3 :
-	       o->scenario == SYNTH_MIXED ? 2 : 0;
 }
 
 static int may_compress(const struct run *r, const struct frame *f)
 {
 	return f->comp && r->o->scenario != SYNTH_NOCOMP;
+}
+
+/* An interrupt at the boundary before r->pc enters a traced handler: FUP
+ * at the interrupted IP, TIP to the handler (an asynchronous branch, no
+ * timing packets: the decoder's time stays where it was). */
+static void interrupt(struct run *r)
+{
+	const struct prog *p = &r->prog;
+	uint32_t h = p->nfuncs - p->ntraced - r->sc.feat.libs;
+
+	h = p->nfuncs - h + synth_below(&r->rng, h);
+	r->res.n.irqs++;
+	r->res.n.irqs_after_call += r->last_was_call;
+	r->res.n.irqs_after_ret += r->last_was_ret;
+	ptw_ip(&r->w, ppt_fup, addr(r, r->pc));
+	ptw_ip(&r->w, ppt_tip, addr(r, p->funcs[h].first));
+	push(r, r->pc, h, 0, FK_IRQ);
+	make_visible(r, r->depth - 1, r->id, FLAG_IRQ);
+	r->pc = p->funcs[h].first;
+	r->in_irq++;
+}
+
+/* An interrupt handled in the untraced kernel: FUP + TIP.PGD, the kernel
+ * runs, TIP.PGE at the very IP: nothing was lost, no gap. */
+static void interrupt_in_place(struct run *r)
+{
+	r->res.n.irqs_in_place++;
+	ptw_ip(&r->w, ppt_fup, addr(r, r->pc));
+	ptw_ip_suppressed(&r->w, ppt_tip_pgd);
+	r->tsc += 20 + synth_below(&r->rng, (unsigned) (r->wrap_ticks / 16));
+	mode_exec(r);
+	ptw_ip(&r->w, ppt_tip_pge, addr(r, r->pc));
+	/* libipt may start over with its return stack at the enable. */
+	forget_comp(r);
+}
+
+/* A call from traced code into untraced code: TIP.PGD names the callee
+ * (an IP filter), nothing more until traced code runs again. */
+static void lib_call(struct run *r, uint32_t target)
+{
+	r->special_pending = 0;
+	r->res.n.lib_calls++;
+	ptw_ip(&r->w, ppt_tip_pgd, addr(r, target));
+	push(r, r->pc + 1, r->prog.insns[target].func, 0, FK_LIB);
+	r->ngap_done = 0;
+	r->mode = M_FILTERED;
+}
+
+/* Untraced code calls traced code back: tracing resumes at its entry.
+ * The library frame becomes a block the moment it holds a traced one. */
+static void callback(struct run *r, uint32_t target)
+{
+	unsigned lib = r->depth - 1;
+
+	r->res.n.callbacks++;
+	push(r, r->pc + 1, r->prog.insns[target].func, 0, FK_CALLBACK);
+	r->pc = target;
+	filter_resume(r);
+	if (r->st[lib].pre < 0)
+		make_visible(r, lib, r->id, 0);
+	make_visible(r, r->depth - 1, r->id, FLAG_CALLBACK);
+}
+
+/* syscall: user-only tracing stops (TIP.PGD, no IP), the kernel runs,
+ * sysret comes back to the next instruction (TIP.PGE).  Its frame runs
+ * nothing traced: no block, just the gap. */
+static void syscall_insn(struct run *r)
+{
+	r->special_pending = 0;
+	r->res.n.syscalls++;
+	r->last_dtime = r->dtime;
+	ptw_ip_suppressed(&r->w, ppt_tip_pgd);
+	r->tsc += 20 + synth_below(&r->rng, (unsigned) (r->wrap_ticks / 16));
+	r->pc++;
+	r->ngap_done = 0;
+	filter_resume(r);
+}
+
+/* Frames above r->unw_o were abandoned: record them (innermost first) and
+ * pop them.  The compressed-return stacks still hold their entries. */
+static void abandon(struct run *r)
+{
+	r->special_pending = 0;
+	while (r->depth > (unsigned) r->unw_o + 1) {
+		struct frame *f = &r->st[r->depth - 1];
+
+		if (f->comp)
+			r->ncomp--;
+		r->unw[r->nunw++] = *f;
+		r->depth--;
+	}
+	forget_comp(r);
+}
+
+static void report_unwound(struct run *r, uint64_t last)
+{
+	unsigned i;
+
+	for (i = 0; i < r->nunw; i++)
+		truth_block(r, &r->unw[i], last, r->dtime, FLAG_UNWOUND);
+	r->nunw = 0;
 }
 
 /* Execute the instruction at r->pc. Returns 0 when the program ended. */
@@ -538,27 +849,106 @@ static int step(struct run *r)
 		next = in->target;
 		break;
 	case SK_ICALL:
-	case SK_CALL:
+	case SK_CALL: {
+		uint32_t to = in->role == SR_CALLBACK ? r->cb_target :
+			      in->target;
+		int lib = untraced_code(r, to);
+
+		if (emit && lib) {
+			lib_call(r, to);
+			next = to;
+			break;
+		}
+		if (r->mode == M_FILTERED && !lib) {
+			callback(r, to);
+			r->last_was_call = 1;
+			r->last_was_ret = 0;
+			return 1;
+		}
 		/* No overflow right after a call: the callee would have no
 		 * traced instruction yet might return unseen. */
 		if (in->kind == SK_ICALL && emit)
-			tip(r, ppt_tip, addr(r, in->target));
-		push(r, r->pc + 1, r->prog.insns[in->target].func, traced);
-		next = in->target;
+			tip(r, ppt_tip, addr(r, to));
+		push(r, r->pc + 1, r->prog.insns[to].func, traced,
+		     lib || r->mode == M_FILTERED ? FK_HIDDEN : FK_NORMAL);
+		next = to;
 		break;
+	}
+	case SK_SYSCALL:
+		syscall_insn(r);
+		r->last_was_call = r->last_was_ret = 0;
+		return 1;
 	case SK_IJMP:
+		if (in->role == SR_LONGJMP) {
+			/* to a landing pad that leads to that frame's ret */
+			const struct frame *o = &r->st[r->unw_o];
+
+			if (!emit || r->unw_o < 0)
+				fail(r, "internal: longjmp with tracing off");
+			next = r->prog.funcs[o->func].land;
+			tip(r, ppt_tip, addr(r, next));
+			r->st[r->unw_o].no_tail = 1;
+			r->res.n.longjmps++;
+			abandon(r);
+			break;
+		}
 		if (emit) {
 			tip(r, ppt_tip, addr(r, in->target));
-			ovf_here = due(r, r->ovfs_left, n_ovfs(r->o));
+			ovf_here = !r->in_irq &&
+				   due(r, r->ovfs_left, r->sc.ovfs);
 		}
 		next = in->target;
 		break;
+	case SK_IRET: {
+		uint32_t to = r->st[r->depth - 1].ret;
+
+		if (!emit)
+			fail(r, "internal: iretq with tracing off");
+		tip(r, ppt_tip, addr(r, to));
+		close_frame(r, my_id, 1);
+		r->in_irq--;
+		next = to;
+		break;
+	}
 	case SK_RET: {
 		struct frame *f = &r->st[r->depth - 1];
 		uint32_t to = f->ret;
 
+		if (in->role == SR_THROW) {
+			/* The rewritten return address: a landing pad in an
+			 * outer frame's function.  The frames above that one
+			 * end here, unwound; it goes on. */
+			if (!emit || r->unw_o < 0)
+				fail(r, "internal: throw with tracing off");
+			next = r->prog.funcs[r->st[r->unw_o].func].land;
+			tip(r, ppt_tip, addr(r, next));
+			r->res.n.throws++;
+			abandon(r);
+			report_unwound(r, my_id);
+			r->landing_pending = 1;
+			break;
+		}
+		if (emit && f->kind == FK_CALLBACK) {
+			/* back into the untraced caller: TIP.PGD names it */
+			ptw_ip(&r->w, ppt_tip_pgd, addr(r, to));
+			close_frame(r, my_id, 1);
+			r->ngap_done = 0;
+			r->mode = M_FILTERED;
+			next = to;
+			break;
+		}
+		if (r->mode == M_FILTERED) {
+			/* untraced code returns, maybe into traced code */
+			close_frame(r, my_id, 0);
+			r->pc = to;
+			if (!untraced_code(r, to))
+				filter_resume(r);
+			r->last_was_call = r->last_was_ret = 0;
+			return 1;
+		}
 		if (emit) {
-			ovf_here = due(r, r->ovfs_left, n_ovfs(r->o));
+			ovf_here = !r->nunw && !r->in_irq &&
+				   due(r, r->ovfs_left, r->sc.ovfs);
 			if (to == NO_RET) {
 				/* main returns into untraced code */
 				ovf_here = 0;
@@ -570,14 +960,24 @@ static int step(struct run *r)
 			else
 				tip(r, ppt_tip, addr(r, to));
 		}
+		/* A longjmp landed in this frame: the frames it abandoned
+		 * end at its return, the one that showed it. */
+		if (r->nunw && traced) {
+			report_unwound(r, my_id);
+			r->landing_pending = 1;
+		}
 		late = f->flags & FLAG_LATE;
+		/* Where a frame entered before the trace or called from
+		 * untraced code returns to is unknown to a decoder: no
+		 * resume can follow it. */
+		returned_open = !late && f->kind != FK_CALLBACK &&
+				f->kind != FK_HIDDEN;
 		close_frame(r, my_id, traced);
 		if (!traced && r->depth < r->gap_floor) {
 			r->gap_floor = r->depth;
 			r->gap_rets[r->ngap_rets++] = to;
-			/* Where a frame entered before the trace returns to is
-			 * unknown to a decoder: no resume can follow it. */
-			returned_open = !late;
+		} else {
+			returned_open = 0;
 		}
 		if (to == NO_RET)
 			return 0;
@@ -588,6 +988,7 @@ static int step(struct run *r)
 	if (traced)
 		r->last_dtime = r->dtime;
 	r->last_was_call = in->kind == SK_CALL || in->kind == SK_ICALL;
+	r->last_was_ret = in->kind == SK_RET || in->kind == SK_IRET;
 	r->pc = next;
 	if (ovf_here && !r->failed) {
 		struct pt_packet p;
@@ -596,6 +997,7 @@ static int step(struct run *r)
 		p.type = ppt_ovf;
 		ptw_put(&r->w, &p);
 		r->ovfs_left--;
+		r->novfs++;
 		start_off(r, M_OFF_OVF);
 	}
 	if ((r->mode == M_OFF_GAP || r->mode == M_OFF_OVF) &&
@@ -604,10 +1006,12 @@ static int step(struct run *r)
 	return 1;
 }
 
-static int needs_trace(const struct sinsn *in)
+static int needs_trace(const struct run *r, const struct sinsn *in)
 {
 	return in->kind == SK_JCC || in->kind == SK_RET ||
-	       in->kind == SK_ICALL || in->kind == SK_IJMP;
+	       in->kind == SK_ICALL || in->kind == SK_IJMP ||
+	       in->kind == SK_SYSCALL || in->kind == SK_IRET ||
+	       (in->kind == SK_CALL && untraced_code(r, in->target));
 }
 
 /* Enable tracing before r->pc: PSB+, MODE.Exec, TIP.PGE.  Frames already on
@@ -623,23 +1027,53 @@ static void start_trace(struct run *r)
 	ptw_ip(&r->w, ppt_tip_pge, addr(r, r->pc));
 	for (i = 0; i < r->depth; i++)
 		make_visible(r, i, 0, FLAG_LATE);
+	r->late_depth = r->depth;
 	r->mode = M_TRACED;
 }
 
 static void finish_truth(struct run *r);
 
+/* The innermost frame is about to return (early gaps need some room). */
+static int near_ret(const struct run *r)
+{
+	return r->prog.insns[r->pc].kind == SK_RET ||
+	       r->prog.insns[r->pc + 1].kind == SK_RET ||
+	       r->prog.insns[r->pc + 2].kind == SK_RET;
+}
+
+/* Whether an interrupt may come at the boundary before r->pc: never while
+ * frames wait for a landing frame's return or inside a handler; right
+ * after a call or a return more often (the handler then nests in the
+ * callee's frame, or in the caller's). */
+static int irq_due(struct run *r, int *in_place)
+{
+	unsigned pct = r->last_was_call ? 60 : 6;
+
+	if (!r->sc.irq || r->in_irq || r->nunw || r->special_pending ||
+	    hurry(r) || r->depth >= r->o->max_depth)
+		return 0;
+	if (synth_below(&r->rng, 1000) >= pct)
+		return 0;
+	/* In place only where a decoder cannot mistake the IP for a return
+	 * address. */
+	*in_place = chance(r, 40) && !ret_addr_open(r, r->pc);
+	return 1;
+}
+
 static void execute(struct run *r)
 {
 	const struct synth_opts *o = r->o;
-	int abrupt = o->scenario == SYNTH_ABRUPT_END || o->scenario == SYNTH_MIXED;
+	int abrupt = r->sc.abrupt;
 	unsigned deep = o->max_depth < 3 ? o->max_depth : 3;
 	uint64_t next_report = 1u << 20;
+	int in_place = 0;
 
-	push(r, NO_RET, 0, 0);
+	push(r, NO_RET, 0, 0, FK_NORMAL);
 	r->pc = r->prog.funcs[0].first;
-	if (o->scenario == SYNTH_LATE_START || o->scenario == SYNTH_MIXED) {
+	if (r->sc.late) {
 		r->mode = M_PRE;
-		while (!r->failed && (r->depth < deep || r->executed < 50) &&
+		while (!r->failed && (r->depth < deep || r->executed < 50 ||
+				      (r->sc.early && near_ret(r))) &&
 		       r->executed < 100000)
 			if (!step(r))
 				return;     /* cannot happen: main loops */
@@ -649,7 +1083,14 @@ static void execute(struct run *r)
 	while (!r->failed) {
 		const struct sinsn *in = &r->prog.insns[r->pc];
 
-		if (r->mode == M_TRACED) {
+		if (r->mode == M_TRACED && r->landing_pending) {
+			/* Nothing may hide where an unwinding return went:
+			 * the tree rules read it off the next instruction. */
+			if (ptw_offset(&r->w) - r->psb_last >= o->psb_period) {
+				ptw_tnt_flush(&r->w);
+				psb(r, 1);
+			}
+		} else if (r->mode == M_TRACED) {
 			if (abrupt && r->id >= o->insns &&
 			    (r->depth >= deep || r->id >= 2 * o->insns)) {
 				ptw_tnt_flush(&r->w);
@@ -658,17 +1099,25 @@ static void execute(struct run *r)
 				   o->psb_period) {
 				ptw_tnt_flush(&r->w);
 				psb(r, 1);
-			} else if (!r->last_was_call && r->id &&
-				   due(r, r->gaps_left, n_gaps(o))) {
+			} else if (!r->last_was_call && r->id && !r->nunw &&
+				   !r->in_irq && !r->special_pending &&
+				   due(r, r->gaps_left, r->sc.gaps)) {
 				ptw_ip(&r->w, ppt_fup, addr(r, r->pc));
 				ptw_ip_suppressed(&r->w, ppt_tip_pgd);
 				r->gaps_left--;
 				start_off(r, M_OFF_GAP);
+			} else if (r->id && irq_due(r, &in_place)) {
+				if (in_place)
+					interrupt_in_place(r);
+				else
+					interrupt(r);
+				in = &r->prog.insns[r->pc];
 			}
 		}
-		if (r->mode == M_STOPPED && needs_trace(in))
+		if (r->mode == M_STOPPED && needs_trace(r, in))
 			break;
 		r->winddown = !abrupt && r->id >= o->insns;
+		r->landing_pending = 0;
 		if (!step(r))
 			break;
 		if (r->executed >= next_report) {
@@ -700,7 +1149,8 @@ static void truncate_frame(struct run *r, struct frame *f, int *late_seen)
 }
 
 /* Whatever a decoder still sees open is cut off by the end of the trace:
- * frames that returned in a final gap (it cannot tell), then the stack. */
+ * frames that returned in a final gap (it cannot tell), frames a longjmp
+ * abandoned (their landing frame did not return yet), then the stack. */
 static void finish_truth(struct run *r)
 {
 	int late_seen = 0;
@@ -708,6 +1158,9 @@ static void finish_truth(struct run *r)
 
 	for (i = 0; i < r->ngap_done; i++)
 		truncate_frame(r, &r->gap_done[i], &late_seen);
+	for (i = 0; i < r->nunw; i++)
+		truncate_frame(r, &r->unw[i], &late_seen);
+	r->nunw = 0;
 	while (r->depth) {
 		truncate_frame(r, &r->st[r->depth - 1], &late_seen);
 		r->depth--;
@@ -806,8 +1259,69 @@ static void write_bundle(FILE *fp, const char *prefix, uint64_t base)
 
 static const char *const scenario_names[SYNTH_NSCENARIOS] = {
 	"basic", "nocomp", "gap", "overflow", "late_start", "abrupt_end",
-	"mixed",
+	"mixed", "untraced", "callback", "overflow_pge", "interrupt",
+	"unwind", "late_gap", "real",
 };
+
+/* What each scenario contains. */
+static void scenario(const struct synth_opts *o, struct scen *sc)
+{
+	enum synth_scenario s = o->scenario;
+	struct prog_feat *ft = &sc->feat;
+
+	memset(sc, 0, sizeof(*sc));
+	sc->gaps = s == SYNTH_GAP ? 3 : s == SYNTH_MIXED ? 2 : 0;
+	sc->ovfs = s == SYNTH_OVERFLOW ? 3 : s == SYNTH_MIXED ? 2 : 0;
+	sc->late = s == SYNTH_LATE_START || s == SYNTH_MIXED;
+	sc->abrupt = s == SYNTH_ABRUPT_END || s == SYNTH_MIXED;
+	if (s < SYNTH_UNTRACED)
+		return;
+	/* The new scenarios resume a disable only where the tree rules
+	 * recover the truth. */
+	sc->strict_resume = 1;
+	ft->special = 25;
+	switch (s) {
+	case SYNTH_UNTRACED:
+		ft->libs = o->libs;
+		ft->syscalls = 1;
+		break;
+	case SYNTH_CALLBACK:
+		ft->libs = o->libs;
+		ft->callbacks = 1;
+		ft->special = 35;
+		break;
+	case SYNTH_OVERFLOW_PGE:
+		sc->ovfs = 3;
+		sc->ovf_pge = 1;
+		break;
+	case SYNTH_INTERRUPT:
+		ft->irqs = 2;
+		sc->irq = 1;
+		break;
+	case SYNTH_UNWIND:
+		ft->unwind = 1;
+		ft->special = 30;
+		break;
+	case SYNTH_LATE_GAP:
+		sc->late = 1;
+		sc->early = 1;
+		sc->gaps = 1;
+		sc->ovfs = 1;
+		break;
+	default:
+		ft->libs = o->libs;
+		ft->callbacks = 1;
+		ft->syscalls = 1;
+		ft->irqs = 2;
+		ft->unwind = 1;
+		ft->special = 20;
+		sc->irq = 1;
+		sc->late = sc->abrupt = 1;
+		sc->gaps = sc->ovfs = 2;
+		sc->ovf_pge = 2;
+		break;
+	}
+}
 
 const char *synth_scenario_name(enum synth_scenario s)
 {
@@ -841,6 +1355,7 @@ void synth_opts_init(struct synth_opts *o)
 	o->cyc = 1;
 	o->truth = 1;
 	o->bundle = 1;
+	o->libs = 6;
 }
 
 int synth_check_opts(const struct synth_opts *o, char *err, size_t errlen)
@@ -864,6 +1379,8 @@ int synth_check_opts(const struct synth_opts *o, char *err, size_t errlen)
 	else if (o->base & 0xfff || o->base >> 47)
 		snprintf(err, errlen,
 			 "base: must be page aligned and below 2^47");
+	else if (o->libs < 1 || o->libs > 64)
+		snprintf(err, errlen, "libs: must be in 1..64");
 	else
 		return 0;
 	return -1;
@@ -896,14 +1413,19 @@ int synth_run(const struct synth_opts *o, const char *prefix,
 	r->st = calloc(r->cap, sizeof(*r->st));
 	r->gap_rets = calloc(r->cap, sizeof(*r->gap_rets));
 	r->gap_done = calloc(r->cap, sizeof(*r->gap_done));
+	r->unw = calloc(r->cap, sizeof(*r->unw));
 	r->tsc = r->ref = r->mref = r->dtime = 0x100000;
 	r->wrap_ticks = (1ull << (o->mtc_freq + 8)) * o->ctc_ratio;
-	r->gaps_left = n_gaps(o);
-	r->ovfs_left = n_ovfs(o);
-	if (!r->st || !r->gap_rets || !r->gap_done || prog_generate(&r->prog, o->seed, o->nfuncs) < 0) {
+	scenario(o, &r->sc);
+	r->gaps_left = r->sc.gaps;
+	r->ovfs_left = r->sc.ovfs;
+	r->unw_o = -1;
+	if (!r->st || !r->gap_rets || !r->gap_done || !r->unw ||
+	    prog_generate(&r->prog, o->seed, o->nfuncs, &r->sc.feat) < 0) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
+	prog_fill_slots(&r->prog, r->text);
 	if (out_open(elf, prefix, ".elf", err, errlen) < 0 ||
 	    out_open(pt, prefix, ".pt", err, errlen) < 0 ||
 	    (o->truth && out_open(truth, prefix, ".truth", err, errlen) < 0) ||
@@ -962,6 +1484,7 @@ out:
 	free(r->st);
 	free(r->gap_rets);
 	free(r->gap_done);
+	free(r->unw);
 	free(r);
 	return rc;
 }

@@ -21,6 +21,14 @@ enum synth_scenario {
 	SYNTH_LATE_START, /* tracing starts inside nested calls */
 	SYNTH_ABRUPT_END, /* the trace stops inside nested calls */
 	SYNTH_MIXED,      /* late start + gaps + overflows + abrupt end */
+	/* What real user-only and IP-filtered traces contain: */
+	SYNTH_UNTRACED,   /* calls and syscalls into untraced code */
+	SYNTH_CALLBACK,   /* untraced code calling traced code back */
+	SYNTH_OVERFLOW_PGE, /* overflows that resolve with tracing off */
+	SYNTH_INTERRUPT,  /* interrupts: traced handlers, in-place disables */
+	SYNTH_UNWIND,     /* longjmp and exceptions abandon frames */
+	SYNTH_LATE_GAP,   /* late start with gaps before the first return */
+	SYNTH_REAL,       /* all of the above, plus mixed */
 	SYNTH_NSCENARIOS
 };
 
@@ -43,10 +51,29 @@ struct synth_opts {
 	 * far; a non-zero return stops the run (result: error, no files). */
 	int (*progress)(uint64_t insns, uint64_t bytes, void *payload);
 	void *payload;
+	/* Untraced library functions (1..64) in the scenarios that call
+	 * untraced code (untraced, callback, real). */
+	unsigned libs;
 };
 
 /* Fixed decoder parameters the truth depends on (also in PREFIX.truth). */
 #define SYNTH_CBR 16u   /* CBR ratio; decoders must use nom_freq == SYNTH_CBR */
+
+/* How often the patterns of real traces occur in one run. */
+struct synth_counts {
+	uint64_t lib_calls;     /* traced calls into untraced code */
+	uint64_t syscalls;
+	uint64_t callbacks;     /* untraced code calling traced code */
+	uint64_t irqs;          /* interrupts entering a traced handler */
+	uint64_t irqs_after_call, irqs_after_ret;
+	uint64_t irqs_in_place; /* FUP + TIP.PGD, TIP.PGE at the same IP */
+	uint64_t longjmps, throws;
+	uint64_t ovf_pge;       /* overflows resolved with tracing off */
+	uint64_t ovf_pge_ret;   /* ... resumed at an open frame's return
+				 * address */
+	uint64_t early_gaps;    /* gaps and overflows before the first
+				 * return of a frame the trace started in */
+};
 
 struct synth_result {
 	uint64_t insns;       /* instructions a decoder delivers */
@@ -54,6 +81,7 @@ struct synth_result {
 	uint64_t gaps;
 	uint64_t trace_bytes;
 	unsigned max_depth;   /* deepest call stack seen */
+	struct synth_counts n;
 };
 
 void synth_opts_init(struct synth_opts *opts);

@@ -35,7 +35,7 @@ int truth_load(struct truth *t, const char *path, char *err, size_t errlen)
 	while (fgets(line, sizeof(line), fp)) {
 		char word[32], flags[8], kind[16];
 		unsigned long long a, b, c, d, e, f;
-		long long pre, parent;
+		long long pre, parent, func;
 
 		lineno++;
 		if (sscanf(line, "%31s", word) != 1)
@@ -47,19 +47,23 @@ int truth_load(struct truth *t, const char *path, char *err, size_t errlen)
 				 sizeof(*bl)) < 0)
 				goto oom;
 			bl = &t->blocks[t->nblocks - 1];
-			if (sscanf(line, "block %lld %lld %llu %llu %llu %llu %llu %7s",
-				   &pre, &parent, &a, &b, &c, &d, &e, flags) != 8)
+			if (sscanf(line, "block %lld %lld %lld %llu %llu %llu %llu %7s",
+				   &pre, &parent, &func, &b, &c, &d, &e, flags) != 8 ||
+			    func < -1 || func >= (long long) UINT32_MAX)
 				goto bad;
 			bl->pre = pre;
 			bl->parent = parent;
-			bl->func = (uint32_t) a;
+			bl->func = func < 0 ? TRUTH_FUNC_NONE : (uint32_t) func;
 			bl->first = b;
 			bl->last = c;
 			bl->tsc_first = d;
 			bl->tsc_last = e;
 			bl->flags = (strchr(flags, 'L') ? TRUTH_LATE : 0) |
 				    (strchr(flags, 'T') ? TRUTH_TRUNC : 0) |
-				    (strchr(flags, 'R') ? TRUTH_RETGAP : 0);
+				    (strchr(flags, 'R') ? TRUTH_RETGAP : 0) |
+				    (strchr(flags, 'U') ? TRUTH_UNWOUND : 0) |
+				    (strchr(flags, 'C') ? TRUTH_CALLBACK : 0) |
+				    (strchr(flags, 'I') ? TRUTH_IRQ : 0);
 		} else if (!strcmp(word, "func")) {
 			struct truth_func *fn;
 

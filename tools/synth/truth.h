@@ -11,6 +11,12 @@
 #define TRUTH_LATE   1u  /* L: entered before tracing started */
 #define TRUTH_TRUNC  2u  /* T: open when the trace ended */
 #define TRUTH_RETGAP 4u  /* R: returned while tracing was off */
+#define TRUTH_UNWOUND 8u /* U: abandoned (longjmp, exception), closed at the
+			  * return that showed it */
+#define TRUTH_CALLBACK 16u /* C: entered from untraced code (TIP.PGE at its
+			    * entry): no call at FIRST - 1 */
+#define TRUTH_IRQ 32u    /* I: entered by an interrupt: no call at FIRST - 1 */
+#define TRUTH_FUNC_NONE UINT32_MAX /* FUNC -1: unknown */
 
 struct truth_func {
 	uint64_t entry;

@@ -64,7 +64,8 @@ int ref_decode_insn(const struct ref_cfg *cfg, struct ref *out)
 	size_t size;
 	uint8_t *buf = slurp(cfg->trace, &size);
 	int status, off = 0, async_off = 0, call_pending = 0;
-	uint64_t call_id = 0;
+	uint64_t call_id = 0, call_ret = 0, off_at = 0;
+	uint64_t pgd_ip = 0, irq_from = 0;   /* since the pending call */
 
 	if (!buf)
 		return -1;
@@ -87,20 +88,49 @@ int ref_decode_insn(const struct ref_cfg *cfg, struct ref *out)
 				status = pt_insn_event(d, &ev, sizeof(ev));
 				if (status < 0)
 					break;
-				if (ev.type == ptev_disabled ||
-				    ev.type == ptev_async_disabled) {
+				switch (ev.type) {
+				case ptev_disabled:
 					off = 1;
-					async_off = ev.type == ptev_async_disabled;
-				} else if (ev.type == ptev_enabled && off) {
-					struct ref_gap g = { out->insns, 0 };
+					async_off = 0;
+					if (!ev.ip_suppressed)
+						pgd_ip = ev.variant.disabled.ip;
+					break;
+				case ptev_async_disabled:
+					off = 1;
+					async_off = 1;
+					off_at = ev.variant.async_disabled.at;
+					break;
+				case ptev_enabled:
+					/* Only an asynchronous disable that
+					 * resumes at the very IP where it
+					 * stopped loses nothing (libipt also
+					 * says "resumed" after a call or a
+					 * syscall into untraced code). */
+					if (off && !(async_off &&
+						     ev.variant.enabled.ip == off_at)) {
+						struct ref_gap g = { out->insns, 0 };
 
-					if (!ev.variant.enabled.resumed)
 						PUSH(out->gaps, out->ngaps, g);
+					}
+					/* Into untraced code and straight
+					 * back: the callee ran nothing
+					 * traced, it is no block. */
+					if (call_pending && pgd_ip &&
+					    ev.variant.enabled.ip == call_ret)
+						call_pending = 0;
 					off = 0;
-				} else if (ev.type == ptev_overflow) {
+					break;
+				case ptev_overflow: {
 					struct ref_gap g = { out->insns, 1 };
 
 					PUSH(out->gaps, out->ngaps, g);
+					break;
+				}
+				case ptev_async_branch:
+					irq_from = ev.variant.async_branch.from;
+					break;
+				default:
+					break;
 				}
 			}
 			if (status < 0)
@@ -111,13 +141,20 @@ int ref_decode_insn(const struct ref_cfg *cfg, struct ref *out)
 			if (call_pending) {
 				struct ref_call cl = { call_id, insn.ip };
 
+				if (pgd_ip)
+					cl.target = pgd_ip;
+				else if (irq_from)
+					cl.target = irq_from;
 				PUSH(out->calls, out->ncalls, cl);
 				call_pending = 0;
 			}
 			if (insn.iclass == ptic_call) {
 				call_pending = 1;
 				call_id = out->insns;
-			} else if (insn.iclass == ptic_return) {
+				call_ret = insn.ip + insn.size;
+				pgd_ip = irq_from = 0;
+			} else if (insn.iclass == ptic_return ||
+				   insn.iclass == ptic_far_return) {
 				PUSH(out->rets, out->nrets, out->insns);
 			}
 			out->insns++;
@@ -172,13 +209,14 @@ int ref_decode_time(const struct ref_cfg *cfg, struct ref *out)
 				break;
 			status = pt_blk_next(d, &b, sizeof(b));
 			id += b.ninsn;
-			if (b.ninsn && (b.iclass == ptic_call ||
-					b.iclass == ptic_return)) {
+			if (b.ninsn) {
 				struct ref_time t;
 
-				t.id = b.iclass == ptic_call ? id : id - 1;
 				pt_blk_time(d, &t.tsc, NULL, NULL);
+				t.id = id;
 				PUSH(out->times, out->ntimes, t);
+				t.id = id - 1;
+				PUSH(out->times_last, out->ntimes_last, t);
 			}
 			if (status < 0)
 				break;
@@ -186,6 +224,7 @@ int ref_decode_time(const struct ref_cfg *cfg, struct ref *out)
 		if (status == -pte_eos)
 			break;
 	}
+	out->blk_insns = id;
 	pt_blk_free_decoder(d);
 	free(buf);
 	return 0;
@@ -197,6 +236,7 @@ void ref_free(struct ref *r)
 	free(r->rets);
 	free(r->gaps);
 	free(r->times);
+	free(r->times_last);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -219,11 +259,14 @@ static int cmp_time(const void *a, const void *b)
 		       &((const struct ref_time *) b)->id);
 }
 
-static int time_at(const struct ref *r, uint64_t id, uint64_t *tsc)
+/* The decoder's time at the block boundary before @id (@last 0) or after
+ * @id (@last 1). */
+static int time_at(const struct ref *r, uint64_t id, int last, uint64_t *tsc)
 {
 	struct ref_time key = { id, 0 };
-	const struct ref_time *t = bsearch(&key, r->times, r->ntimes,
-					   sizeof(key), cmp_time);
+	const struct ref_time *t = bsearch(&key, last ? r->times_last :
+					   r->times, last ? r->ntimes_last :
+					   r->ntimes, sizeof(key), cmp_time);
 
 	if (t)
 		*tsc = t->tsc;
@@ -237,7 +280,7 @@ static int compare(const struct truth *t, struct ref *r,
 {
 	struct ref_call *calls = calloc(t->nblocks + 1, sizeof(*calls));
 	uint64_t *rets = calloc(t->nblocks + 1, sizeof(*rets));
-	size_t nc = 0, nr = 0, i;
+	size_t nc = 0, nr = 0, i, j;
 	int rc = -1;
 
 	if (!calls || !rets)
@@ -249,14 +292,25 @@ static int compare(const struct truth *t, struct ref *r,
 		MISMATCH("libipt decodes %llu instructions, truth says %llu",
 			 (unsigned long long) r->insns,
 			 (unsigned long long) t->insns);
-	/* An invocation entered while tracing is a call at first-1 to its
-	 * function's entry; a traced return is a return at last. */
+	/* Where the trace stops abruptly, the block decoder also delivers
+	 * the instructions up to the next one that needs trace. */
+	if (r->blk_insns < r->insns)
+		MISMATCH("libipt's block decoder delivers %llu instructions, "
+			 "its instruction decoder %llu",
+			 (unsigned long long) r->blk_insns,
+			 (unsigned long long) r->insns);
+	/* An invocation entered by a traced call is a call at first-1 to its
+	 * function's entry; one that did not end otherwise ends in a return
+	 * at last (unwound ones share the return that showed it). */
 	for (i = 0; i < t->nblocks; i++) {
 		const struct truth_block *b = &t->blocks[i];
 
-		if (b->func >= t->nfuncs)
+		if (b->func >= t->nfuncs && b->func != TRUTH_FUNC_NONE)
 			MISMATCH("block %lld: bad function", (long long) b->pre);
-		if (!(b->flags & TRUTH_LATE)) {
+		if (!(b->flags & (TRUTH_LATE | TRUTH_CALLBACK | TRUTH_IRQ))) {
+			if (b->func == TRUTH_FUNC_NONE)
+				MISMATCH("block %lld: entered by a call to an "
+					 "unknown function", (long long) b->pre);
 			calls[nc].id = b->first - 1;
 			calls[nc++].target = t->funcs[b->func].entry;
 		}
@@ -265,10 +319,14 @@ static int compare(const struct truth *t, struct ref *r,
 	}
 	qsort(calls, nc, sizeof(*calls), cmp_call);
 	qsort(rets, nr, sizeof(*rets), cmp_u64);
+	for (i = 0, j = 0; i < nr; i++)
+		if (!j || rets[j - 1] != rets[i])
+			rets[j++] = rets[i];
+	nr = j;
 	qsort(r->times, r->ntimes, sizeof(*r->times), cmp_time);
-	if (r->ncalls != nc)
-		MISMATCH("libipt decodes %zu calls, truth has %zu", r->ncalls, nc);
-	for (i = 0; i < nc; i++)
+	qsort(r->times_last, r->ntimes_last, sizeof(*r->times_last),
+	      cmp_time);
+	for (i = 0; i < nc && i < r->ncalls; i++)
 		if (r->calls[i].id != calls[i].id ||
 		    r->calls[i].target != calls[i].target)
 			MISMATCH("call #%zu: libipt at %llu to 0x%llx, truth at "
@@ -277,13 +335,15 @@ static int compare(const struct truth *t, struct ref *r,
 				 (unsigned long long) r->calls[i].target,
 				 (unsigned long long) calls[i].id,
 				 (unsigned long long) calls[i].target);
-	if (r->nrets != nr)
-		MISMATCH("libipt decodes %zu returns, truth has %zu", r->nrets, nr);
-	for (i = 0; i < nr; i++)
+	if (r->ncalls != nc)
+		MISMATCH("libipt decodes %zu calls, truth has %zu", r->ncalls, nc);
+	for (i = 0; i < nr && i < r->nrets; i++)
 		if (r->rets[i] != rets[i])
 			MISMATCH("return #%zu: libipt at %llu, truth at %llu", i,
 				 (unsigned long long) r->rets[i],
 				 (unsigned long long) rets[i]);
+	if (r->nrets != nr)
+		MISMATCH("libipt decodes %zu returns, truth has %zu", r->nrets, nr);
 	if (r->ngaps != t->ngaps)
 		MISMATCH("libipt sees %zu gaps, truth has %zu", r->ngaps, t->ngaps);
 	for (i = 0; i < t->ngaps; i++)
@@ -297,7 +357,8 @@ static int compare(const struct truth *t, struct ref *r,
 		uint64_t tsc = 0;
 
 		if (!(b->flags & TRUTH_LATE)) {
-			if (time_at(r, b->first, &tsc) < 0 || tsc != b->tsc_first)
+			if (time_at(r, b->first, 0, &tsc) < 0 ||
+			    tsc != b->tsc_first)
 				MISMATCH("block %lld: tsc at its first instruction "
 					 "%llu: libipt %llu, truth %llu",
 					 (long long) b->pre,
@@ -307,7 +368,8 @@ static int compare(const struct truth *t, struct ref *r,
 			res->times++;
 		}
 		if (!(b->flags & (TRUTH_TRUNC | TRUTH_RETGAP))) {
-			if (time_at(r, b->last, &tsc) < 0 || tsc != b->tsc_last)
+			if (time_at(r, b->last, 1, &tsc) < 0 ||
+			    tsc != b->tsc_last)
 				MISMATCH("block %lld: tsc at its return %llu: "
 					 "libipt %llu, truth %llu",
 					 (long long) b->pre,

@@ -16,12 +16,18 @@ struct ref_gap { uint64_t id; int overflow; };
 struct ref {
 	uint64_t insns;
 	uint64_t errors;        /* decode errors (there should be none) */
+	/* Near calls whose callee ran a traced instruction, with the
+	 * callee's entry: the next instruction, or where a TIP.PGD or an
+	 * interrupt says the callee began.  A call into untraced code that
+	 * comes straight back is no block, so it is left out. */
 	struct ref_call *calls; size_t ncalls;
-	uint64_t *rets; size_t nrets;
+	uint64_t *rets; size_t nrets;   /* near and far returns */
 	struct ref_gap *gaps; size_t ngaps;
-	/* decoder time after each block that ends in a call or a return,
-	 * keyed by the first callee instruction / the return's ID */
+	/* Block decoder: the time after each block, keyed by the ID after
+	 * it (times) and by its last ID (times_last). */
+	uint64_t blk_insns;
 	struct ref_time *times; size_t ntimes;
+	struct ref_time *times_last; size_t ntimes_last;
 };
 
 struct ref_cfg {
@@ -32,7 +38,7 @@ struct ref_cfg {
 
 /* Instruction-flow decode: count, calls, returns, gaps.  Returns 0/-1. */
 int ref_decode_insn(const struct ref_cfg *cfg, struct ref *out);
-/* Block decode: the times.  Returns 0/-1. */
+/* Block decode: the count and the times.  Returns 0/-1. */
 int ref_decode_time(const struct ref_cfg *cfg, struct ref *out);
 void ref_free(struct ref *r);
 
