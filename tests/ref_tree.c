@@ -264,7 +264,7 @@ static int decode(const uint8_t *trace, size_t size, struct pt_image *image,
 /* ---- pass 2: the tree rules ------------------------------------------ */
 
 struct frame {
-	uint64_t first, ret, entry, seq;
+	uint64_t first, ret, entry;
 	size_t child_base;     /* its children in b->open[child_base..] */
 	unsigned flags;
 	uint8_t has_first, has_ret, has_entry, entry_pending, far;
@@ -279,7 +279,6 @@ struct builder {
 	size_t *open;          /* blocks whose parent is not closed yet */
 	size_t nopen, ocap;
 	uint64_t n;            /* next instruction ID */
-	uint64_t seq;          /* frames pushed so far */
 	int own;               /* the top level ran an instruction itself
 				* since the last late block */
 	int ret_pending;       /* a return waits for its landing address */
@@ -291,7 +290,7 @@ struct builder {
 	int gap_pending;       /* gaps whose resume address is not known */
 	int gap_lost;          /* ... one is an overflow or an error */
 	int gap_sync;          /* ... one is a synchronous disable */
-	uint64_t gap_seq;      /* frames with seq < gap_seq were open */
+	uint64_t gap_id;       /* the first pending gap's ID */
 	/* Every entry address a frame got so far ("a call went there"):
 	 * open addressing, 0 = empty (0 is never an entry). */
 	uint64_t *entries;
@@ -372,7 +371,6 @@ static int push(struct builder *b, int has_ret, uint64_t ret, int far)
 	f->ret = ret;
 	f->far = (uint8_t) far;
 	f->entry_pending = 1;
-	f->seq = b->seq++;
 	f->child_base = b->nopen;
 	return 0;
 }
@@ -503,7 +501,7 @@ static int add_gap(struct builder *b, enum ref_gap_kind kind, int code)
 	t->gaps[t->ngaps].code = code;
 	t->ngaps++;
 	if (!b->gap_pending)
-		b->gap_seq = b->seq;
+		b->gap_id = b->n;
 	b->gap_pending = 1;
 	if (kind != REF_GAP_DISABLED)
 		b->gap_lost = 1;
@@ -512,16 +510,17 @@ static int add_gap(struct builder *b, enum ref_gap_kind kind, int code)
 	return 0;
 }
 
-/* Every frame open when the pending gaps began and still open now.
- * Choice: "open across a gap" excludes the frames that close at the
- * resume (implicit-return, far frames): they end before the gap, which
- * lies outside their span. */
+/* A gap at ID g lies inside a span [first, last] when first < g <= last:
+ * so it flags the frames still open after the resume (those that close
+ * there end before it) that ran an instruction before it (a frame opened
+ * right before the gap, or at the resume, starts after it). */
 static void flag_gap(struct builder *b)
 {
 	size_t i;
 
 	for (i = 0; i < b->depth; i++)
-		if (b->st[i].seq < b->gap_seq)
+		/* The top-level frame runs from instruction 0. */
+		if ((!i || b->st[i].has_first) && b->st[i].first < b->gap_id)
 			b->st[i].flags |= REF_GAP;
 }
 
@@ -580,7 +579,6 @@ static int resume(struct builder *b, uint64_t r)
 	/* A synchronous disable: a callback no symbol names. */
 	if (!done && b->gap_sync)
 		rc = push_callback(b, r);
-	/* Frames pushed just now have seq >= gap_seq: not flagged. */
 	flag_gap(b);
 	b->gap_pending = 0;
 	b->gap_lost = 0;
@@ -722,10 +720,7 @@ static int finish(struct builder *b)
 	 * synchronous one (TIP.PGD at the end of the traced region) is not. */
 	if (b->off && b->async_off && add_gap(b, REF_GAP_DISABLED, 0) < 0)
 		return -1;
-	/* Choice: frames open when a gap that lasts to the end began are
-	 * open across it. */
-	if (b->gap_pending)
-		flag_gap(b);
+	/* A gap that lasts to the end lies after every span. */
 	while (b->depth > 1)
 		if (pop(b, last, REF_TRUNCATED) < 0)
 			return -1;
