@@ -52,8 +52,86 @@ static int compute_in_memory(struct htr_analysis *a)
 	return 0;
 }
 
+/* Open @a over @store (set by the caller), the options already read. */
+static int open_over(struct htr_analysis *a, const struct htr_analysis_opts *o)
+{
+	const struct htr_file *file = a->store->file;
+	int rc;
+
+	a->file = file;
+	a->sidecar = a->store->sidecar;
+	a->want = o->analyzers ? o->analyzers & HTR_ANALYZE_ALL : HTR_ANALYZE_ALL;
+	if (a->want & HTR_ANALYZE_SYMS)
+		a->want |= HTR_ANALYZE_TSC;
+	a->nchunks = (file->nblocks + HTR_TSC_CHUNK - 1) / HTR_TSC_CHUNK;
+	a->chunk = calloc(a->nchunks ? a->nchunks : 1, sizeof(*a->chunk));
+	a->chunk_len = calloc(a->nchunks ? a->nchunks : 1,
+			      sizeof(*a->chunk_len));
+	a->chunk_ok = calloc(a->nchunks ? a->nchunks : 1, 1);
+	if (!a->chunk || !a->chunk_len || !a->chunk_ok)
+		return htr_err__set(&a->err, HTR_ERR_NOMEM, "out of memory");
+	rc = htr_sidecar__open(a);
+	if (rc < 0)
+		return rc;
+	if (rc == 1) {
+		htr_sidecar__close(a);
+		rc = compute_in_memory(a);
+		if (rc < 0)
+			return rc;
+	}
+	htr_err__clear(&a->err);
+	return 0;
+}
+
+static int read_opts(struct htr_analysis *a, struct htr_analysis_opts *o,
+		     const struct htr_analysis_opts *opts)
+{
+	if (htr_abi__in(o, sizeof(*o), opts, htr_abi__size_of(opts),
+			ANALYSIS_OPTS_SIZE0) < 0)
+		return htr_err__set(&a->err, HTR_ERR_INVALID, "bad options "
+				    "size %zu", htr_abi__size_of(opts));
+	return 0;
+}
+
 int htr_analysis_open(struct htr_analysis **out, const struct htr_file *file,
 		      const struct htr_analysis_opts *opts)
+{
+	struct htr_analysis_opts o;
+	struct htr_store_opts so;
+	struct htr_analysis *a;
+	int rc;
+
+	if (!out)
+		return HTR_ERR_INVALID;
+	*out = NULL;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return HTR_ERR_NOMEM;
+	*out = a;
+	rc = read_opts(a, &o, opts);
+	if (rc < 0)
+		return rc;
+	if (!file || !file->ok)
+		return htr_err__set(&a->err, HTR_ERR_INVALID, "no open .htr "
+				    "file");
+	/* A private store: right for one handle per sidecar (htr/store.h). */
+	htr_store_opts_init(&so);
+	so.sidecar = o.sidecar;
+	so.no_sidecar = o.no_sidecar;
+	rc = htr_store_open(&a->store, file, &so);
+	a->own_store = a->store != NULL;
+	if (rc < 0) {
+		if (a->store)
+			a->err = a->store->err;
+		else
+			htr_err__set(&a->err, rc, "%s", htr_errstr(rc));
+		return rc;
+	}
+	return open_over(a, &o);
+}
+
+int htr_analysis_open_store(struct htr_analysis **out, struct htr_store *store,
+			    const struct htr_analysis_opts *opts)
 {
 	struct htr_analysis_opts o;
 	struct htr_analysis *a;
@@ -66,49 +144,13 @@ int htr_analysis_open(struct htr_analysis **out, const struct htr_file *file,
 	if (!a)
 		return HTR_ERR_NOMEM;
 	*out = a;
-	if (htr_abi__in(&o, sizeof(o), opts, htr_abi__size_of(opts),
-			ANALYSIS_OPTS_SIZE0) < 0)
-		return htr_err__set(&a->err, HTR_ERR_INVALID, "bad options "
-				    "size %zu", htr_abi__size_of(opts));
-	if (!file || !file->ok)
-		return htr_err__set(&a->err, HTR_ERR_INVALID, "no open .htr "
-				    "file");
-	a->file = file;
-	a->want = o.analyzers ? o.analyzers & HTR_ANALYZE_ALL : HTR_ANALYZE_ALL;
-	if (a->want & HTR_ANALYZE_SYMS)
-		a->want |= HTR_ANALYZE_TSC;
-	if (o.sidecar) {
-		a->sidecar = strdup(o.sidecar);
-	} else {
-		size_t n = strlen(file->path) + sizeof(".lmdb");
-
-		a->sidecar = malloc(n);
-		if (a->sidecar)
-			snprintf(a->sidecar, n, "%s.lmdb", file->path);
-	}
-	a->nchunks = (file->nblocks + HTR_TSC_CHUNK - 1) / HTR_TSC_CHUNK;
-	a->chunk = calloc(a->nchunks ? a->nchunks : 1, sizeof(*a->chunk));
-	a->chunk_len = calloc(a->nchunks ? a->nchunks : 1,
-			      sizeof(*a->chunk_len));
-	a->chunk_ok = calloc(a->nchunks ? a->nchunks : 1, 1);
-	if (!a->sidecar || !a->chunk || !a->chunk_len || !a->chunk_ok)
-		return htr_err__set(&a->err, HTR_ERR_NOMEM, "out of memory");
-	if (o.no_sidecar) {
-		snprintf(a->note, sizeof(a->note), "no sidecar requested");
-		rc = 1;
-	} else {
-		rc = htr_sidecar__open(a);
-		if (rc < 0)
-			return rc;
-	}
-	if (rc == 1) {
-		htr_sidecar__close(a);
-		rc = compute_in_memory(a);
-		if (rc < 0)
-			return rc;
-	}
-	htr_err__clear(&a->err);
-	return 0;
+	rc = read_opts(a, &o, opts);
+	if (rc < 0)
+		return rc;
+	if (!store || !store->file)
+		return htr_err__set(&a->err, HTR_ERR_INVALID, "no open store");
+	a->store = store;
+	return open_over(a, &o);
 }
 
 void htr_analysis_close(struct htr_analysis *a)
@@ -118,7 +160,8 @@ void htr_analysis_close(struct htr_analysis *a)
 	if (!a)
 		return;
 	htr_sym__free(a);
-	htr_sidecar__close(a);
+	if (a->store)
+		htr_sidecar__close(a);
 	if (a->mem_chunk)
 		for (i = 0; i < a->nchunks; i++)
 			free(a->mem_chunk[i]);
@@ -126,7 +169,8 @@ void htr_analysis_close(struct htr_analysis *a)
 	free(a->chunk);
 	free(a->chunk_len);
 	free(a->chunk_ok);
-	free(a->sidecar);
+	if (a->own_store)
+		htr_store_close(a->store);
 	free(a);
 }
 

@@ -18,6 +18,7 @@
 #include "htr/analyze.h"
 
 #include <lmdb.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -62,21 +63,43 @@ struct htr_an_name {
 	uint32_t *blocks;        /* in-memory mode: chronological list */
 };
 
+/*
+ * One LMDB environment per sidecar per process (htr/store.h).  Shared by
+ * threads: env, dbi[] and the strings never change after open; @lock
+ * guards the rest and serializes, within the process, computing and
+ * anything LMDB allows only without other transactions (map resizing).
+ * Across processes LMDB's write lock serializes computing.
+ */
+struct htr_store {
+	struct htr_err err;          /* open errors only */
+	const struct htr_file *file;
+	char *sidecar;
+	char note[512];              /* why in memory */
+	unsigned flags;              /* HTR_STORE_* */
+	MDB_env *env;                /* NULL in memory */
+	MDB_dbi dbi[HTR_DB_N];
+	bool readonly;               /* env opened MDB_RDONLY */
+	pthread_mutex_t lock;
+	pthread_mutex_t compute;     /* held by the one computing thread */
+	bool lock_ok;
+	size_t mapsize;              /* under lock */
+	unsigned active;             /* open txns of this process (lock) */
+};
+
 struct htr_analysis {
 	struct htr_err err;
 	const struct htr_file *file;
+	struct htr_store *store;
+	bool own_store;          /* opened by htr_analysis_open() */
 	unsigned want;           /* HTR_ANALYZE_* opened */
 	unsigned flags;          /* HTR_ANALYSIS_* */
-	char *sidecar;
+	const char *sidecar;     /* the store's */
 	char note[512];
 
 	/* Sidecar. */
-	MDB_env *env;
-	MDB_dbi dbi[HTR_DB_N];
-	bool readonly;           /* env opened MDB_RDONLY */
-	size_t mapsize;
 	MDB_txn *txn;            /* txn results are read through (read txn
 				  * after open; the write txn while computing) */
+	bool counted;            /* txn is counted in store->active */
 
 	/* TSC: per chunk, the value (map or heap) and whether it was checked. */
 	uint64_t nchunks;
@@ -136,13 +159,13 @@ void htr_sym__free(struct htr_analysis *a);
 
 /* --- Sidecar (sidecar.c) --- */
 
-/* Open (and create) the sidecar and bring the wanted analyzers up to
- * date; on success the handle reads through a read txn.  Returns 0;
- * 1 when the sidecar cannot be used (the note says why: the caller
- * computes in memory); or a negative htr_error. */
+/* Bring the wanted analyzers of @a->store up to date; on success the
+ * handle reads through its own read txn.  Returns 0; 1 when the sidecar
+ * cannot be used (the note says why: the caller computes in memory); or
+ * a negative htr_error. */
 int htr_sidecar__open(struct htr_analysis *a);
 
-/* Abort the read txn, close the env. */
+/* End the handle's read txn (the store stays open). */
 void htr_sidecar__close(struct htr_analysis *a);
 
 /* Fetch the stored TSC chunk @c through a->txn.  Returns 0,

@@ -11,6 +11,7 @@
  * write lock finds the work done when it re-checks.
  */
 #include "analyze.h"
+#include "abi.h"
 #include "symbols.h"
 #include "file.h"
 #include "format.h"
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define ID_MAGIC "HTRSIDE1"
 #define ID_LAYOUT 1u
@@ -84,6 +86,35 @@ static int is_unwritable(int mrc)
 	       mrc == EPERM || mrc == EDQUOT || mrc == EFBIG;
 }
 
+/*
+ * Begin a transaction on the store's environment, counted in st->active
+ * (txn_done() uncounts it).  When another process grew the map, LMDB
+ * wants the new size adopted while this process has no transaction open;
+ * with other handles reading that must wait (the error is returned).
+ */
+static int txn_begin(struct htr_store *st, unsigned flags, MDB_txn **txn)
+{
+	int mrc;
+
+	pthread_mutex_lock(&st->lock);
+	mrc = mdb_txn_begin(st->env, NULL, flags, txn);
+	if (mrc == MDB_MAP_RESIZED && !st->active) {
+		mdb_env_set_mapsize(st->env, 0);
+		mrc = mdb_txn_begin(st->env, NULL, flags, txn);
+	}
+	if (!mrc)
+		st->active++;
+	pthread_mutex_unlock(&st->lock);
+	return mrc;
+}
+
+static void txn_done(struct htr_store *st)
+{
+	pthread_mutex_lock(&st->lock);
+	st->active--;
+	pthread_mutex_unlock(&st->lock);
+}
+
 static int meta_get(MDB_txn *txn, MDB_dbi dbi, const char *key, MDB_val *v)
 {
 	MDB_val k;
@@ -129,7 +160,7 @@ static int identity_ok(struct htr_analysis *a, MDB_txn *txn)
 	MDB_val v;
 	int mrc;
 
-	mrc = meta_get(txn, a->dbi[HTR_DB_META], "identity", &v);
+	mrc = meta_get(txn, a->store->dbi[HTR_DB_META], "identity", &v);
 	if (mrc == MDB_NOTFOUND)
 		return 0;
 	if (mrc)
@@ -150,7 +181,7 @@ static int tsc_ok(struct htr_analysis *a, MDB_txn *txn)
 	const uint8_t *p;
 	int mrc;
 
-	mrc = meta_get(txn, a->dbi[HTR_DB_META], "tsc", &v);
+	mrc = meta_get(txn, a->store->dbi[HTR_DB_META], "tsc", &v);
 	if (mrc == MDB_NOTFOUND)
 		return 0;
 	if (mrc)
@@ -168,7 +199,7 @@ static int sym_ok(struct htr_analysis *a, MDB_txn *txn)
 	const uint8_t *p;
 	int mrc;
 
-	mrc = meta_get(txn, a->dbi[HTR_DB_META], "sym", &v);
+	mrc = meta_get(txn, a->store->dbi[HTR_DB_META], "sym", &v);
 	if (mrc == MDB_NOTFOUND)
 		return 0;
 	if (mrc)
@@ -240,7 +271,7 @@ static int tsc_emit(void *ctx, uint64_t chunk, const uint8_t *buf, size_t len)
 	k.mv_size = 4;
 	v.mv_data = (void *) buf;
 	v.mv_size = len;
-	s->mrc = mdb_put(s->txn, s->a->dbi[HTR_DB_TSC], &k, &v, MDB_APPEND);
+	s->mrc = mdb_put(s->txn, s->a->store->dbi[HTR_DB_TSC], &k, &v, MDB_APPEND);
 	if (s->mrc)
 		return mdb_fail(s->a, s->mrc, "storing TSC results");
 	s->bytes += len;
@@ -252,11 +283,11 @@ static int drop_tsc(struct htr_analysis *a, MDB_txn *txn)
 	MDB_val k;
 	int mrc;
 
-	mrc = mdb_drop(txn, a->dbi[HTR_DB_TSC], 0);
+	mrc = mdb_drop(txn, a->store->dbi[HTR_DB_TSC], 0);
 	k.mv_data = (void *) "tsc";
 	k.mv_size = 3;
 	if (!mrc)
-		mrc = mdb_del(txn, a->dbi[HTR_DB_META], &k, NULL);
+		mrc = mdb_del(txn, a->store->dbi[HTR_DB_META], &k, NULL);
 	return mrc == MDB_NOTFOUND ? 0 : mrc;
 }
 
@@ -267,13 +298,13 @@ static int drop_sym(struct htr_analysis *a, MDB_txn *txn)
 	size_t i;
 	int mrc;
 
-	mrc = mdb_drop(txn, a->dbi[HTR_DB_NAMES], 0);
+	mrc = mdb_drop(txn, a->store->dbi[HTR_DB_NAMES], 0);
 	if (!mrc)
-		mrc = mdb_drop(txn, a->dbi[HTR_DB_BLOCKS], 0);
+		mrc = mdb_drop(txn, a->store->dbi[HTR_DB_BLOCKS], 0);
 	for (i = 0; !mrc && i < 2; i++) {
 		k.mv_data = (void *) keys[i];
 		k.mv_size = strlen(keys[i]);
-		mrc = mdb_del(txn, a->dbi[HTR_DB_META], &k, NULL);
+		mrc = mdb_del(txn, a->store->dbi[HTR_DB_META], &k, NULL);
 		if (mrc == MDB_NOTFOUND)
 			mrc = 0;
 	}
@@ -327,7 +358,7 @@ static int store_sym(struct htr_analysis *a, MDB_txn *txn, int *mrcp)
 		k.mv_size = n->key_len;
 		v.mv_data = val;
 		v.mv_size = need;
-		mrc = mdb_put(txn, a->dbi[HTR_DB_NAMES], &k, &v, MDB_APPEND);
+		mrc = mdb_put(txn, a->store->dbi[HTR_DB_NAMES], &k, &v, MDB_APPEND);
 		th = table_hash(th, n->key, n->key_len, val, need);
 		bytes += need;
 		/* The block list, in pieces keyed by name key + be32 piece. */
@@ -344,7 +375,7 @@ static int store_sym(struct htr_analysis *a, MDB_txn *txn, int *mrcp)
 			k.mv_size = n->key_len + 4;
 			v.mv_data = NULL;
 			v.mv_size = 8 + cnt * 4;
-			mrc = mdb_put(txn, a->dbi[HTR_DB_BLOCKS], &k, &v,
+			mrc = mdb_put(txn, a->store->dbi[HTR_DB_BLOCKS], &k, &v,
 				      MDB_RESERVE);
 			if (mrc)
 				break;
@@ -364,7 +395,7 @@ static int store_sym(struct htr_analysis *a, MDB_txn *txn, int *mrcp)
 					    "out of memory");
 		for (i = 0; i <= a->nfuncs; i++)
 			htr_disk__put_le(map + 4 * i, a->func_name[i], 4);
-		mrc = meta_put(txn, a->dbi[HTR_DB_META], "sym.funcmap", map,
+		mrc = meta_put(txn, a->store->dbi[HTR_DB_META], "sym.funcmap", map,
 			       (a->nfuncs + 1) * 4);
 		th = table_hash(th, "sym.funcmap", 11, map,
 				(a->nfuncs + 1) * 4);
@@ -380,11 +411,11 @@ static int store_sym(struct htr_analysis *a, MDB_txn *txn, int *mrcp)
 		htr_disk__put_le(rec + 16, a->nfuncs, 8);
 		htr_disk__put_le(rec + 24, bytes, 8);
 		htr_disk__put_le(rec + 32, th, 8);
-		mrc = meta_put(txn, a->dbi[HTR_DB_META], "sym", rec,
+		mrc = meta_put(txn, a->store->dbi[HTR_DB_META], "sym", rec,
 			       sizeof(rec));
 	}
 	if (!mrc)
-		mrc = bump_counter(txn, a->dbi[HTR_DB_META], "count.sym");
+		mrc = bump_counter(txn, a->store->dbi[HTR_DB_META], "count.sym");
 	*mrcp = mrc;
 	return mrc ? mdb_fail(a, mrc, "storing the symbol index") : 0;
 }
@@ -398,24 +429,13 @@ static int update(struct htr_analysis *a, int *mrcp)
 {
 	MDB_txn *txn = NULL;
 	uint8_t id[ID_SIZE], rec[TSC_REC_SIZE];
-	int mrc, rc = 0, ok, i;
+	int mrc, rc = 0, ok;
 
 	*mrcp = 0;
-	mrc = mdb_txn_begin(a->env, NULL, 0, &txn);
-	if (mrc == MDB_MAP_RESIZED) {
-		mdb_env_set_mapsize(a->env, 0);
-		mrc = mdb_txn_begin(a->env, NULL, 0, &txn);
-	}
+	mrc = txn_begin(a->store, 0, &txn);
 	if (mrc) {
 		*mrcp = mrc;
 		return mdb_fail(a, mrc, "starting a write transaction");
-	}
-	for (i = 0; i < HTR_DB_N; i++) {
-		mrc = mdb_dbi_open(txn, db_names[i], MDB_CREATE, &a->dbi[i]);
-		if (mrc) {
-			rc = mdb_fail(a, mrc, "opening its databases");
-			goto fail;
-		}
 	}
 	/* Re-check inside the transaction: another process may have done
 	 * the work while we waited for the write lock. */
@@ -431,7 +451,7 @@ static int update(struct htr_analysis *a, int *mrcp)
 			mrc = drop_sym(a, txn);
 		identity(a->file, id);
 		if (!mrc)
-			mrc = meta_put(txn, a->dbi[HTR_DB_META], "identity", id,
+			mrc = meta_put(txn, a->store->dbi[HTR_DB_META], "identity", id,
 				       ID_SIZE);
 		if (mrc) {
 			rc = mdb_fail(a, mrc, "resetting");
@@ -466,10 +486,10 @@ static int update(struct htr_analysis *a, int *mrcp)
 		htr_disk__put_le(rec + 4, HTR_TSC_CHUNK, 4);
 		htr_disk__put_le(rec + 8, nchunks_of(a->file), 8);
 		htr_disk__put_le(rec + 16, s.bytes, 8);
-		mrc = meta_put(txn, a->dbi[HTR_DB_META], "tsc", rec,
+		mrc = meta_put(txn, a->store->dbi[HTR_DB_META], "tsc", rec,
 			       sizeof(rec));
 		if (!mrc)
-			mrc = bump_counter(txn, a->dbi[HTR_DB_META],
+			mrc = bump_counter(txn, a->store->dbi[HTR_DB_META],
 					   "count.tsc");
 		if (mrc) {
 			rc = mdb_fail(a, mrc, "storing TSC results");
@@ -501,6 +521,7 @@ static int update(struct htr_analysis *a, int *mrcp)
 	a->txn = NULL;
 	htr_tsc__forget(a);
 	mrc = mdb_txn_commit(txn);
+	txn_done(a->store);
 	if (mrc) {
 		*mrcp = mrc;
 		return mdb_fail(a, mrc, "committing");
@@ -511,6 +532,7 @@ fail:
 	htr_tsc__forget(a);
 	htr_sym__free(a);
 	mdb_txn_abort(txn);
+	txn_done(a->store);
 	*mrcp = mrc;
 	return rc;
 }
@@ -524,7 +546,7 @@ static int load_sym(struct htr_analysis *a)
 	uint64_t nnames, i, want_h, th = HTR_HASH_SEED;
 	int mrc;
 
-	mrc = meta_get(a->txn, a->dbi[HTR_DB_META], "sym", &v);
+	mrc = meta_get(a->txn, a->store->dbi[HTR_DB_META], "sym", &v);
 	if (mrc)
 		return mdb_fail(a, mrc, "reading the sym record");
 	p = v.mv_data;
@@ -534,7 +556,7 @@ static int load_sym(struct htr_analysis *a)
 	a->nfuncs = a->file->nfuncs;
 	if (nnames > a->file->nfuncs + 1)
 		goto corrupt;
-	mrc = meta_get(a->txn, a->dbi[HTR_DB_META], "sym.funcmap", &v);
+	mrc = meta_get(a->txn, a->store->dbi[HTR_DB_META], "sym.funcmap", &v);
 	if (mrc == MDB_NOTFOUND || (!mrc && v.mv_size != (a->nfuncs + 1) * 4))
 		goto corrupt;
 	if (mrc)
@@ -550,7 +572,7 @@ static int load_sym(struct htr_analysis *a)
 		if (a->func_name[i] >= nnames && a->func_name[i] != UINT32_MAX)
 			goto corrupt;
 	}
-	mrc = mdb_cursor_open(a->txn, a->dbi[HTR_DB_NAMES], &cur);
+	mrc = mdb_cursor_open(a->txn, a->store->dbi[HTR_DB_NAMES], &cur);
 	if (mrc)
 		return mdb_fail(a, mrc, "reading the symbol index");
 	i = 0;
@@ -611,114 +633,39 @@ corrupt:
 static int try_read(struct htr_analysis *a)
 {
 	MDB_txn *txn = NULL;
-	int mrc, rc, i;
+	int mrc, rc;
 
-	mrc = mdb_txn_begin(a->env, NULL, MDB_RDONLY, &txn);
-	if (mrc == MDB_MAP_RESIZED) {
-		mdb_env_set_mapsize(a->env, 0);
-		mrc = mdb_txn_begin(a->env, NULL, MDB_RDONLY, &txn);
-	}
+	mrc = txn_begin(a->store, MDB_RDONLY, &txn);
 	if (mrc)
 		return mdb_fail(a, mrc, "starting a read transaction");
-	for (i = 0; i < HTR_DB_N; i++) {
-		mrc = mdb_dbi_open(txn, db_names[i], 0, &a->dbi[i]);
-		if (mrc == MDB_NOTFOUND) {
-			mdb_txn_abort(txn);
-			return 0;
-		}
-		if (mrc) {
-			mdb_txn_abort(txn);
-			return mdb_fail(a, mrc, "opening its databases");
-		}
-	}
 	rc = all_ok(a, txn);
 	if (rc <= 0) {
 		mdb_txn_abort(txn);
+		txn_done(a->store);
 		return rc;
 	}
 	a->txn = txn;
+	a->counted = true;
 	htr_tsc__forget(a);
 	if (a->want & HTR_ANALYZE_SYMS) {
 		rc = load_sym(a);
 		if (rc < 0) {
-			a->txn = NULL;
-			mdb_txn_abort(txn);
+			htr_sidecar__close(a);
 			return rc;
 		}
 	}
 	return 1;
 }
 
-/* Opening the environment; 1: unusable (note set), 0, or negative. */
-static int open_env(struct htr_analysis *a)
-{
-	static const unsigned modes[] = { 0, MDB_RDONLY,
-					  MDB_RDONLY | MDB_NOLOCK };
-	char data[4200];
-	struct stat sb;
-	MDB_envinfo info;
-	MDB_stat ms;
-	size_t m;
-	int mrc = 0;
-
-	if (mkdir(a->sidecar, 0777) < 0 && errno != EEXIST) {
-		snprintf(a->note, sizeof(a->note), "%s: cannot create: %s",
-			 a->sidecar, strerror(errno));
-		return 1;
-	}
-	/* Room for the results, grown on demand (MDB_MAP_FULL). */
-	a->mapsize = (size_t) 64 << 20;
-	if ((size_t) a->file->nblocks * 48 > a->mapsize)
-		a->mapsize = (size_t) a->file->nblocks * 48;
-	for (m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
-		mrc = mdb_env_create(&a->env);
-		if (mrc)
-			return mdb_fail(a, mrc, "creating the environment");
-		mdb_env_set_maxdbs(a->env, HTR_DB_N);
-		mdb_env_set_mapsize(a->env, a->mapsize);
-		mrc = mdb_env_open(a->env, a->sidecar, MDB_NOTLS | modes[m],
-				   0666);
-		if (!mrc)
-			break;
-		mdb_env_close(a->env);
-		a->env = NULL;
-		if (is_corrupt(mrc))
-			return mdb_fail(a, mrc, "opening");
-		if (!is_unwritable(mrc) && mrc != ENOENT)
-			break;
-	}
-	if (!a->env) {
-		snprintf(a->note, sizeof(a->note), "%s: cannot open: %s",
-			 a->sidecar, mdb_strerror(mrc));
-		return 1;
-	}
-	a->readonly = modes[m] & MDB_RDONLY;
-	/* A truncated data file would fault when its pages are touched:
-	 * compare the last page in use with the file's size first. */
-	snprintf(data, sizeof(data), "%s/data.mdb", a->sidecar);
-	if (mdb_env_info(a->env, &info) || mdb_env_stat(a->env, &ms) ||
-	    stat(data, &sb) < 0)
-		return htr_err__sys(&a->err, "%s: cannot inspect", a->sidecar);
-	if (((uint64_t) info.me_last_pgno + 1) * ms.ms_psize >
-	    (uint64_t) sb.st_size)
-		return htr_err__set(&a->err, HTR_ERR_CORRUPT, "%s: data.mdb is "
-				    "truncated (%llu bytes, %llu in use); "
-				    "remove the sidecar to recompute",
-				    a->sidecar, (unsigned long long) sb.st_size,
-				    (unsigned long long) (info.me_last_pgno + 1) *
-				    ms.ms_psize);
-	if (info.me_mapsize > a->mapsize)
-		a->mapsize = info.me_mapsize;
-	return 0;
-}
-
 int htr_sidecar__open(struct htr_analysis *a)
 {
+	struct htr_store *st = a->store;
 	int rc, mrc, tries;
 
-	rc = open_env(a);
-	if (rc)
-		return rc;
+	if (!st->env) {
+		snprintf(a->note, sizeof(a->note), "%s", st->note);
+		return 1;
+	}
 	rc = try_read(a);
 	if (rc < 0)
 		return rc;
@@ -726,31 +673,50 @@ int htr_sidecar__open(struct htr_analysis *a)
 		a->flags |= HTR_ANALYSIS_RELOADED;
 		return 0;
 	}
-	if (a->readonly) {
+	if (st->readonly) {
 		snprintf(a->note, sizeof(a->note), "%s: read-only and out of "
 			 "date", a->sidecar);
 		return 1;
 	}
+	/* One computing thread per process; the others wait here and then
+	 * find the work done (update() re-checks in its transaction). */
+	pthread_mutex_lock(&st->compute);
 	for (tries = 0; ; tries++) {
 		rc = update(a, &mrc);
 		if (rc == 0)
 			break;
 		if (mrc == MDB_MAP_FULL && tries < 40) {
-			/* Grow the map and redo the whole transaction. */
-			a->mapsize *= 2;
-			mrc = mdb_env_set_mapsize(a->env, a->mapsize);
-			if (mrc)
-				return mdb_fail(a, mrc, "growing the map");
-			a->flags &= ~HTR_ANALYSIS_COMPUTED;
-			continue;
+			/* Grow the map and redo the whole transaction; LMDB
+			 * allows it only while this process has no other
+			 * transaction open. */
+			pthread_mutex_lock(&st->lock);
+			mrc = st->active ? MDB_MAP_FULL :
+			      mdb_env_set_mapsize(st->env, st->mapsize * 2);
+			if (!mrc)
+				st->mapsize *= 2;
+			pthread_mutex_unlock(&st->lock);
+			if (!mrc) {
+				a->flags &= ~HTR_ANALYSIS_COMPUTED;
+				continue;
+			}
+		}
+		if (mrc == MDB_MAP_FULL) {
+			rc = htr_err__set(&a->err, HTR_ERR_IO, "%s: the map is "
+					  "full and other handles of this "
+					  "process are reading; close them and "
+					  "retry", a->sidecar);
+			break;
 		}
 		if (is_unwritable(mrc)) {
 			snprintf(a->note, sizeof(a->note), "%s: cannot write: "
 				 "%s", a->sidecar, mdb_strerror(mrc));
-			return 1;
+			rc = 1;
 		}
-		return rc;
+		break;
 	}
+	pthread_mutex_unlock(&st->compute);
+	if (rc)
+		return rc;
 	rc = try_read(a);
 	if (rc < 0)
 		return rc;
@@ -768,9 +734,280 @@ void htr_sidecar__close(struct htr_analysis *a)
 	if (a->txn)
 		mdb_txn_abort(a->txn);
 	a->txn = NULL;
-	if (a->env)
-		mdb_env_close(a->env);
-	a->env = NULL;
+	if (a->counted)
+		txn_done(a->store);
+	a->counted = false;
+}
+
+/* --- the store: one environment per sidecar per process --- */
+
+void htr_store_opts_init_size(struct htr_store_opts *opts, size_t size)
+{
+	htr_abi__init(opts, size);
+}
+
+static int store_fail(struct htr_store *st, int mrc, const char *what)
+{
+	if (mrc == ENOMEM)
+		return htr_err__set(&st->err, HTR_ERR_NOMEM, "out of memory");
+	if (is_corrupt(mrc))
+		return htr_err__set(&st->err, HTR_ERR_CORRUPT, "%s: %s: corrupt "
+				    "sidecar (%s); remove it to recompute",
+				    st->sidecar, what, mdb_strerror(mrc));
+	return htr_err__set(&st->err, HTR_ERR_IO, "%s: %s: %s", st->sidecar,
+			    what, mdb_strerror(mrc));
+}
+
+/* Open or create the named databases once: LMDB wants dbi handles opened
+ * by one transaction at a time per process, so readers never open them.
+ * 1: they are missing in a read-only sidecar (it is out of date). */
+static int open_dbs(struct htr_store *st)
+{
+	MDB_txn *txn = NULL;
+	int mrc, i;
+
+	mrc = txn_begin(st, st->readonly ? MDB_RDONLY : 0, &txn);
+	if (mrc) {
+		if (is_unwritable(mrc))
+			goto unwritable;
+		return store_fail(st, mrc, "starting a transaction");
+	}
+	for (i = 0; i < HTR_DB_N; i++) {
+		mrc = mdb_dbi_open(txn, db_names[i],
+				   st->readonly ? 0 : MDB_CREATE, &st->dbi[i]);
+		if (mrc)
+			break;
+	}
+	if (!mrc)
+		mrc = mdb_txn_commit(txn);
+	else
+		mdb_txn_abort(txn);
+	txn_done(st);
+	if (mrc == MDB_NOTFOUND && st->readonly) {
+		snprintf(st->note, sizeof(st->note), "%s: read-only and out "
+			 "of date", st->sidecar);
+		return 1;
+	}
+	if (is_unwritable(mrc))
+		goto unwritable;
+	return mrc ? store_fail(st, mrc, "opening its databases") : 0;
+unwritable:
+	snprintf(st->note, sizeof(st->note), "%s: cannot write: %s",
+		 st->sidecar, mdb_strerror(mrc));
+	return 1;
+}
+
+/* Opening the environment; 1: unusable (note set), 0, or negative. */
+static int open_env(struct htr_store *st, uint64_t nblocks)
+{
+	static const unsigned modes[] = { 0, MDB_RDONLY,
+					  MDB_RDONLY | MDB_NOLOCK };
+	char data[4200];
+	struct stat sb;
+	MDB_envinfo info;
+	MDB_stat ms;
+	size_t m;
+	int mrc = 0;
+
+	if (mkdir(st->sidecar, 0777) < 0 && errno != EEXIST) {
+		snprintf(st->note, sizeof(st->note), "%s: cannot create: %s",
+			 st->sidecar, strerror(errno));
+		return 1;
+	}
+	/* Room for the results.  The map is address space, not memory or
+	 * disk, and growing it later needs every other transaction of the
+	 * process closed, which a shared store cannot promise: be
+	 * generous once. */
+	st->mapsize = (size_t) 1 << 32;
+	if ((size_t) nblocks * 64 > st->mapsize)
+		st->mapsize = (size_t) nblocks * 64;
+	for (m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		mrc = mdb_env_create(&st->env);
+		if (mrc)
+			return store_fail(st, mrc, "creating the environment");
+		mdb_env_set_maxdbs(st->env, HTR_DB_N);
+		mdb_env_set_mapsize(st->env, st->mapsize);
+		/* MDB_NOTLS: read transactions belong to handles, not to
+		 * threads, so one thread may hold several and a handle may
+		 * move between threads. */
+		mrc = mdb_env_open(st->env, st->sidecar, MDB_NOTLS | modes[m],
+				   0666);
+		if (!mrc)
+			break;
+		mdb_env_close(st->env);
+		st->env = NULL;
+		if (is_corrupt(mrc))
+			return store_fail(st, mrc, "opening");
+		if (!is_unwritable(mrc) && mrc != ENOENT)
+			break;
+	}
+	if (!st->env) {
+		snprintf(st->note, sizeof(st->note), "%s: cannot open: %s",
+			 st->sidecar, mdb_strerror(mrc));
+		return 1;
+	}
+	st->readonly = modes[m] & MDB_RDONLY;
+	/* A truncated data file would fault when its pages are touched:
+	 * compare the last page in use with the file's size first. */
+	snprintf(data, sizeof(data), "%s/data.mdb", st->sidecar);
+	if (mdb_env_info(st->env, &info) || mdb_env_stat(st->env, &ms) ||
+	    stat(data, &sb) < 0)
+		return htr_err__sys(&st->err, "%s: cannot inspect", st->sidecar);
+	if (((uint64_t) info.me_last_pgno + 1) * ms.ms_psize >
+	    (uint64_t) sb.st_size)
+		return htr_err__set(&st->err, HTR_ERR_CORRUPT, "%s: data.mdb is "
+				    "truncated (%llu bytes, %llu in use); "
+				    "remove the sidecar to recompute",
+				    st->sidecar, (unsigned long long) sb.st_size,
+				    (unsigned long long) (info.me_last_pgno + 1) *
+				    ms.ms_psize);
+	if (info.me_mapsize > st->mapsize)
+		st->mapsize = info.me_mapsize;
+	return open_dbs(st);
+}
+
+int htr_store_open(struct htr_store **out, const struct htr_file *file,
+		   const struct htr_store_opts *opts)
+{
+	struct htr_store_opts o;
+	struct htr_file_info fi;
+	struct htr_store *st;
+	int rc;
+
+	if (!out)
+		return HTR_ERR_INVALID;
+	*out = NULL;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return HTR_ERR_NOMEM;
+	*out = st;
+	if (pthread_mutex_init(&st->lock, NULL))
+		return htr_err__set(&st->err, HTR_ERR_NOMEM, "cannot create "
+				    "a mutex");
+	if (pthread_mutex_init(&st->compute, NULL)) {
+		pthread_mutex_destroy(&st->lock);
+		return htr_err__set(&st->err, HTR_ERR_NOMEM, "cannot create "
+				    "a mutex");
+	}
+	st->lock_ok = true;
+	if (htr_abi__in(&o, sizeof(o), opts, htr_abi__size_of(opts),
+			HTR_ABI_SIZE0(struct htr_store_opts, no_sidecar)) < 0)
+		return htr_err__set(&st->err, HTR_ERR_INVALID, "bad options "
+				    "size %zu", htr_abi__size_of(opts));
+	memset(&fi, 0, sizeof(fi));
+	if (htr_file_info(file, &fi, sizeof(fi)) < 0)
+		return htr_err__set(&st->err, HTR_ERR_INVALID, "no open .htr "
+				    "file");
+	st->file = file;
+	if (o.sidecar) {
+		st->sidecar = strdup(o.sidecar);
+	} else {
+		const char *path = file->path ? file->path : "";
+		size_t n = strlen(path) + sizeof(".lmdb");
+
+		st->sidecar = malloc(n);
+		if (st->sidecar)
+			snprintf(st->sidecar, n, "%s.lmdb", path);
+	}
+	if (!st->sidecar)
+		return htr_err__set(&st->err, HTR_ERR_NOMEM, "out of memory");
+	if (o.no_sidecar) {
+		snprintf(st->note, sizeof(st->note), "no sidecar requested");
+		rc = 1;
+	} else {
+		rc = open_env(st, fi.nblocks);
+		if (rc < 0)
+			return rc;
+	}
+	if (rc == 1) {
+		if (st->env)
+			mdb_env_close(st->env);
+		st->env = NULL;
+		st->flags |= HTR_STORE_IN_MEMORY;
+	}
+	htr_err__clear(&st->err);
+	return 0;
+}
+
+void htr_store_close(struct htr_store *st)
+{
+	if (!st)
+		return;
+	if (st->env)
+		mdb_env_close(st->env);
+	if (st->lock_ok) {
+		pthread_mutex_destroy(&st->lock);
+		pthread_mutex_destroy(&st->compute);
+	}
+	free(st->sidecar);
+	free(st);
+}
+
+const char *htr_store_last_error(const struct htr_store *st)
+{
+	return st ? st->err.msg : "";
+}
+
+unsigned htr_store_flags(const struct htr_store *st)
+{
+	return st ? st->flags : 0;
+}
+
+const char *htr_store_note(const struct htr_store *st)
+{
+	return st ? st->note : "";
+}
+
+const char *htr_store_sidecar(const struct htr_store *st)
+{
+	return st && st->sidecar ? st->sidecar : "";
+}
+
+struct reader_count {
+	char pid[32];
+	uint32_t all, mine;
+};
+
+/* One line per reader slot in use (after a header line). */
+static int count_reader(const char *msg, void *ctx)
+{
+	struct reader_count *c = ctx;
+	const char *p = msg;
+
+	while (*p == ' ')
+		p++;
+	if (*p < '0' || *p > '9')
+		return 0;
+	c->all++;
+	if (!strncmp(p, c->pid, strlen(c->pid)) &&
+	    p[strlen(c->pid)] == ' ')
+		c->mine++;
+	return 0;
+}
+
+int htr_store_info(const struct htr_store *st, struct htr_store_info *info,
+		   size_t size)
+{
+	struct htr_store_info si;
+	struct reader_count c;
+	unsigned maxr = 0;
+
+	if (!st || !info)
+		return HTR_ERR_INVALID;
+	memset(&si, 0, sizeof(si));
+	if (st->env) {
+		memset(&c, 0, sizeof(c));
+		snprintf(c.pid, sizeof(c.pid), "%ld", (long) getpid());
+		if (mdb_reader_list(st->env, count_reader, &c) < 0 ||
+		    mdb_env_get_maxreaders(st->env, &maxr))
+			return HTR_ERR_IO;
+		si.max_readers = maxr;
+		si.readers = c.all;
+		si.process_readers = c.mine;
+	}
+	return htr_abi__out(info, size, &si, sizeof(si),
+			    HTR_ABI_SIZE0(struct htr_store_info,
+					  process_readers));
 }
 
 int htr_sidecar__tsc_chunk(struct htr_analysis *a, uint64_t c,
@@ -783,7 +1020,7 @@ int htr_sidecar__tsc_chunk(struct htr_analysis *a, uint64_t c,
 	put_be32(kb, (uint32_t) c);
 	k.mv_data = kb;
 	k.mv_size = 4;
-	mrc = mdb_get(a->txn, a->dbi[HTR_DB_TSC], &k, &val);
+	mrc = mdb_get(a->txn, a->store->dbi[HTR_DB_TSC], &k, &val);
 	if (mrc == MDB_NOTFOUND)
 		return htr_err__set(&a->err, HTR_ERR_CORRUPT, "%s: TSC chunk "
 				    "%llu is missing; remove the sidecar to "
@@ -815,7 +1052,7 @@ int htr_sidecar__blocks(struct htr_analysis *a, const struct htr_an_name *n,
 		put_be32(key + n->key_len, piece);
 		k.mv_data = key;
 		k.mv_size = n->key_len + 4;
-		mrc = mdb_get(a->txn, a->dbi[HTR_DB_BLOCKS], &k, &v);
+		mrc = mdb_get(a->txn, a->store->dbi[HTR_DB_BLOCKS], &k, &v);
 		if (mrc == MDB_NOTFOUND || (!mrc && (v.mv_size != 8 + cnt * 4 ||
 		    htr_disk__get_le(v.mv_data, 8) != piece_hash(key, k.mv_size,
 				(const uint8_t *) v.mv_data + 8, cnt * 4))))

@@ -300,3 +300,54 @@ Test(abi, analysis_opts)
 	}
 	htr_file_close(f);
 }
+
+static void init_store(void *p, size_t size)
+{
+	htr_store_opts_init_size(p, size);
+}
+
+static int call_store_info(void *ctx, void *p, size_t size)
+{
+	return htr_store_info(ctx, p, size);
+}
+
+Test(abi, store_opts_and_info)
+{
+	size_t size0 = SIZE0(struct htr_store_opts, no_sidecar);
+	size_t sizes[4] = { size0 - 1, size0, sizeof(struct htr_store_opts),
+			    sizeof(struct htr_store_opts) + GROW };
+	struct htr_file *f = open_sample();
+	char side[300];
+	size_t k, s;
+
+	for (s = sizeof(size_t); s <= sizeof(struct htr_store_opts) + 8; s++)
+		check_init("htr_store_opts_init_size", s, init_store);
+	snprintf(side, sizeof(side), "%s/sample.lmdb", dir);
+	for (k = 0; k < 4; k++) {
+		unsigned char *b = buf_of(sizes[k]);
+		struct htr_store_opts o;
+		struct htr_store *st = NULL;
+		int rc;
+
+		htr_store_opts_init_size((void *) b, sizes[k]);
+		if (k) {
+			memcpy(&o, b, size0);
+			o.sidecar = side;
+			memcpy(b, &o, size0);
+		}
+		rc = htr_store_open(&st, f, (void *) b);
+		cr_assert_eq(rc, k ? 0 : HTR_ERR_INVALID, "size %zu: %d %s",
+			     sizes[k], rc, htr_store_last_error(st));
+		if (k) {
+			cr_assert_eq(htr_store_flags(st), 0, "%s",
+				     htr_store_note(st));
+			check_out("htr_store_info",
+				  SIZE0(struct htr_store_info, process_readers),
+				  sizeof(struct htr_store_info),
+				  call_store_info, st);
+		}
+		htr_store_close(st);
+		free(b);
+	}
+	htr_file_close(f);
+}

@@ -16,6 +16,7 @@
 #include <inttypes.h>
 #include <libiberty/demangle.h>
 #include <lmdb.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -799,5 +800,164 @@ Test(analyze, names_refresh)
 	cr_assert_null(strstr(name, "+0x"), "%s", name);
 	htr_analysis_close(a);
 	htr_file_close(f);
+	truth_free(&t);
+}
+
+/* --- one store per process, readers per thread --- */
+
+#define NTHREADS 6
+
+struct reader_arg {
+	struct htr_store *store;
+	const struct truth *t;
+	const struct expect *e;
+	pthread_barrier_t *bar;
+	int rc;                 /* 0 ok, else what went wrong */
+	char msg[256];
+};
+
+static void *reader_thread(void *p)
+{
+	struct reader_arg *r = p;
+	struct htr_analysis *a = NULL;
+	size_t i;
+
+	if (htr_analysis_open_store(&a, r->store, NULL) < 0) {
+		r->rc = 1;
+		snprintf(r->msg, sizeof(r->msg), "%s",
+			 htr_analysis_last_error(a));
+	}
+	/* Every thread holds its handle (its reader slot) here. */
+	pthread_barrier_wait(r->bar);
+	pthread_barrier_wait(r->bar);
+	for (i = 0; !r->rc && i < r->t->nblocks; i++) {
+		uint64_t total, children;
+		const char *name;
+
+		if (htr_tsc_get(a, (uint32_t) i, &total, &children, NULL) < 0 ||
+		    htr_block_name(a, (uint32_t) i, &name) < 0) {
+			r->rc = 2;
+			snprintf(r->msg, sizeof(r->msg), "block %zu: %s", i,
+				 htr_analysis_last_error(a));
+		} else if (total != r->e->total[i] ||
+			   children != r->e->children[i] ||
+			   strcmp(name, r->e->name[i])) {
+			r->rc = 3;
+			snprintf(r->msg, sizeof(r->msg), "block %zu misread", i);
+		}
+	}
+	htr_analysis_close(a);
+	return NULL;
+}
+
+static struct htr_store_info store_info(struct htr_store *s)
+{
+	struct htr_store_info si;
+
+	cr_assert_eq(htr_store_info(s, &si, sizeof(si)), 0);
+	return si;
+}
+
+/*
+ * Threads of one process read through one store (one LMDB environment)
+ * while another process computes the same results: each handle holds one
+ * reader slot of this process, every figure is the truth's, and the
+ * analyzers were computed once in all.  Closing one handle does not
+ * disturb another's reads (two environments in one process would: LMDB's
+ * locks are per process).
+ */
+Test(analyze, one_store_many_threads, .timeout = 600)
+{
+	struct synth_opts o;
+	struct truth t;
+	struct expect e;
+	struct htr_file *f;
+	struct htr_store *s = NULL;
+	struct htr_analysis *a1 = NULL, *a2 = NULL;
+	struct reader_arg ra[NTHREADS];
+	pthread_t th[NTHREADS];
+	pthread_barrier_t bar;
+	struct htr_store_info si;
+	char side[300];
+	int go[2], status, k;
+	pid_t pid;
+	uint64_t total;
+
+	synth_opts_init(&o);
+	o.scenario = SYNTH_MIXED;
+	o.seed = 15;
+	o.insns = 300000;
+	make(&o, "st", NULL, &t);
+	expect_init(&e, &t);
+	snprintf(side, sizeof(side), "%s/st.htr.lmdb", dir);
+	f = open_file("st.htr");
+	cr_assert_eq(htr_store_open(&s, f, NULL), 0, "%s",
+		     htr_store_last_error(s));
+	cr_assert_eq(htr_store_flags(s), 0, "%s", htr_store_note(s));
+	cr_assert_str_eq(htr_store_sidecar(s), side);
+	si = store_info(s);
+	cr_assert_eq(si.process_readers, 0);
+	cr_assert_gt(si.max_readers, NTHREADS);
+
+	/* The other process: computes through its own store. */
+	cr_assert_eq(pipe(go), 0);
+	pid = fork();
+	cr_assert_neq(pid, -1);
+	if (pid == 0) {
+		char c;
+
+		close(go[1]);
+		if (read(go[0], &c, 1) != 0)
+			_exit(3);
+		probe(&t, &e, "st.htr", 1);
+	}
+	close(go[0]);
+	cr_assert_eq(pthread_barrier_init(&bar, NULL, NTHREADS + 1), 0);
+	close(go[1]);
+	for (k = 0; k < NTHREADS; k++) {
+		memset(&ra[k], 0, sizeof(ra[k]));
+		ra[k].store = s;
+		ra[k].t = &t;
+		ra[k].e = &e;
+		ra[k].bar = &bar;
+		cr_assert_eq(pthread_create(&th[k], NULL, reader_thread,
+					    &ra[k]), 0);
+	}
+	pthread_barrier_wait(&bar);
+	/* Each handle holds exactly one slot, in this process's name. */
+	si = store_info(s);
+	cr_assert_eq(si.process_readers, NTHREADS, "%u reader slots",
+		     si.process_readers);
+	cr_assert_geq(si.readers, NTHREADS);
+	pthread_barrier_wait(&bar);
+	for (k = 0; k < NTHREADS; k++) {
+		cr_assert_eq(pthread_join(th[k], NULL), 0);
+		cr_assert_eq(ra[k].rc, 0, "thread %d: %s", k, ra[k].msg);
+	}
+	pthread_barrier_destroy(&bar);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		  "other process: status %#x", status);
+	si = store_info(s);
+	cr_assert_eq(si.process_readers, 0);
+	cr_assert_eq(counter(side, "count.tsc"), 1);
+	cr_assert_eq(counter(side, "count.sym"), 1);
+
+	/* Two handles, one closed: the other keeps reading. */
+	cr_assert_eq(htr_analysis_open_store(&a1, s, NULL), 0);
+	cr_assert_eq(htr_analysis_open_store(&a2, s, NULL), 0);
+	cr_assert(htr_analysis_flags(a2) & HTR_ANALYSIS_RELOADED);
+	cr_assert_eq(store_info(s).process_readers, 2);
+	htr_analysis_close(a1);
+	cr_assert_eq(store_info(s).process_readers, 1);
+	for (k = 0; k < (int) t.nblocks; k++) {
+		cr_assert_eq(htr_tsc_get(a2, (uint32_t) k, &total, NULL, NULL),
+			     0);
+		cr_assert_eq(total, e.total[k]);
+	}
+	htr_analysis_close(a2);
+	htr_store_close(s);
+	htr_file_close(f);
+	expect_free(&e, &t);
 	truth_free(&t);
 }

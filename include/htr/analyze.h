@@ -15,8 +15,12 @@
  * and the second re-checks inside its transaction and finds it done.
  *
  * Threads: a struct htr_analysis belongs to one thread at a time (it caches
- * what it has read).  Open one handle per thread to read in parallel.  Do
- * not use a handle in a child after fork(); open a new one there.
+ * what it has read).  To read in parallel, open ONE struct htr_store per
+ * sidecar in the process (htr/store.h) and one handle per thread over it
+ * with htr_analysis_open_store().  htr_analysis_open() opens a private
+ * store for the handle: fine for one handle per sidecar, wrong for two
+ * (LMDB forbids opening an environment twice in a process).  Do not use a
+ * handle in a child after fork(); open a new one there.
  *
  *   struct htr_analysis_opts ao;
  *   struct htr_analysis *a = NULL;
@@ -41,6 +45,7 @@
 #include "common.h"
 #include "error.h"
 #include "tree.h"
+#include "store.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -110,7 +115,23 @@ HTR_API int htr_analysis_open(struct htr_analysis **out,
 			      const struct htr_file *file,
 			      const struct htr_analysis_opts *opts);
 
-/** Close the handle and free everything it owns.  NULL is fine. */
+/**
+ * Open a handle over @store (shared by the process's threads, see
+ * htr/store.h): reload the wanted analyzers or compute and store them
+ * (once per sidecar, however many threads and processes ask).  The handle
+ * belongs to the calling thread until closed; it takes one LMDB reader
+ * slot.  opts->sidecar and opts->no_sidecar are ignored (the store
+ * decides).  When the store works in memory, each handle computes its
+ * own results.  @store must stay open until htr_analysis_close().
+ *
+ * On failure *@out is set as for htr_analysis_open(); returns as it does.
+ */
+HTR_API int htr_analysis_open_store(struct htr_analysis **out,
+				    struct htr_store *store,
+				    const struct htr_analysis_opts *opts);
+
+/** Close the handle and free everything it owns (and its private store,
+ * if htr_analysis_open() opened one).  NULL is fine. */
 HTR_API void htr_analysis_close(struct htr_analysis *a);
 
 /**

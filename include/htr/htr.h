@@ -10,6 +10,7 @@
 #include "error.h"
 #include "tree.h"
 #include "build.h"
+#include "store.h"
 #include "analyze.h"
 
 #endif /* HTR_HTR_H */

@@ -1,0 +1,135 @@
+/*
+ * libhtr - the sidecar store: one LMDB environment per sidecar per process.
+ *
+ * Analyzer results live in the sidecar FILE.htr.lmdb/ (htr/analyze.h).
+ * LMDB forbids opening one environment twice in a process (its "Caveats":
+ * the two handles share one lock file, and closing either releases the
+ * other's reader protection), so the environment is owned by one struct
+ * htr_store per sidecar per process, and threads read through their own
+ * struct htr_analysis handles opened over it (htr_analysis_open_store()).
+ *
+ *   struct htr_store *s = NULL;
+ *   if (htr_store_open(&s, file, NULL) < 0)
+ *           fprintf(stderr, "%s\n", htr_store_last_error(s));
+ *   // in each thread:
+ *   struct htr_analysis *a = NULL;
+ *   if (htr_analysis_open_store(&a, s, NULL) == 0)
+ *           htr_tsc_get(a, block, &total, NULL, NULL);
+ *   htr_analysis_close(a);
+ *   // after every thread closed its handle:
+ *   htr_store_close(s);
+ *
+ * Rules:
+ *  - A process must use ONE store per sidecar: two stores on the same
+ *    directory are two environments, exactly what LMDB forbids.  The
+ *    library never opens the environment twice through one store, and
+ *    htr_analysis_open() (which opens a private store) is meant for
+ *    programs with one handle per sidecar.
+ *  - Threads: every function here and htr_analysis_open_store() may be
+ *    called from any thread at the same time (the store serializes what
+ *    must be serialized).  Each struct htr_analysis belongs to one thread
+ *    at a time; its reads run in its own LMDB read transaction (MDB_NOTLS:
+ *    one reader slot per handle, never tied to the thread).
+ *  - Processes: any number may use the same sidecar; an analyzer that is
+ *    missing is computed once between them (LMDB's write lock).  Do not
+ *    use a store in a child after fork(); open a new one there.
+ *  - Lifetime: the store borrows @file, which must stay open until
+ *    htr_store_close(); close every handle opened over the store first.
+ */
+#ifndef HTR_STORE_H
+#define HTR_STORE_H
+
+#include "common.h"
+#include "error.h"
+#include "tree.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct htr_store;
+
+/* Options of htr_store_open() (the size rule: htr/common.h; first
+ * version: through no_sidecar). */
+struct htr_store_opts {
+	size_t size;            /* sizeof(struct htr_store_opts) */
+	const char *sidecar;    /* sidecar directory; NULL: "FILE.htr.lmdb"
+				 * (the path the file was opened with) */
+	int no_sidecar;         /* compute in memory, do not touch a sidecar */
+};
+
+/**
+ * Set the @size bytes at @opts to the defaults (all zero: the default
+ * sidecar) and opts->size to @size.  Use htr_store_opts_init().
+ */
+HTR_API void htr_store_opts_init_size(struct htr_store_opts *opts,
+				      size_t size);
+
+/** Set @opts to the defaults, with the caller's sizeof. */
+static inline void htr_store_opts_init(struct htr_store_opts *opts)
+{
+	htr_store_opts_init_size(opts, sizeof(*opts));
+}
+
+/**
+ * Open the sidecar of @file: create the directory and the environment if
+ * needed.  Computes nothing (the handles opened over the store do, once).
+ * When the sidecar cannot be used (cannot be created, read-only and out
+ * of date, ...) the store still opens and works in memory:
+ * htr_store_flags() then has HTR_STORE_IN_MEMORY and htr_store_note()
+ * says why.
+ *
+ * On failure *@out is still set to a handle in a failed state whenever
+ * memory allows (htr_store_last_error() explains); the caller always
+ * calls htr_store_close(*@out).
+ *
+ * Returns 0, HTR_ERR_INVALID (NULL @out, a failed @file, opts->size below
+ * the first version's), HTR_ERR_NOMEM, HTR_ERR_IO, HTR_ERR_CORRUPT (the
+ * sidecar is damaged; the message names it: remove it to recompute).
+ */
+HTR_API int htr_store_open(struct htr_store **out, const struct htr_file *file,
+			   const struct htr_store_opts *opts);
+
+/** Close the environment and free.  Every handle opened over the store
+ * must be closed before.  NULL is fine. */
+HTR_API void htr_store_close(struct htr_store *store);
+
+/** The message of a failed htr_store_open() ("" if none; NULL gives "").
+ * Owned by the store; valid until close. */
+HTR_API const char *htr_store_last_error(const struct htr_store *store);
+
+#define HTR_STORE_IN_MEMORY 0x1u  /* the sidecar cannot be used: results
+				   * are computed in memory by each handle */
+
+/** HTR_STORE_* bits (0 for NULL). */
+HTR_API unsigned htr_store_flags(const struct htr_store *store);
+
+/** Why the store works in memory, one line; "" otherwise.  Owned by the
+ * store; valid until close. */
+HTR_API const char *htr_store_note(const struct htr_store *store);
+
+/** The sidecar directory's path ("" for NULL).  Owned by the store. */
+HTR_API const char *htr_store_sidecar(const struct htr_store *store);
+
+/* Reader slots of the environment (the size rule: htr/common.h; first
+ * version: through process_readers). */
+struct htr_store_info {
+	size_t size;               /* set by the library: bytes filled */
+	uint32_t max_readers;      /* slots in LMDB's reader table */
+	uint32_t readers;          /* slots in use, by every process */
+	uint32_t process_readers;  /* slots in use by this process */
+};
+
+/**
+ * Reader slots now, into @info of @size bytes.  For a store in memory
+ * everything is 0.  Returns 0, HTR_ERR_INVALID (NULL arguments, @size
+ * below the first version's), HTR_ERR_IO.
+ */
+HTR_API int htr_store_info(const struct htr_store *store,
+			   struct htr_store_info *info, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HTR_STORE_H */
