@@ -257,6 +257,15 @@ Test(synth, real)
 	cr_expect_gt(n, 0);
 }
 
+Test(synth, sysenter)
+{
+	size_t n;
+	struct synth_counts c = real_scenario(SYNTH_SYSENTER, 0, &n);
+
+	cr_expect_gt(c.sysenters, 0);
+	cr_expect_eq(c.syscalls + c.lib_calls + c.irqs, 0);
+}
+
 /* The truth's new letters and an unknown function read back. */
 Test(synth, truth_letters)
 {

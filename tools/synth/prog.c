@@ -17,6 +17,10 @@ struct gen {
 	/* call *slot(%rip) fixups: insn index -> slot */
 	struct { uint32_t insn, slot; } *sfix;
 	size_t nsfix, cap_sfix;
+	/* mov $LABEL,%eax fixups (32-bit code): insn index -> label */
+	struct { uint32_t insn, label; } *afix;
+	size_t nafix, cap_afix;
+	int b32;                        /* 32-bit code */
 	size_t cap_text, cap_insns;
 	/* pending label fixups: insn index -> label id */
 	struct { uint32_t insn; uint32_t label; int patch; } *fix;
@@ -116,6 +120,29 @@ static void fixup(struct gen *g, uint32_t insn, uint32_t label)
 	fixup_ex(g, insn, label, 1);
 }
 
+/* A straight-line instruction with no effect on control flow: 32-bit code
+ * has no REX prefixes and no RIP-relative addressing. */
+static void plain32(struct gen *g, uint32_t f)
+{
+	static const struct { uint8_t len; uint8_t b[5]; } pool[] = {
+		{ 1, { 0x90 } },                               /* nop */
+		{ 2, { 0x89, 0xd8 } },                         /* mov %ebx,%eax */
+		{ 3, { 0x83, 0xc0, 0x07 } },                   /* add $7,%eax */
+		{ 2, { 0x31, 0xd2 } },                         /* xor %edx,%edx */
+		{ 5, { 0xb9, 0x05, 0x00, 0x00, 0x00 } },       /* mov $5,%ecx */
+		{ 2, { 0x01, 0xc3 } },                         /* add %eax,%ebx */
+		{ 3, { 0x8b, 0x45, 0xf8 } },                   /* mov -8(%ebp),%eax */
+		{ 3, { 0x89, 0x45, 0xf0 } },                   /* mov %eax,-16(%ebp) */
+		{ 2, { 0x85, 0xc0 } },                         /* test %eax,%eax */
+		{ 5, { 0xb8, 0, 0, 0, 0 } },                   /* mov $0,%eax */
+		{ 3, { 0xc1, 0xe0, 0x03 } },                   /* shl $3,%eax */
+		{ 2, { 0xff, 0xc9 } },                         /* dec %ecx */
+	};
+	unsigned i = synth_below(&g->rng, sizeof(pool) / sizeof(pool[0]));
+
+	emit(g, pool[i].b, pool[i].len, SK_PLAIN, SR_NONE, f);
+}
+
 /* A straight-line instruction with no effect on control flow. */
 static void plain(struct gen *g, uint32_t f)
 {
@@ -133,8 +160,13 @@ static void plain(struct gen *g, uint32_t f)
 		{ 4, { 0x48, 0xc1, 0xe0, 0x03 } },             /* shl $3,%rax */
 		{ 2, { 0xff, 0xc9 } },                         /* dec %ecx */
 	};
-	unsigned i = synth_below(&g->rng, sizeof(pool) / sizeof(pool[0]));
+	unsigned i;
 
+	if (g->b32) {
+		plain32(g, f);
+		return;
+	}
+	i = synth_below(&g->rng, sizeof(pool) / sizeof(pool[0]));
 	emit(g, pool[i].b, pool[i].len, SK_PLAIN, SR_NONE, f);
 }
 
@@ -161,6 +193,29 @@ static void jmp(struct gen *g, uint32_t f, uint32_t label)
 	fixup(g, emit(g, b, 5, SK_JMP, SR_NONE, f), label);
 }
 
+/* The address of @label into %rax: lea LABEL(%rip),%rax, or in 32-bit
+ * code mov $LABEL,%eax. */
+static void lea_rax(struct gen *g, uint32_t f, uint32_t label)
+{
+	static const uint8_t lea[7] = { 0x48, 0x8d, 0x05 };
+	static const uint8_t mov[5] = { 0xb8 };
+	uint32_t i;
+	void *a;
+
+	if (!g->b32) {
+		fixup(g, emit(g, lea, 7, SK_PLAIN, SR_NONE, f), label);
+		return;
+	}
+	i = emit(g, mov, 5, SK_PLAIN, SR_NONE, f);
+	a = grow(g->afix, &g->cap_afix, g->nafix + 1, sizeof(*g->afix),
+		 &g->oom);
+	if (!a || i == UINT32_MAX)
+		return;
+	g->afix = a;
+	g->afix[g->nafix].insn = i;
+	g->afix[g->nafix++].label = label;
+}
+
 /* Function entries get labels 0..nfuncs-1. */
 static void call(struct gen *g, uint32_t f, uint32_t callee, int indirect)
 {
@@ -169,11 +224,10 @@ static void call(struct gen *g, uint32_t f, uint32_t callee, int indirect)
 
 	jcc(g, f, SR_GUARD, skip);
 	if (indirect) {
-		static const uint8_t lea[7] = { 0x48, 0x8d, 0x05 };
 		static const uint8_t icall[2] = { 0xff, 0xd0 };
 
 		/* lea callee(%rip),%rax ; call *%rax */
-		fixup(g, emit(g, lea, 7, SK_PLAIN, SR_NONE, f), callee);
+		lea_rax(g, f, callee);
 		i = emit(g, icall, 2, SK_ICALL, SR_NONE, f);
 		fixup_ex(g, i, callee, 0);
 	} else {
@@ -194,14 +248,6 @@ static uint32_t pick_callee(struct gen *g, uint32_t f)
 	/* Prefer near successors so call chains get deep. */
 	uint32_t span = n - f - 1 < 4 ? n - f - 1 : 4;
 	return f + 1 + synth_below(&g->rng, span);
-}
-
-/* lea LABEL(%rip),%rax */
-static void lea_rax(struct gen *g, uint32_t f, uint32_t label)
-{
-	static const uint8_t lea[7] = { 0x48, 0x8d, 0x05 };
-
-	fixup(g, emit(g, lea, 7, SK_PLAIN, SR_NONE, f), label);
 }
 
 /* A call into untraced (library) code, three ways: direct, through a
@@ -290,11 +336,24 @@ static void throw_stmt(struct gen *g, uint32_t f)
 	place(g, skip);
 }
 
+/* mov $NR,%eax; call __kernel_vsyscall (the last function) */
+static void vsyscall_stmt(struct gen *g, uint32_t f)
+{
+	static const uint8_t c[5] = { 0xe8 };
+	uint8_t mov[5] = { 0xb8, (uint8_t) synth_below(&g->rng, 64) };
+	uint32_t skip = new_label(g);
+
+	jcc(g, f, SR_SPECIAL, skip);
+	emit(g, mov, 5, SK_PLAIN, SR_NONE, f);
+	fixup(g, emit(g, c, 5, SK_CALL, SR_NONE, f), g->p->nfuncs - 1);
+	place(g, skip);
+}
+
 /* A statement the features ask for, or 0 if none applies. */
 static int special(struct gen *g, uint32_t f)
 {
 	const struct prog_feat *ft = g->feat;
-	unsigned kinds[4], n = 0;
+	unsigned kinds[5], n = 0;
 
 	if (ft->libs)
 		kinds[n++] = 0;
@@ -304,13 +363,16 @@ static int special(struct gen *g, uint32_t f)
 		kinds[n++] = 2;
 		kinds[n++] = 3;
 	}
+	if (ft->sysenter)
+		kinds[n++] = 4;
 	if (!n || synth_below(&g->rng, 100) >= ft->special)
 		return 0;
 	switch (kinds[synth_below(&g->rng, n)]) {
 	case 0: lib_call(g, f); break;
 	case 1: syscall_stmt(g, f); break;
 	case 2: longjmp_stmt(g, f); break;
-	default: throw_stmt(g, f); break;
+	case 3: throw_stmt(g, f); break;
+	default: vsyscall_stmt(g, f); break;
 	}
 	return 1;
 }
@@ -346,11 +408,10 @@ static void statement(struct gen *g, uint32_t f, int allow_loop)
 		jcc(g, f, SR_LOOP, top);
 	} else if (kind == 7) {
 		/* A computed jump over dead code: lea L(%rip),%rax; jmp *%rax */
-		static const uint8_t lea[7] = { 0x48, 0x8d, 0x05 };
 		static const uint8_t ijmp[2] = { 0xff, 0xe0 };
 		uint32_t l = new_label(g), i;
 
-		fixup(g, emit(g, lea, 7, SK_PLAIN, SR_NONE, f), l);
+		lea_rax(g, f, l);
 		i = emit(g, ijmp, 2, SK_IJMP, SR_NONE, f);
 		fixup_ex(g, i, l, 0);
 		plains(g, f, 1, 2);                     /* never executed */
@@ -382,12 +443,15 @@ static void function(struct gen *g, uint32_t f)
 	struct sfunc *fn = &g->p->funcs[f];
 	uint32_t epilogue = 0;
 	unsigned n, i;
+	/* mov %rsp,%rbp; in 32-bit code mov %esp,%ebp */
+	const uint8_t *movp = g->b32 ? mov + 1 : mov;
+	uint8_t movn = g->b32 ? 2 : 3;
 
 	place(g, f);
 	fn->first = (uint32_t) g->p->ninsns;
 	fn->off = (uint32_t) g->p->text_size;
 	emit(g, push, 1, SK_PLAIN, SR_NONE, f);
-	emit(g, mov, 3, SK_PLAIN, SR_NONE, f);
+	emit(g, movp, movn, SK_PLAIN, SR_NONE, f);
 
 	if (f == 0) {
 		uint32_t top = new_label(g);
@@ -522,6 +586,38 @@ static void name_function(struct gen *g, uint32_t f)
 	}
 }
 
+/* __kernel_vsyscall as the 32-bit vDSO has it: sysenter, and the kernel
+ * comes back (sysexit) to a fixed landing address past the int $0x80 that
+ * follows, not to the next instruction. */
+static void vsyscall_function(struct gen *g, uint32_t f)
+{
+	static const uint8_t pushc[1] = { 0x51 }, pushd[1] = { 0x52 };
+	static const uint8_t pushb[1] = { 0x55 }, mov[2] = { 0x89, 0xe5 };
+	static const uint8_t sysenter[2] = { 0x0f, 0x34 }, int80[2] = { 0xcd, 0x80 };
+	static const uint8_t popb[1] = { 0x5d }, popd[1] = { 0x5a };
+	static const uint8_t popc[1] = { 0x59 }, ret[1] = { 0xc3 };
+	struct sfunc *fn = &g->p->funcs[f];
+	uint32_t land = new_label(g);
+
+	place(g, f);
+	fn->first = (uint32_t) g->p->ninsns;
+	fn->off = (uint32_t) g->p->text_size;
+	snprintf(fn->name, sizeof(fn->name), "__kernel_vsyscall");
+	emit(g, pushc, 1, SK_PLAIN, SR_NONE, f);
+	emit(g, pushd, 1, SK_PLAIN, SR_NONE, f);
+	emit(g, pushb, 1, SK_PLAIN, SR_NONE, f);
+	emit(g, mov, 2, SK_PLAIN, SR_NONE, f);
+	fixup_ex(g, emit(g, sysenter, 2, SK_SYSENTER, SR_NONE, f), land, 0);
+	emit(g, int80, 2, SK_PLAIN, SR_NONE, f);       /* never runs */
+	place(g, land);
+	emit(g, popb, 1, SK_PLAIN, SR_NONE, f);
+	emit(g, popd, 1, SK_PLAIN, SR_NONE, f);
+	emit(g, popc, 1, SK_PLAIN, SR_NONE, f);
+	emit(g, ret, 1, SK_RET, SR_NONE, f);
+	pad16(g);
+	fn->size = (uint32_t) g->p->text_size - fn->off;
+}
+
 static void name_extra(struct gen *g, uint32_t f)
 {
 	/* Library-like names (the ones that call back first), then the
@@ -568,8 +664,9 @@ int prog_generate(struct prog *p, uint64_t seed, unsigned nfuncs,
 	memset(p, 0, sizeof(*p));
 	memset(&g, 0, sizeof(g));
 	if (feat && (feat->libs || feat->irqs || feat->syscalls ||
-		     feat->unwind)) {
+		     feat->unwind || feat->sysenter || feat->bits32)) {
 		g.feat = feat;
+		g.b32 = p->bits32 = feat->bits32;
 		nlibs = feat->libs;
 		nirqs = feat->irqs;
 		/* About a third of the libraries call back (qsort & co). */
@@ -578,13 +675,15 @@ int prog_generate(struct prog *p, uint64_t seed, unsigned nfuncs,
 	g.p = p;
 	g.rng = seed ^ 0x5eed5eed;
 	p->ntraced = nfuncs;
-	p->nfuncs = nfuncs + nlibs + nirqs;
+	p->nfuncs = nfuncs + nlibs + nirqs + (g.feat && feat->sysenter);
 	p->funcs = calloc(p->nfuncs, sizeof(*p->funcs));
 	if (!p->funcs)
 		return -1;
 	for (f = 0; f < p->nfuncs; f++) {
 		new_label(&g);          /* label f = entry of function f */
-		if (f >= nfuncs + nlibs)
+		if (f >= nfuncs + nlibs + nirqs)
+			p->funcs[f].kind = SF_VSYSCALL;
+		else if (f >= nfuncs + nlibs)
 			p->funcs[f].kind = SF_IRQ;
 		else if (f >= nfuncs)
 			p->funcs[f].kind = f < nfuncs + ncb ? SF_LIB_CB : SF_LIB;
@@ -594,6 +693,10 @@ int prog_generate(struct prog *p, uint64_t seed, unsigned nfuncs,
 		function(&g, f);
 	}
 	for (f = nfuncs; f < p->nfuncs; f++) {
+		if (p->funcs[f].kind == SF_VSYSCALL) {
+			vsyscall_function(&g, f);
+			continue;
+		}
 		name_extra(&g, f);
 		if (p->funcs[f].kind == SF_IRQ)
 			irq_function(&g, f);
@@ -636,6 +739,19 @@ int prog_generate(struct prog *p, uint64_t seed, unsigned nfuncs,
 		rel = (int32_t) (p->insns[t].off - (in->off + in->len));
 		memcpy(p->text + in->off + in->len - 4, &rel, 4);
 	}
+	if (g.nafix) {
+		p->abs = calloc(g.nafix, sizeof(*p->abs));
+		if (!p->abs)
+			goto fail;
+	}
+	for (i = 0; i < g.nafix; i++) {
+		uint32_t t = g.label[g.afix[i].label];
+
+		if (t == UINT32_MAX)
+			goto fail;
+		p->abs[p->nabs].insn = g.afix[i].insn;
+		p->abs[p->nabs++].target = t;
+	}
 	for (i = 0; i < g.nsfix; i++) {
 		const struct sinsn *in = &p->insns[g.sfix[i].insn];
 		int32_t rel = (int32_t) (p->slot_off + 8 * g.sfix[i].slot -
@@ -645,24 +761,31 @@ int prog_generate(struct prog *p, uint64_t seed, unsigned nfuncs,
 	}
 	free(g.fix);
 	free(g.sfix);
+	free(g.afix);
 	free(g.label);
 	return 0;
 fail:
 	free(g.fix);
 	free(g.sfix);
+	free(g.afix);
 	free(g.label);
 	prog_free(p);
 	return -1;
 }
 
-void prog_fill_slots(struct prog *p, uint64_t text)
+void prog_link(struct prog *p, uint64_t text)
 {
-	unsigned i;
+	size_t i;
 
 	for (i = 0; i < p->nslots; i++) {
 		uint64_t a = text + p->funcs[p->slot_func[i]].off;
 
 		memcpy(p->text + p->slot_off + 8 * i, &a, 8);
+	}
+	for (i = 0; i < p->nabs; i++) {
+		uint32_t a = (uint32_t) (text + p->insns[p->abs[i].target].off);
+
+		memcpy(p->text + p->insns[p->abs[i].insn].off + 1, &a, 4);
 	}
 }
 
@@ -672,6 +795,7 @@ void prog_free(struct prog *p)
 	free(p->insns);
 	free(p->funcs);
 	free(p->slot_func);
+	free(p->abs);
 	memset(p, 0, sizeof(*p));
 }
 

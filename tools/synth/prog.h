@@ -16,6 +16,7 @@ enum sk {               /* what an instruction does to control flow */
 	SK_RET,
 	SK_SYSCALL,     /* syscall: the kernel runs, back at the next insn */
 	SK_IRET,        /* iretq: far return from an interrupt handler */
+	SK_SYSENTER,    /* sysenter: the kernel runs, back at .target */
 };
 
 enum srole {            /* why a conditional branch exists: drives decisions */
@@ -51,6 +52,7 @@ enum sfkind {
 	SF_LIB,             /* untraced (outside the IP filter), a leaf */
 	SF_LIB_CB,          /* untraced, calls traced functions back */
 	SF_IRQ,             /* traced interrupt handler, ends in iretq */
+	SF_VSYSCALL,        /* traced, enters the kernel with sysenter */
 };
 
 struct sfunc {
@@ -70,6 +72,8 @@ struct prog_feat {
 	int syscalls;       /* syscall statements */
 	unsigned irqs;      /* traced interrupt handlers */
 	int unwind;         /* landing pads, longjmp and throw statements */
+	int sysenter;       /* __kernel_vsyscall and calls to it */
+	int bits32;         /* 32-bit code (compatibility mode) */
 	unsigned special;   /* percent of statements that are special */
 };
 
@@ -87,6 +91,11 @@ struct prog {
 	uint32_t slot_off;
 	uint32_t *slot_func;
 	unsigned nslots;
+	int bits32;             /* 32-bit code */
+	/* 32-bit code loads addresses as immediates (mov $imm32,%eax):
+	 * the instructions and what they load, for prog_link. */
+	struct { uint32_t insn, target; } *abs;
+	size_t nabs;
 };
 
 /* Generate a program of @nfuncs traced functions from @seed (function 0 is
@@ -94,8 +103,9 @@ struct prog {
  * allocation failure. */
 int prog_generate(struct prog *p, uint64_t seed, unsigned nfuncs,
 		  const struct prog_feat *feat);
-/* Write the function pointer slots for .text at runtime address @text. */
-void prog_fill_slots(struct prog *p, uint64_t text);
+/* Write the addresses the code holds (function pointer slots, 32-bit
+ * immediates) for .text at runtime address @text. */
+void prog_link(struct prog *p, uint64_t text);
 void prog_free(struct prog *p);
 
 /* Function containing text offset @off, or -1. */

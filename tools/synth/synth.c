@@ -279,7 +279,8 @@ static void mode_exec(struct run *r)
 	memset(&p, 0, sizeof(p));
 	p.type = ppt_mode;
 	p.payload.mode.leaf = pt_mol_exec;
-	p.payload.mode.bits.exec = pt_set_exec_mode(ptem_64bit);
+	p.payload.mode.bits.exec = pt_set_exec_mode(r->prog.bits32 ?
+						    ptem_32bit : ptem_64bit);
 	ptw_put(&r->w, &p);
 }
 
@@ -774,16 +775,16 @@ static void callback(struct run *r, uint32_t target)
 }
 
 /* syscall: user-only tracing stops (TIP.PGD, no IP), the kernel runs,
- * sysret comes back to the next instruction (TIP.PGE).  Its frame runs
+ * sysret comes back to the next instruction (TIP.PGE) at @back; sysenter:
+ * sysexit comes back to a fixed landing address instead.  Its frame runs
  * nothing traced: no block, just the gap. */
-static void syscall_insn(struct run *r)
+static void syscall_insn(struct run *r, uint32_t back)
 {
 	r->special_pending = 0;
-	r->res.n.syscalls++;
 	r->last_dtime = r->dtime;
 	ptw_ip_suppressed(&r->w, ppt_tip_pgd);
 	r->tsc += 20 + synth_below(&r->rng, (unsigned) (r->wrap_ticks / 16));
-	r->pc++;
+	r->pc = back;
 	r->ngap_done = 0;
 	filter_resume(r);
 }
@@ -875,7 +876,11 @@ static int step(struct run *r)
 		break;
 	}
 	case SK_SYSCALL:
-		syscall_insn(r);
+	case SK_SYSENTER:
+		r->res.n.sysenters += in->kind == SK_SYSENTER;
+		r->res.n.syscalls += in->kind == SK_SYSCALL;
+		syscall_insn(r, in->kind == SK_SYSENTER ? in->target :
+			     r->pc + 1);
 		r->last_was_call = r->last_was_ret = 0;
 		return 1;
 	case SK_IJMP:
@@ -1011,6 +1016,7 @@ static int needs_trace(const struct run *r, const struct sinsn *in)
 	return in->kind == SK_JCC || in->kind == SK_RET ||
 	       in->kind == SK_ICALL || in->kind == SK_IJMP ||
 	       in->kind == SK_SYSCALL || in->kind == SK_IRET ||
+	       in->kind == SK_SYSENTER ||
 	       (in->kind == SK_CALL && untraced_code(r, in->target));
 }
 
@@ -1260,7 +1266,7 @@ static void write_bundle(FILE *fp, const char *prefix, uint64_t base)
 static const char *const scenario_names[SYNTH_NSCENARIOS] = {
 	"basic", "nocomp", "gap", "overflow", "late_start", "abrupt_end",
 	"mixed", "untraced", "callback", "overflow_pge", "interrupt",
-	"unwind", "late_gap", "real",
+	"unwind", "late_gap", "real", "sysenter",
 };
 
 /* What each scenario contains. */
@@ -1307,6 +1313,13 @@ static void scenario(const struct synth_opts *o, struct scen *sc)
 		sc->early = 1;
 		sc->gaps = 1;
 		sc->ovfs = 1;
+		break;
+	case SYNTH_SYSENTER:
+		ft->sysenter = 1;
+		/* Compatibility mode runs below 4 GiB only; loaded higher
+		 * the same code runs in 64-bit mode (sysenter is legal
+		 * there on Intel), which a decoder sees the same way. */
+		ft->bits32 = o->base + SYNTH_TEXT_OFF < 0xf0000000ull;
 		break;
 	default:
 		ft->libs = o->libs;
@@ -1425,7 +1438,11 @@ int synth_run(const struct synth_opts *o, const char *prefix,
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	prog_fill_slots(&r->prog, r->text);
+	if (r->prog.bits32 && r->text + r->prog.text_size > 0xffffffffull) {
+		snprintf(err, errlen, "base: 32-bit code must end below 4 GiB");
+		goto out;
+	}
+	prog_link(&r->prog, r->text);
 	if (out_open(elf, prefix, ".elf", err, errlen) < 0 ||
 	    out_open(pt, prefix, ".pt", err, errlen) < 0 ||
 	    (o->truth && out_open(truth, prefix, ".truth", err, errlen) < 0) ||

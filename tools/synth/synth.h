@@ -29,6 +29,7 @@ enum synth_scenario {
 	SYNTH_UNWIND,     /* longjmp and exceptions abandon frames */
 	SYNTH_LATE_GAP,   /* late start with gaps before the first return */
 	SYNTH_REAL,       /* all of the above, plus mixed */
+	SYNTH_SYSENTER,   /* 32-bit code: sysenter, back at a fixed landing */
 	SYNTH_NSCENARIOS
 };
 
@@ -73,6 +74,7 @@ struct synth_counts {
 				 * address */
 	uint64_t early_gaps;    /* gaps and overflows before the first
 				 * return of a frame the trace started in */
+	uint64_t sysenters;
 };
 
 struct synth_result {
