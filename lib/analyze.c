@@ -4,8 +4,6 @@
  */
 #include "analyze.h"
 #include "abi.h"
-#include "file.h"
-#include "format.h"
 
 #include <fnmatch.h>
 #include <stdio.h>
@@ -63,7 +61,8 @@ static int open_over(struct htr_analysis *a, const struct htr_analysis_opts *o)
 	a->want = o->analyzers ? o->analyzers & HTR_ANALYZE_ALL : HTR_ANALYZE_ALL;
 	if (a->want & HTR_ANALYZE_SYMS)
 		a->want |= HTR_ANALYZE_TSC;
-	a->nchunks = (file->nblocks + HTR_TSC_CHUNK - 1) / HTR_TSC_CHUNK;
+	a->nblocks = htr_block_count(file);
+	a->nchunks = (a->nblocks + HTR_TSC_CHUNK - 1) / HTR_TSC_CHUNK;
 	a->chunk = calloc(a->nchunks ? a->nchunks : 1, sizeof(*a->chunk));
 	a->chunk_len = calloc(a->nchunks ? a->nchunks : 1,
 			      sizeof(*a->chunk_len));
@@ -98,6 +97,7 @@ int htr_analysis_open(struct htr_analysis **out, const struct htr_file *file,
 {
 	struct htr_analysis_opts o;
 	struct htr_store_opts so;
+	struct htr_file_info fi;
 	struct htr_analysis *a;
 	int rc;
 
@@ -111,7 +111,7 @@ int htr_analysis_open(struct htr_analysis **out, const struct htr_file *file,
 	rc = read_opts(a, &o, opts);
 	if (rc < 0)
 		return rc;
-	if (!file || !file->ok)
+	if (htr_file_info(file, &fi, sizeof(fi)) < 0)
 		return htr_err__set(&a->err, HTR_ERR_INVALID, "no open .htr "
 				    "file");
 	/* A private store: right for one handle per sidecar (htr/store.h). */
@@ -231,7 +231,7 @@ int htr_tsc_get(struct htr_analysis *a, uint32_t block, uint64_t *total,
 
 int htr_block_name(struct htr_analysis *a, uint32_t block, const char **name)
 {
-	const struct htr_disk_block *b;
+	struct htr_block_info b;
 	uint32_t func, id;
 	int rc = usable(a, HTR_ANALYZE_SYMS);
 
@@ -239,11 +239,14 @@ int htr_block_name(struct htr_analysis *a, uint32_t block, const char **name)
 		return rc;
 	if (!name)
 		return htr_err__set(&a->err, HTR_ERR_INVALID, "name is NULL");
-	b = htr_file__block(a->file, block);
-	if (!b)
+	rc = htr_block_get(a->file, block, &b, sizeof(b));
+	if (rc == HTR_ERR_RANGE)
 		return htr_err__set(&a->err, HTR_ERR_RANGE, "block %u: no such "
 				    "block", block);
-	func = b->func_flags & HTR_FUNC_NONE;
+	if (rc < 0)
+		return htr_err__set(&a->err, rc, "block %u: %s", block,
+				    htr_errstr(rc));
+	func = b.func;
 	id = func < a->nfuncs ? a->func_name[func] : a->func_name[a->nfuncs];
 	if (id >= a->nnames)
 		return htr_err__set(&a->err, HTR_ERR_CORRUPT, "block %u: its "

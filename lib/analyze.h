@@ -88,7 +88,8 @@ struct htr_store {
 
 struct htr_analysis {
 	struct htr_err err;
-	const struct htr_file *file;
+	const struct htr_file *file;   /* read through the tree API only */
+	uint64_t nblocks;
 	struct htr_store *store;
 	bool own_store;          /* opened by htr_analysis_open() */
 	unsigned want;           /* HTR_ANALYZE_* opened */

@@ -9,8 +9,7 @@
  * block for the lists.
  */
 #include "analyze.h"
-#include "file.h"
-#include "format.h"
+#include "le.h"
 #include "symbols.h"
 
 #include <stdio.h>
@@ -86,14 +85,15 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 {
 	struct walk *w = payload;
 	struct htr_analysis *a = w->a;
-	const struct htr_disk_block *b = htr_file__block(f, block);
+	struct htr_block_info b;
 	struct htr_an_name *n;
 	uint64_t total, local;
 	uint32_t func, id;
 	int rc;
 
 	(void) parent;
-	if (!b || level >= w->cap_levels) {
+	if (htr_block_get(f, block, &b, sizeof(b)) < 0 ||
+	    level >= w->cap_levels) {
 		w->rc = htr_err__set(&a->err, HTR_ERR_CORRUPT, "block %u: "
 				     "nesting deeper than the header says",
 				     block);
@@ -101,7 +101,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 	}
 	while (w->sp > level)
 		w->active[w->stack[--w->sp]]--;
-	func = b->func_flags & HTR_FUNC_NONE;
+	func = b.func;
 	id = func < a->nfuncs ? a->func_name[func] : a->func_name[a->nfuncs];
 	rc = htr_tsc__get(a, block, &total, &local);
 	if (rc < 0) {
@@ -138,6 +138,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 int htr_sym__compute(struct htr_analysis *a)
 {
 	const struct htr_file *f = a->file;
+	struct htr_file_info fi;
 	struct htr_syms *syms = NULL;
 	struct walk w;
 	char buf[4096];
@@ -149,7 +150,9 @@ int htr_sym__compute(struct htr_analysis *a)
 	memset(&w, 0, sizeof(w));
 	htr_sym__free(a);
 	a->sym_heap = true;
-	a->nfuncs = f->nfuncs;
+	memset(&fi, 0, sizeof(fi));
+	htr_file_info(f, &fi, sizeof(fi));
+	a->nfuncs = htr_func_count(f);
 	a->nskipped = 0;
 	rc = htr_syms__load(&syms, f, &a->nskipped, &a->err);
 	if (rc < 0)
@@ -168,9 +171,10 @@ int htr_sym__compute(struct htr_analysis *a)
 	for (i = 0; i <= a->nfuncs; i++) {
 		struct htr_an_name *n = &a->names[i];
 		uint8_t kb[HTR_SYM_KEYMAX + 32];
+		uint64_t entry = 0;
 
-		if (i < a->nfuncs)
-			htr_syms__name(syms, f->funcs[i], buf, sizeof(buf));
+		if (i < a->nfuncs && htr_func_entry(f, i, &entry) == 0)
+			htr_syms__name(syms, entry, buf, sizeof(buf));
 		else
 			snprintf(buf, sizeof(buf), LATE_NAME);
 		n->name = strdup(buf);
@@ -202,7 +206,7 @@ int htr_sym__compute(struct htr_analysis *a)
 	syms = NULL;
 
 	w.a = a;
-	w.cap_levels = (size_t) f->hdr->max_depth + 1;
+	w.cap_levels = (size_t) fi.max_depth + 1;
 	w.stack = malloc(w.cap_levels * sizeof(*w.stack));
 	w.active = calloc(a->nnames, sizeof(*w.active));
 	w.cap = calloc(a->nnames, sizeof(*w.cap));

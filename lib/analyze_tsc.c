@@ -6,40 +6,10 @@
  * chunk's largest value needs.
  */
 #include "analyze.h"
-#include "file.h"
-#include "format.h"
+#include "le.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* Time at @id: 0, or HTR_ERR_NOTFOUND when no time is known yet.  *@hint
- * (an index into the tsc table, or UINT64_MAX) makes monotone lookups O(1). */
-static int time_at(const struct htr_file *f, uint64_t id, uint64_t *hint,
-		   uint64_t *t)
-{
-	uint64_t lo = 0, h = *hint;
-
-	if (h < f->ntsc && f->tsc[h].id <= id) {
-		/* Try a few steps forward before searching. */
-		int k;
-
-		for (k = 0; k < 8; k++) {
-			if (h + 1 >= f->ntsc || f->tsc[h + 1].id > id) {
-				*hint = h;
-				*t = f->tsc[h].tsc;
-				return 0;
-			}
-			h++;
-		}
-		lo = h;
-	}
-	lo = htr_file__tsc_upper(f, id, lo);
-	if (lo == 0)
-		return HTR_ERR_NOTFOUND;
-	*hint = lo - 1;
-	*t = f->tsc[lo - 1].tsc;
-	return 0;
-}
 
 static unsigned width_of(uint64_t v)
 {
@@ -98,7 +68,7 @@ static size_t encode(uint64_t c, const uint64_t *tot, const uint64_t *loc,
 int htr_tsc__check_chunk(struct htr_analysis *a, uint64_t c,
 			 const uint8_t *v, size_t len)
 {
-	uint64_t nb = a->file->nblocks;
+	uint64_t nb = a->nblocks;
 	uint64_t want_n = nb - c * HTR_TSC_CHUNK;
 	unsigned wt, wl;
 
@@ -145,7 +115,7 @@ int htr_tsc__get(struct htr_analysis *a, uint32_t block, uint64_t *total,
 	uint64_t c = block / HTR_TSC_CHUNK;
 	int rc;
 
-	if (block >= a->file->nblocks || c >= a->nchunks)
+	if (block >= a->nblocks || c >= a->nchunks)
 		return htr_err__set(&a->err, HTR_ERR_RANGE, "block %u: no such "
 				    "block", block);
 	if (!a->chunk_ok[c]) {
@@ -178,15 +148,21 @@ struct pending {
 int htr_tsc__compute(struct htr_analysis *a, htr_tsc_emit_fn emit, void *ctx)
 {
 	const struct htr_file *f = a->file;
-	uint64_t n = f->nblocks, ninsns = f->hdr->ninsns, i;
+	struct htr_file_info fi;
+	uint64_t n, i, t0 = 0, id0;
 	uint64_t *tot = NULL, *loc = NULL;
-	uint64_t hint_first = UINT64_MAX, hint_last = UINT64_MAX;
+	uint64_t hint_first = HTR_TSC_HINT_INIT, hint_last = HTR_TSC_HINT_INIT;
 	struct pending *st = NULL;
-	size_t sp = 0, cap = (size_t) f->hdr->max_depth + 2;
+	size_t sp = 0, cap;
 	uint8_t *buf = NULL;
 	uint32_t k = 0;
-	int rc = 0;
+	int rc = 0, have_t0;
 
+	if (htr_file_info(f, &fi, sizeof(fi)) < 0)
+		return htr_err__set(&a->err, HTR_ERR_INVALID, "no open file");
+	n = fi.nblocks;
+	cap = (size_t) fi.max_depth + 2;
+	have_t0 = htr_tsc_point(f, 0, &id0, &t0) == 0;
 	tot = malloc(HTR_TSC_CHUNK * sizeof(*tot));
 	loc = malloc(HTR_TSC_CHUNK * sizeof(*loc));
 	st = malloc(cap * sizeof(*st));
@@ -196,47 +172,42 @@ int htr_tsc__compute(struct htr_analysis *a, htr_tsc_emit_fn emit, void *ctx)
 		goto out;
 	}
 	for (i = 0; i < n; i++) {
-		const struct htr_disk_block *b = &f->blocks[i];
-		uint64_t first = htr_disk__get48(b->first);
-		uint64_t last = htr_disk__get48(b->last);
+		struct htr_block_info b;
 		uint64_t tf = 0, tl = 0, total = 0, csum = 0;
 		int have_f, have_l;
-		uint32_t parent = b->parent;
 
-		if (first > last || last >= ninsns) {
+		rc = htr_block_get(f, (uint32_t) i, &b, sizeof(b));
+		if (rc < 0) {
 			rc = htr_err__set(&a->err, HTR_ERR_CORRUPT, "block %llu: "
-					  "bad span %llu..%llu",
-					  (unsigned long long) i,
-					  (unsigned long long) first,
-					  (unsigned long long) last);
+					  "%s", (unsigned long long) i,
+					  htr_errstr(rc));
 			goto out;
 		}
 		/* A late block began with the trace: at the first time point
 		 * (the first PSB+, reported at instruction 0).  So does any
 		 * block that began before the first time point. */
-		have_f = !((b->func_flags >> HTR_DISK_FLAG_SHIFT) &
-			   HTR_BLOCK_LATE) &&
-			 time_at(f, first, &hint_first, &tf) == 0;
-		if (!have_f && f->ntsc) {
-			tf = f->tsc[0].tsc;
+		have_f = !(b.flags & HTR_BLOCK_LATE) &&
+			 htr_tsc_lookup(f, b.first, &hint_first, &tf) == 0;
+		if (!have_f && have_t0) {
+			tf = t0;
 			have_f = 1;
 		}
-		have_l = time_at(f, last, &hint_last, &tl) == 0;
+		have_l = htr_tsc_lookup(f, b.last, &hint_last, &tl) == 0;
 		if (have_f && have_l && tl > tf)
 			total = tl - tf;
 		if (sp && st[sp - 1].parent == (uint32_t) i)
 			csum = st[--sp].sum;
 		tot[k] = total;
 		loc[k] = total >= csum ? total - csum : 0;
-		if (parent != HTR_NONE32) {
-			if (parent <= i || parent >= n) {
+		if (b.parent != HTR_NONE) {
+			if (b.parent <= i) {
 				rc = htr_err__set(&a->err, HTR_ERR_CORRUPT,
 						  "block %llu: bad parent %u",
 						  (unsigned long long) i,
-						  parent);
+						  b.parent);
 				goto out;
 			}
-			if (sp && st[sp - 1].parent == parent) {
+			if (sp && st[sp - 1].parent == b.parent) {
 				uint64_t s = st[sp - 1].sum + total;
 
 				st[sp - 1].sum = s < total ? UINT64_MAX : s;
@@ -248,7 +219,7 @@ int htr_tsc__compute(struct htr_analysis *a, htr_tsc_emit_fn emit, void *ctx)
 						"max_depth");
 					goto out;
 				}
-				st[sp].parent = parent;
+				st[sp].parent = b.parent;
 				st[sp].sum = total;
 				sp++;
 			}

@@ -21,6 +21,8 @@
 #define OPEN_OPTS_SIZE0 HTR_ABI_SIZE0(struct htr_open_opts, verify_body)
 #define FILE_INFO_SIZE0 HTR_ABI_SIZE0(struct htr_file_info, build_time)
 #define GAP_INFO_SIZE0 HTR_ABI_SIZE0(struct htr_gap_info, code)
+#define IMAGE_INFO_SIZE0 HTR_ABI_SIZE0(struct htr_image_info, kind)
+#define SYNC_INFO_SIZE0 HTR_ABI_SIZE0(struct htr_sync_info, id)
 
 void htr_open_opts_init_size(struct htr_open_opts *opts, size_t size)
 {
@@ -479,4 +481,58 @@ const char *htr_gap_reason(const struct htr_gap_info *gap)
 		return "decode error";
 	}
 	return "unknown";
+}
+
+const char *htr_file_path(const struct htr_file *file)
+{
+	return file && file->ok ? file->path : NULL;
+}
+
+uint64_t htr_image_count(const struct htr_file *file)
+{
+	return file && file->ok ? file->nimages : 0;
+}
+
+int htr_image_get(const struct htr_file *file, uint64_t i,
+		  struct htr_image_info *info, size_t size)
+{
+	struct htr_image_info ii;
+	struct htr_file_image im;
+	uint64_t pos = 0, k;
+
+	if (!file || !file->ok || !info || size < IMAGE_INFO_SIZE0)
+		return HTR_ERR_INVALID;
+	if (i >= file->nimages)
+		return HTR_ERR_RANGE;
+	for (k = 0; k <= i; k++)
+		if (htr_file__image_next(file, &pos, &im) < 0)
+			return HTR_ERR_CORRUPT;
+	memset(&ii, 0, sizeof(ii));
+	ii.path = im.path;
+	ii.path_len = im.path_len;
+	ii.vaddr = im.rec->vaddr;
+	ii.offset = im.rec->offset;
+	ii.bytes = im.rec->size;
+	ii.kind = im.rec->kind;
+	return htr_abi__out(info, size, &ii, sizeof(ii), IMAGE_INFO_SIZE0);
+}
+
+uint64_t htr_sync_count(const struct htr_file *file)
+{
+	return file && file->ok ? file->nsync : 0;
+}
+
+int htr_sync_get(const struct htr_file *file, uint64_t i,
+		 struct htr_sync_info *info, size_t size)
+{
+	struct htr_sync_info si;
+
+	if (!file || !file->ok || !info || size < SYNC_INFO_SIZE0)
+		return HTR_ERR_INVALID;
+	if (i >= file->nsync)
+		return HTR_ERR_RANGE;
+	memset(&si, 0, sizeof(si));
+	si.offset = file->sync[i].offset;
+	si.id = file->sync[i].id;
+	return htr_abi__out(info, size, &si, sizeof(si), SYNC_INFO_SIZE0);
 }

@@ -8,6 +8,8 @@
 #ifndef HTR_LIB_FORMAT_H
 #define HTR_LIB_FORMAT_H
 
+#include "le.h"
+
 #include <stdint.h>
 
 #define HTR_MAGIC "HTRTREE\0"          /* 8 bytes */
@@ -105,25 +107,6 @@ _Static_assert(sizeof(struct htr_disk_section) == 24, "section size");
 _Static_assert(sizeof(struct htr_disk_block) == 32, "block size");
 _Static_assert(sizeof(struct htr_disk_gap) == 24, "gap size");
 
-/* Little-endian integers of @w bytes (1..8) at any alignment. */
-static inline uint64_t htr_disk__get_le(const uint8_t *p, unsigned w)
-{
-	uint64_t v = 0;
-	unsigned i;
-
-	for (i = 0; i < w; i++)
-		v |= (uint64_t) p[i] << (8 * i);
-	return v;
-}
-
-static inline void htr_disk__put_le(uint8_t *p, uint64_t v, unsigned w)
-{
-	unsigned i;
-
-	for (i = 0; i < w; i++)
-		p[i] = (uint8_t) (v >> (8 * i));
-}
-
 static inline uint64_t htr_disk__get48(const uint8_t b[6])
 {
 	return htr_disk__get_le(b, 6);
@@ -133,12 +116,5 @@ static inline void htr_disk__put48(uint8_t b[6], uint64_t v)
 {
 	htr_disk__put_le(b, v, 6);
 }
-
-/* A fast 64-bit hash for identities and checksums (not cryptographic).
- * Streaming: h = htr_hash__bytes(h, p, n) over consecutive pieces gives the
- * same result as one call only if every piece but the last has a length
- * that is a multiple of 8. Start with HTR_HASH_SEED. */
-#define HTR_HASH_SEED 0x6a09e667f3bcc909ull
-uint64_t htr_hash__bytes(uint64_t h, const void *p, uint64_t n);
 
 #endif

@@ -13,8 +13,7 @@
 #include "analyze.h"
 #include "abi.h"
 #include "symbols.h"
-#include "file.h"
-#include "format.h"
+#include "le.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -138,8 +137,10 @@ static int meta_put(MDB_txn *txn, MDB_dbi dbi, const char *key,
 
 static void identity(const struct htr_file *f, uint8_t *p)
 {
-	const struct htr_disk_header *h = f->hdr;
+	struct htr_file_info fi, *h = &fi;
 
+	memset(&fi, 0, sizeof(fi));
+	htr_file_info(f, &fi, sizeof(fi));
 	memset(p, 0, ID_SIZE);
 	memcpy(p, ID_MAGIC, 8);
 	htr_disk__put_le(p + 8, ID_LAYOUT, 4);
@@ -171,7 +172,8 @@ static int identity_ok(struct htr_analysis *a, MDB_txn *txn)
 
 static uint64_t nchunks_of(const struct htr_file *f)
 {
-	return (f->nblocks + HTR_TSC_CHUNK - 1) / HTR_TSC_CHUNK;
+	return ((uint64_t) htr_block_count(f) + HTR_TSC_CHUNK - 1) /
+	       HTR_TSC_CHUNK;
 }
 
 /* 1 if the TSC analyzer's record is current, 0 if not, negative on errors. */
@@ -207,7 +209,7 @@ static int sym_ok(struct htr_analysis *a, MDB_txn *txn)
 	p = v.mv_data;
 	if (v.mv_size != SYM_REC_SIZE ||
 	    htr_disk__get_le(p, 4) != (HTR_SYM_VERSION << 16 | HTR_TSC_VERSION) ||
-	    htr_disk__get_le(p + 16, 8) != a->file->nfuncs)
+	    htr_disk__get_le(p + 16, 8) != htr_func_count(a->file))
 		return 0;
 	/* Built while some images were unreadable: stale once one is
 	 * back, so its names replace the MODULE+0xOFFSET ones. */
@@ -553,8 +555,8 @@ static int load_sym(struct htr_analysis *a)
 	nnames = htr_disk__get_le(p + 8, 8);
 	want_h = htr_disk__get_le(p + 32, 8);
 	a->nskipped = (unsigned) htr_disk__get_le(p + 4, 4);
-	a->nfuncs = a->file->nfuncs;
-	if (nnames > a->file->nfuncs + 1)
+	a->nfuncs = htr_func_count(a->file);
+	if (nnames > a->nfuncs + 1)
 		goto corrupt;
 	mrc = meta_get(a->txn, a->store->dbi[HTR_DB_META], "sym.funcmap", &v);
 	if (mrc == MDB_NOTFOUND || (!mrc && v.mv_size != (a->nfuncs + 1) * 4))
@@ -606,10 +608,10 @@ static int load_sym(struct htr_analysis *a)
 		n->st.npieces = (uint32_t) htr_disk__get_le(p + 36, 4);
 		n->st.nblocks = htr_disk__get_le(p + 40, 8);
 		if (n->st.nblocks != n->st.calls ||
-		    n->st.nblocks > a->file->nblocks ||
+		    n->st.nblocks > a->nblocks ||
 		    n->st.npieces != (n->st.nblocks + HTR_SYM_PIECE - 1) /
 				     HTR_SYM_PIECE ||
-		    (n->st.calls && n->st.slowest >= a->file->nblocks))
+		    (n->st.calls && n->st.slowest >= a->nblocks))
 			goto corrupt_cur;
 	}
 	mdb_cursor_close(cur);
@@ -902,8 +904,15 @@ int htr_store_open(struct htr_store **out, const struct htr_file *file,
 	if (o.sidecar) {
 		st->sidecar = strdup(o.sidecar);
 	} else {
-		const char *path = file->path ? file->path : "";
-		size_t n = strlen(path) + sizeof(".lmdb");
+		const char *path = htr_file_path(file);
+		size_t n;
+
+		/* A file from memory has no place for a sidecar. */
+		if (!path) {
+			o.no_sidecar = 1;
+			path = "";
+		}
+		n = strlen(path) + sizeof(".lmdb");
 
 		st->sidecar = malloc(n);
 		if (st->sidecar)
@@ -1068,7 +1077,7 @@ int htr_sidecar__blocks(struct htr_analysis *a, const struct htr_an_name *n,
 
 			while (m < 256 && j < cnt) {
 				buf[m] = (uint32_t) htr_disk__get_le(q + 4 * j, 4);
-				if (buf[m] >= a->file->nblocks)
+				if (buf[m] >= a->nblocks)
 					return htr_err__set(&a->err,
 						HTR_ERR_CORRUPT, "%s: the block "
 						"list of '%s' is damaged; remove "

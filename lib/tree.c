@@ -355,3 +355,49 @@ int htr_tsc_for_insn(const struct htr_file *file, uint64_t id, uint64_t *tsc)
 	*tsc = file->tsc[n - 1].tsc;
 	return 0;
 }
+
+int htr_tsc_lookup(const struct htr_file *file, uint64_t id, uint64_t *hint,
+		   uint64_t *tsc)
+{
+	uint64_t lo = 0, h;
+	int k;
+
+	if (!file || !file->ok || !hint || !tsc)
+		return HTR_ERR_INVALID;
+	if (id >= file->hdr->ninsns)
+		return HTR_ERR_RANGE;
+	h = *hint;
+	if (h < file->ntsc && file->tsc[h].id <= id) {
+		/* A few steps forward before searching. */
+		for (k = 0; k < 8; k++) {
+			if (h + 1 >= file->ntsc || file->tsc[h + 1].id > id) {
+				*hint = h;
+				*tsc = file->tsc[h].tsc;
+				return 0;
+			}
+			h++;
+		}
+		lo = h;
+	}
+	lo = htr_file__tsc_upper(file, id, lo);
+	if (lo == 0)
+		return HTR_ERR_NOTFOUND;
+	*hint = lo - 1;
+	*tsc = file->tsc[lo - 1].tsc;
+	return 0;
+}
+
+uint64_t htr_func_count(const struct htr_file *file)
+{
+	return file && file->ok ? file->nfuncs : 0;
+}
+
+int htr_func_entry(const struct htr_file *file, uint64_t i, uint64_t *addr)
+{
+	if (!file || !file->ok || !addr)
+		return HTR_ERR_INVALID;
+	if (i >= file->nfuncs)
+		return HTR_ERR_RANGE;
+	*addr = file->funcs[i];
+	return 0;
+}

@@ -125,6 +125,16 @@ static int call_gap_get(void *ctx, void *p, size_t size)
 	return htr_gap_get(ctx, 0, p, size);
 }
 
+static int call_image_get(void *ctx, void *p, size_t size)
+{
+	return htr_image_get(ctx, 0, p, size);
+}
+
+static int call_sync_get(void *ctx, void *p, size_t size)
+{
+	return htr_sync_get(ctx, 0, p, size);
+}
+
 Test(abi, tree_facts)
 {
 	struct htr_file *f = open_sample();
@@ -136,6 +146,12 @@ Test(abi, tree_facts)
 		  sizeof(struct htr_block_info), call_block_get, f);
 	check_out("htr_gap_get", SIZE0(struct htr_gap_info, code),
 		  sizeof(struct htr_gap_info), call_gap_get, f);
+	cr_assert_gt(htr_image_count(f), 0);
+	cr_assert_gt(htr_sync_count(f), 0);
+	check_out("htr_image_get", SIZE0(struct htr_image_info, kind),
+		  sizeof(struct htr_image_info), call_image_get, f);
+	check_out("htr_sync_get", SIZE0(struct htr_sync_info, id),
+		  sizeof(struct htr_sync_info), call_sync_get, f);
 	htr_file_close(f);
 }
 
@@ -349,5 +365,49 @@ Test(abi, store_opts_and_info)
 		htr_store_close(st);
 		free(b);
 	}
+	htr_file_close(f);
+}
+
+/* The reader API the analyzers use agrees with the plain lookups. */
+Test(abi, reader_api)
+{
+	struct htr_file *f = open_sample();
+	struct htr_file_info fi;
+	struct htr_image_info im;
+	struct htr_sync_info sy;
+	uint64_t id, hint = HTR_TSC_HINT_INIT, a, b, i, prev = 0;
+	int ra, rb;
+
+	cr_assert_eq(htr_file_info(f, &fi, sizeof(fi)), 0);
+	cr_assert_eq(htr_image_count(f), fi.nimages);
+	cr_assert_eq(htr_sync_count(f), fi.nsync);
+	cr_assert_eq(htr_func_count(f), fi.nfuncs);
+	cr_assert_str_eq(htr_file_path(f), sample_htr);
+	for (id = 0; id < fi.ninsns; id += 7) {
+		ra = htr_tsc_lookup(f, id, &hint, &a);
+		rb = htr_tsc_for_insn(f, id, &b);
+		cr_assert_eq(ra, rb, "id %llu", (unsigned long long) id);
+		if (!ra)
+			cr_assert_eq(a, b);
+	}
+	/* Backwards and any hint value still give the right answer. */
+	hint = 12345678;
+	cr_assert_eq(htr_tsc_lookup(f, 0, &hint, &a),
+		     htr_tsc_for_insn(f, 0, &b));
+	cr_assert_eq(htr_tsc_lookup(f, fi.ninsns, &hint, &a), HTR_ERR_RANGE);
+	for (i = 0; i < fi.nimages; i++) {
+		cr_assert_eq(htr_image_get(f, i, &im, sizeof(im)), 0);
+		cr_assert_gt(im.path_len, 0);
+		cr_assert(im.kind == HTR_IMAGE_ELF || im.kind == HTR_IMAGE_RAW);
+	}
+	cr_assert_eq(htr_image_get(f, i, &im, sizeof(im)), HTR_ERR_RANGE);
+	for (i = 0; i < fi.nsync; i++) {
+		cr_assert_eq(htr_sync_get(f, i, &sy, sizeof(sy)), 0);
+		cr_assert_geq(sy.offset, prev);
+		prev = sy.offset;
+	}
+	for (i = 0; i < fi.nfuncs; i++)
+		cr_assert_eq(htr_func_entry(f, i, &a), 0);
+	cr_assert_eq(htr_func_entry(f, i, &a), HTR_ERR_RANGE);
 	htr_file_close(f);
 }

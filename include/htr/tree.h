@@ -207,6 +207,81 @@ HTR_API uint64_t htr_tsc_count(const struct htr_file *file);
 HTR_API int htr_tsc_point(const struct htr_file *file, uint64_t i,
 			  uint64_t *id, uint64_t *tsc);
 
+/* Start value of the hint of htr_tsc_lookup(). */
+#define HTR_TSC_HINT_INIT UINT64_MAX
+
+/**
+ * The TSC at instruction @id, as htr_tsc_for_insn(), for callers that look
+ * up times in (mostly) increasing order: *@hint (start with
+ * HTR_TSC_HINT_INIT; any value is safe) remembers where the last lookup
+ * landed, so a monotone sequence costs O(1) per lookup instead of O(log
+ * n).  The hint belongs to the caller (one per sequence and thread).
+ * Returns 0, HTR_ERR_NOTFOUND (no time known yet at @id), HTR_ERR_RANGE,
+ * HTR_ERR_INVALID.
+ */
+HTR_API int htr_tsc_lookup(const struct htr_file *file, uint64_t id,
+			   uint64_t *hint, uint64_t *tsc);
+
+/** Number of entries of the function table (entry addresses seen). */
+HTR_API uint64_t htr_func_count(const struct htr_file *file);
+
+/** Entry address of function @i (struct htr_block_info.func) in *@addr.
+ * Returns 0, HTR_ERR_RANGE, HTR_ERR_INVALID. */
+HTR_API int htr_func_entry(const struct htr_file *file, uint64_t i,
+			   uint64_t *addr);
+
+/**
+ * The path @file was opened with (absolute or not, as given), or NULL for
+ * a file opened from memory or a failed handle.  Owned by the handle;
+ * valid until htr_file_close().
+ */
+HTR_API const char *htr_file_path(const struct htr_file *file);
+
+/* One piece of the image the trace was decoded with (the size rule:
+ * htr/common.h; first version: through kind). */
+struct htr_image_info {
+	size_t size;               /* set by the library: bytes filled */
+	const char *path;          /* absolute path as recorded, NOT
+				    * NUL-terminated: path_len bytes; points
+				    * into the file, valid until close */
+	uint32_t path_len;
+	uint64_t vaddr;            /* where the bytes were loaded */
+	uint64_t offset;           /* file offset of the bytes */
+	uint64_t bytes;            /* how many */
+	uint32_t kind;             /* HTR_IMAGE_ELF or HTR_IMAGE_RAW */
+};
+
+#define HTR_IMAGE_ELF 1u           /* an executable PT_LOAD of an ELF file */
+#define HTR_IMAGE_RAW 2u           /* raw bytes (--raw) */
+
+/** Number of image pieces. */
+HTR_API uint64_t htr_image_count(const struct htr_file *file);
+
+/**
+ * Image piece @i (in the order the builder got them) into @info of @size
+ * bytes.  O(i): the records have variable size; walk them in order.
+ * Returns 0, HTR_ERR_RANGE, HTR_ERR_INVALID (NULL arguments, @size below
+ * the first version's).
+ */
+HTR_API int htr_image_get(const struct htr_file *file, uint64_t i,
+			  struct htr_image_info *info, size_t size);
+
+/* A sync point: a PSB of the trace (the size rule: htr/common.h; first
+ * version: through id). */
+struct htr_sync_info {
+	size_t size;               /* set by the library: bytes filled */
+	uint64_t offset;           /* trace offset of the PSB */
+	uint64_t id;               /* first instruction decoded after it */
+};
+
+/** Number of sync points. */
+HTR_API uint64_t htr_sync_count(const struct htr_file *file);
+
+/** Sync point @i (by offset) into @info of @size bytes.  Returns 0,
+ * HTR_ERR_RANGE, HTR_ERR_INVALID. */
+HTR_API int htr_sync_get(const struct htr_file *file, uint64_t i,
+			 struct htr_sync_info *info, size_t size);
+
 enum htr_gap_kind {
 	HTR_GAP_DISABLED = 1,   /* tracing was disabled, later re-enabled */
 	HTR_GAP_OVERFLOW = 2,   /* the processor lost packets */
