@@ -723,8 +723,8 @@ static void interrupt(struct run *r)
 
 	h = p->nfuncs - h + synth_below(&r->rng, h);
 	r->res.n.irqs++;
-	r->res.n.irqs_after_call += r->last_was_call;
-	r->res.n.irqs_after_ret += r->last_was_ret;
+	r->res.n.irqs_after_call += r->last_was_call != 0;
+	r->res.n.irqs_after_ret += r->last_was_ret != 0;
 	ptw_ip(&r->w, ppt_fup, addr(r, r->pc));
 	ptw_ip(&r->w, ppt_tip, addr(r, p->funcs[h].first));
 	push(r, r->pc, h, 0, FK_IRQ);
