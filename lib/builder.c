@@ -9,6 +9,9 @@ struct frame {
 	uint64_t first;
 	uint64_t ret_ip;        /* 0: unknown (the top-level frame, callbacks) */
 	uint64_t entry;         /* 0: unknown */
+	uint64_t anchor;        /* its entry, else the first address it ran
+				 * (0: none): inside its function, for the
+				 * extents */
 	uint32_t func;          /* HTR_FUNC_NONE until known */
 	uint32_t first_child;
 	uint32_t nchildren;
@@ -16,6 +19,7 @@ struct frame {
 	uint8_t entry_pending;  /* the next run starts at its entry */
 	uint8_t own;            /* ran instructions itself (top level) */
 	uint8_t far;            /* opened by a far transfer or an interrupt */
+	uint8_t callback;       /* entered from untraced code (push_at) */
 };
 
 /* Open addressing, entry -> function index; grows at 1/2 load. */
@@ -200,6 +204,8 @@ static int set_entry(struct htr_tb *t, struct frame *f, uint64_t entry)
 {
 	f->entry_pending = 0;
 	f->entry = entry;
+	if (!f->anchor)
+		f->anchor = entry;
 	return func_index(t, entry, &f->func);
 }
 
@@ -208,7 +214,10 @@ static int push_at(struct htr_tb *t, uint64_t ip)
 {
 	int rc = push(t, 0, 0);
 
-	return rc < 0 || t->folded ? rc : set_entry(t, &t->st[t->depth - 1], ip);
+	if (rc < 0 || t->folded)
+		return rc;
+	t->st[t->depth - 1].callback = 1;
+	return set_entry(t, &t->st[t->depth - 1], ip);
 }
 
 /* Write @f as a completed block ending at @last and make it the newest
@@ -242,6 +251,21 @@ static int emit(struct htr_tb *t, const struct frame *f, uint64_t last,
 
 static int pop(struct htr_tb *t, uint64_t last, unsigned flags)
 {
+	const struct frame *f = &t->st[t->depth - 1];
+
+	/* The kernel's side of a syscall or interrupt, never traced (its
+	 * entry unknown), is no level of the tree: what ran traced inside it
+	 * (a signal handler, the sigreturn trampoline) belongs to the
+	 * interrupted frame. */
+	if (f->far && f->func == HTR_FUNC_NONE && t->depth > 1) {
+		struct frame *parent = &t->st[t->depth - 2];
+
+		if (parent->first_child == HTR_NONE32)
+			parent->first_child = f->first_child;
+		parent->nchildren += f->nchildren;
+		t->depth--;
+		return 0;
+	}
 	t->depth--;
 	return emit(t, &t->st[t->depth], last, flags, &t->st[t->depth - 1]);
 }
@@ -285,10 +309,27 @@ static size_t outer_ret_match(const struct htr_tb *t, uint64_t ip)
 	return 0;
 }
 
+/* The innermost open frame whose function holds @ip, not at its entry (ELF
+ * extents, matched through an address the frame ran); t->depth if none.
+ * A function's entry is where retpolines and other return-as-jump tricks
+ * go, and where callbacks start: it never counts. */
+static size_t inside_outer(const struct htr_tb *t, uint64_t ip)
+{
+	uint64_t lo, hi;
+	size_t i;
+
+	if (!t->extent || !t->extent(t->extent_ctx, ip, &lo, &hi) || ip == lo)
+		return t->depth;
+	for (i = t->depth; i-- > 0;)
+		if (t->st[i].anchor >= lo && t->st[i].anchor < hi)
+			return i;
+	return t->depth;
+}
+
 /* The return held in ret_pending landed at @to (0: unknown). */
 static int land_return(struct htr_tb *t, uint64_t to)
 {
-	uint64_t last = t->ret_last, lo, hi;
+	uint64_t last = t->ret_last;
 	size_t i;
 
 	t->ret_pending = 0;
@@ -304,13 +345,11 @@ static int land_return(struct htr_tb *t, uint64_t to)
 
 		return rc < 0 ? rc : pop(t, last, 0);
 	}
-	/* Landed inside (not at the entry of) an outer frame's function: an
-	 * exception caught there.  A function's entry is where retpolines and
-	 * other return-as-jump tricks go, so it never counts. */
-	if (t->extent && t->extent(t->extent_ctx, to, &lo, &hi) && to != lo)
-		for (i = t->depth - 1; i-- > 1;)
-			if (t->st[i].entry >= lo && t->st[i].entry < hi)
-				return pop_to(t, i, last, HTR_BLOCK_UNWOUND);
+	/* Landed inside an outer frame's function: an exception caught
+	 * there. */
+	i = inside_outer(t, to);
+	if (i < t->depth - 1)
+		return pop_to(t, i, last, HTR_BLOCK_UNWOUND);
 	/* Nothing matches (a retpoline): the innermost frame returned. */
 	return pop(t, last, 0);
 }
@@ -342,6 +381,8 @@ int htr_tb__run(struct htr_tb *t, uint64_t ip, uint32_t ninsn,
 		return rc;
 	if (t->depth == 1)
 		top->own = 1;
+	if (!top->anchor)
+		top->anchor = ip;
 	last = t->id + ninsn - 1;
 	if (last > HTR_MAX_ID)
 		return HTR_ERR_LIMIT;
@@ -406,6 +447,20 @@ static int close_unseen(struct htr_tb *t, uint64_t ip, uint64_t last)
 			return pop_to(t, i - 1, last, HTR_BLOCK_IMPLICIT);
 	if (t->gap.kind != HTR_GAP_DISABLED)
 		return 0;
+	/* A callback that left by a jump (a tail call into untraced code)
+	 * returns through that code: whatever comes back next is not its. */
+	if (!t->gap.async && t->depth > 1 && t->st[t->depth - 1].callback) {
+		int rc = pop(t, last, HTR_BLOCK_IMPLICIT);
+
+		if (rc < 0)
+			return rc;
+	}
+	/* Inside an open frame's function: that frame goes on; the frames
+	 * above it were left unseen (an exception caught after an untraced
+	 * unwinder, a jump back into the traced code). */
+	i = inside_outer(t, ip);
+	if (i < t->depth)
+		return pop_to(t, i, last, HTR_BLOCK_UNWOUND);
 	/* At a function's entry: called from untraced code or by the kernel
 	 * (a callback, a signal handler). */
 	if (func_known(t, ip) ||

@@ -372,6 +372,11 @@ static int on_event(struct dec *s, const struct pt_event *ev)
 			rc = gap(s, HTR_GAP_DISABLED, cur_offset(s), 0);
 			if (!rc)
 				rc = resume_at(s, ev->variant.enabled.ip);
+		} else {
+			/* An overflow that resolved while tracing was off
+			 * resumes here (a disable may follow before any run
+			 * says so). */
+			rc = resume_at(s, ev->variant.enabled.ip);
 		}
 		s->off = 0;
 		s->async_off = 0;

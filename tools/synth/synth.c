@@ -630,11 +630,11 @@ static int may_resume(struct run *r, int just_returned)
 	       (r->st[r->depth - 1].flags & FLAG_LATE))))
 		return 0;
 	/* Tracing comes back in traced code only.  After a disable, a
-	 * resume at a function's entry reads as a callback from untraced
-	 * code (tree rules, 4): never resume there. */
+	 * resume at a function's entry reads as a callback or a signal
+	 * handler (tree rules, 4), even where a tail call got there while
+	 * tracing was off: never resume there. */
 	if (untraced_code(r, r->pc) ||
-	    (r->sc.strict_resume && r->mode == M_OFF_GAP &&
-	     func_of(r, r->pc)->first == r->pc))
+	    (r->mode == M_OFF_GAP && func_of(r, r->pc)->first == r->pc))
 		return 0;
 	if (r->depth == r->gap_depth && r->gap_floor == r->gap_depth)
 		return !ret_addr_open(r, r->pc);
