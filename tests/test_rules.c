@@ -626,3 +626,104 @@ Test(rules, progress_while_searching)
 	cr_assert_geq(seen[0], 3, "%llu progress reports",
 		      (unsigned long long) seen[0]);
 }
+
+/*
+ * A callback that leaves by a tail jump (a qsort comparator ending in
+ * jmp strcmp@plt) returns through untraced code: the next callback is its
+ * sibling.  0x1000 call 0x2000 (untraced); callback 0x1100: nop; jmp
+ * 0x1120; 0x1120 jmp *%rax leaves (TIP.PGD 0x3000); again; then back at
+ * 0x1005: nop; jmp *%rax leaves.  IDs: 0 call, 1 nop, 2 jmp, 3 jmp*,
+ * 4 nop, 5 jmp, 6 jmp*, 7 nop, 8 jmp*.
+ */
+Test(rules, callback_tail_jump)
+{
+	uint8_t code[0x130];
+	struct trace t = { .n = 0 };
+	struct tree r;
+	const struct blk *q;
+	uint32_t i, ncb = 0;
+
+	memset(code, 0x90, sizeof(code));
+	memcpy(code + 0x00, "\xe8\xfb\x0f\x00\x00", 5);    /* call 0x2000 */
+	memcpy(code + 0x06, "\xff\xe0", 2);
+	memcpy(code + 0x101, "\xeb\x1d", 2);               /* jmp 0x1120 */
+	memcpy(code + 0x120, "\xff\xe0", 2);
+	start(&t, 64);
+	ip(&t, ppt_tip_pge, 0x1000);
+	ip(&t, ppt_tip_pgd, 0x2000);
+	ip(&t, ppt_tip_pge, 0x1100);
+	ip(&t, ppt_tip_pgd, 0x3000);
+	ip(&t, ppt_tip_pge, 0x1100);
+	ip(&t, ppt_tip_pgd, 0x3000);
+	ip(&t, ppt_tip_pge, 0x1005);
+	ip(&t, ppt_tip_pgd, 0);
+	build(code, sizeof(code), 0x1000, &t, &r);
+
+	cr_assert_eq(r.ninsns, 9);
+	q = at_entry(&r, 0x2000);
+	cr_assert_eq(q->first, 1);
+	cr_assert_eq(q->last, 6);
+	for (i = 0; i < r.n; i++)
+		if (r.b[i].func != HTR_NONE && r.b[i].entry == 0x1100) {
+			cr_assert_eq(&r.b[r.b[i].parent], q, "callback %u is "
+				     "not the library call's child", i);
+			cr_assert_eq(r.b[i].last, r.b[i].first + 2);
+			cr_assert_eq(r.b[i].flags, HTR_BLOCK_IMPLICIT);
+			ncb++;
+		}
+	cr_assert_eq(ncb, 2);
+}
+
+/*
+ * A signal delivered at a syscall in a user-only trace.  The handler
+ * (0x1020) ran once before, called directly, so its entry is known (with
+ * ELF symbols it always is).  f (0x1010) runs syscall, tracing stops; the
+ * kernel enters the handler (TIP.PGE 0x1020); it returns to the restorer
+ * 0x1030 (TIP), whose rt_sigreturn syscall stops tracing again; the kernel
+ * resumes f after its syscall (TIP.PGE 0x1012); f returns (TIP 0x100a).
+ * The kernel's side is no block: the handler is f's child.
+ * IDs: 0 call h, 1 nop, 2 ret, 3 call f, 4 syscall, 5 nop, 6 ret,
+ * 7 syscall, 8 ret, 9 jmp*.
+ */
+Test(rules, signal_handler_at_syscall)
+{
+	uint8_t code[0x40];
+	struct trace t = { .n = 0 };
+	struct tree r;
+	const struct blk *f;
+	uint32_t i, nh = 0;
+
+	memset(code, 0x90, sizeof(code));
+	memcpy(code + 0x00, "\xe8\x1b\x00\x00\x00", 5);    /* call 0x1020 */
+	memcpy(code + 0x05, "\xe8\x06\x00\x00\x00", 5);    /* call 0x1010 */
+	memcpy(code + 0x0a, "\xff\xe0", 2);
+	memcpy(code + 0x10, "\x0f\x05\xc3", 3);            /* syscall; ret */
+	code[0x21] = 0xc3;                                 /* handler ret */
+	memcpy(code + 0x30, "\x0f\x05", 2);                /* rt_sigreturn */
+	start(&t, 64);
+	ip(&t, ppt_tip_pge, 0x1000);
+	ip(&t, ppt_tip, 0x1005);
+	ip(&t, ppt_tip_pgd, 0);
+	ip(&t, ppt_tip_pge, 0x1020);
+	ip(&t, ppt_tip, 0x1030);
+	ip(&t, ppt_tip_pgd, 0);
+	ip(&t, ppt_tip_pge, 0x1012);
+	ip(&t, ppt_tip, 0x100a);
+	ip(&t, ppt_tip_pgd, 0);
+	build(code, sizeof(code), 0x1000, &t, &r);
+
+	cr_assert_eq(r.ninsns, 10);
+	cr_assert_eq(r.n, 4, "blocks: %u", r.n);
+	f = at_entry(&r, 0x1010);
+	cr_assert_eq(f->first, 4);
+	cr_assert_eq(f->last, 8);
+	cr_assert_eq(f->flags, HTR_BLOCK_GAP);
+	for (i = 0; i < r.n; i++)
+		if (r.b[i].func != HTR_NONE && r.b[i].entry == 0x1020 &&
+		    r.b[i].first == 5) {
+			cr_assert_eq(&r.b[r.b[i].parent], f);
+			cr_assert_eq(r.b[i].last, 6);
+			nh++;
+		}
+	cr_assert_eq(nh, 1, "no handler block inside f");
+}
