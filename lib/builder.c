@@ -309,18 +309,18 @@ static size_t outer_ret_match(const struct htr_tb *t, uint64_t ip)
 	return 0;
 }
 
-/* The innermost open frame whose function holds @ip, not at its entry (ELF
- * extents, matched through an address the frame ran); t->depth if none.
- * A function's entry is where retpolines and other return-as-jump tricks
- * go, and where callbacks start: it never counts. */
-static size_t inside_outer(const struct htr_tb *t, uint64_t ip)
+/* The innermost open frame below index @below whose function holds @ip,
+ * not at its entry (ELF extents, matched through the frame's anchor);
+ * t->depth if none.  A function's entry is where retpolines and other
+ * return-as-jump tricks go, and where callbacks start: it never counts. */
+static size_t inside_frame(const struct htr_tb *t, size_t below, uint64_t ip)
 {
 	uint64_t lo, hi;
 	size_t i;
 
 	if (!t->extent || !t->extent(t->extent_ctx, ip, &lo, &hi) || ip == lo)
 		return t->depth;
-	for (i = t->depth; i-- > 0;)
+	for (i = below; i-- > 0;)
 		if (t->st[i].anchor >= lo && t->st[i].anchor < hi)
 			return i;
 	return t->depth;
@@ -347,8 +347,8 @@ static int land_return(struct htr_tb *t, uint64_t to)
 	}
 	/* Landed inside an outer frame's function: an exception caught
 	 * there. */
-	i = inside_outer(t, to);
-	if (i < t->depth - 1)
+	i = inside_frame(t, t->depth - 1, to);
+	if (i < t->depth)
 		return pop_to(t, i, last, HTR_BLOCK_UNWOUND);
 	/* Nothing matches (a retpoline): the innermost frame returned. */
 	return pop(t, last, 0);
@@ -458,7 +458,7 @@ static int close_unseen(struct htr_tb *t, uint64_t ip, uint64_t last)
 	/* Inside an open frame's function: that frame goes on; the frames
 	 * above it were left unseen (an exception caught after an untraced
 	 * unwinder, a jump back into the traced code). */
-	i = inside_outer(t, ip);
+	i = inside_frame(t, t->depth, ip);
 	if (i < t->depth)
 		return pop_to(t, i, last, HTR_BLOCK_UNWOUND);
 	/* At a function's entry: called from untraced code or by the kernel

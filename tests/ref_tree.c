@@ -265,9 +265,11 @@ static int decode(const uint8_t *trace, size_t size, struct pt_image *image,
 
 struct frame {
 	uint64_t first, ret, entry;
+	uint64_t anchor;       /* its entry, else the first address it ran */
 	size_t child_base;     /* its children in b->open[child_base..] */
 	unsigned flags;
 	uint8_t has_first, has_ret, has_entry, entry_pending, far;
+	uint8_t callback;      /* entered from untraced code */
 };
 
 struct builder {
@@ -285,8 +287,6 @@ struct builder {
 	uint64_t ret_id;
 	int off, async_off;    /* tracing disabled (asynchronously) */
 	uint64_t off_at;       /* where the asynchronous disable stopped */
-	uint64_t off_ip;       /* where it went (TIP.PGD), if off_has_ip */
-	int off_has_ip;
 	int gap_pending;       /* gaps whose resume address is not known */
 	int gap_lost;          /* ... one is an overflow or an error */
 	int gap_sync;          /* ... one is a synchronous disable */
@@ -356,6 +356,8 @@ static int set_entry(struct builder *b, struct frame *f, uint64_t addr)
 	f->entry_pending = 0;
 	f->has_entry = 1;
 	f->entry = addr;
+	if (!f->anchor)
+		f->anchor = addr;
 	return entry_add(b, addr);
 }
 
@@ -413,6 +415,10 @@ static int pop(struct builder *b, uint64_t last, unsigned flags)
 {
 	struct frame f = b->st[--b->depth];
 
+	/* The kernel's side of a syscall or interrupt, its entry never
+	 * seen, is no block: its blocks stay open for the frame below. */
+	if (f.far && !f.has_entry && b->depth > 0)
+		return 0;
 	if (!f.has_first)
 		return 0;
 	return emit(b, &f, last, flags, f.child_base);
@@ -444,6 +450,23 @@ static int late_return(struct builder *b, uint64_t last)
 	return emit(b, &top, last, REF_LATE, 0);
 }
 
+/* The innermost frame below index @below whose function (ELF symbols)
+ * holds @l, not at its entry; @below when none.  A frame's function is
+ * the one holding its anchor. */
+static size_t holder(const struct builder *b, size_t below, uint64_t l)
+{
+	uint64_t s, e;
+	size_t i;
+
+	if (!b->cfg->func_of || b->cfg->func_of(b->cfg->func_ctx, l, &s, &e) < 0
+	    || l == s)
+		return below;
+	for (i = below; i-- > 0;)
+		if (b->st[i].anchor >= s && b->st[i].anchor < e)
+			return i;
+	return below;
+}
+
 /* Rule 3: the return at b->ret_id landed at @l (@known). */
 static int resolve_return(struct builder *b, int known, uint64_t l)
 {
@@ -461,21 +484,13 @@ static int resolve_return(struct builder *b, int known, uint64_t l)
 	/* Inside (not at the entry of) the function of an outer frame (a
 	 * catch block): the frames above it were abandoned, it goes on.  A
 	 * return to a function's entry is a jump in disguise. */
-	if (b->cfg->func_of)
-		for (i = k; i-- > 1;) {
-			uint64_t s, e;
-
-			if (!b->st[i].has_entry ||
-			    b->cfg->func_of(b->cfg->func_ctx, b->st[i].entry,
-					    &s, &e) < 0)
-				continue;
-			if (s < l && l < e) {
-				while (b->depth > i + 1)
-					if (pop(b, r, REF_UNWOUND) < 0)
-						return -1;
-				return 0;
-			}
-		}
+	i = holder(b, k, l);
+	if (i < k) {
+		while (b->depth > i + 1)
+			if (pop(b, r, REF_UNWOUND) < 0)
+				return -1;
+		return 0;
+	}
 	return pop(b, r, 0);
 }
 
@@ -543,6 +558,7 @@ static int push_callback(struct builder *b, uint64_t r)
 {
 	if (push(b, 0, 0, 0) < 0)
 		return -1;
+	b->st[b->depth - 1].callback = 1;
 	return set_entry(b, &b->st[b->depth - 1], r);
 }
 
@@ -564,6 +580,18 @@ static int resume(struct builder *b, uint64_t r)
 	/* After an overflow or a decode error: nothing else. */
 	if (!done && b->gap_lost)
 		done = 1;
+	/* A callback that left by a jump returned through untraced code. */
+	if (!done && b->gap_sync && b->depth > 1 &&
+	    b->st[b->depth - 1].callback && pop(b, last, REF_IMPLICIT) < 0)
+		return -1;
+	/* Inside an open frame's function: it goes on, the frames above it
+	 * were left unseen. */
+	if (!done && (i = holder(b, b->depth, r)) < b->depth) {
+		while (b->depth > i + 1)
+			if (pop(b, last, REF_UNWOUND) < 0)
+				return -1;
+		done = 1;
+	}
 	/* A function's entry: a callback; far frames stay open. */
 	if (!done && is_entry(b, r)) {
 		rc = push_callback(b, r);
@@ -599,6 +627,8 @@ static int on_insn(struct builder *b, const struct step *s)
 	f = &b->st[b->depth - 1];
 	if (f->entry_pending && set_entry(b, f, s->a) < 0)
 		return -1;
+	if (!f->anchor)
+		f->anchor = s->a;
 	/* Frames opened since the last instruction start here. */
 	for (i = b->depth; i-- > 1 && !b->st[i].has_first;) {
 		b->st[i].has_first = 1;
@@ -663,8 +693,6 @@ static int on_step(struct builder *b, const struct step *s)
 		b->off = 1;
 		b->async_off = s->kind == S_ASYNC_DISABLED;
 		b->off_at = s->a;
-		b->off_ip = s->b;
-		b->off_has_ip = s->kind == S_ASYNC_DISABLED && s->has_ip;
 		return 0;
 	case S_ENABLED:
 		if (b->off) {
@@ -675,16 +703,12 @@ static int on_step(struct builder *b, const struct step *s)
 			if (add_gap(b, REF_GAP_DISABLED, 0) < 0)
 				return -1;
 			/* The kernel took over where tracing stopped: a far
-			 * frame.  Choice: its entry is where TIP.PGD went, if
-			 * it says; it is not open across this gap. */
+			 * frame, its entry unknown (the kernel is not in the
+			 * trace); it is not open across this gap. */
 			if (b->async_off) {
 				if (push(b, 1, b->off_at, 1) < 0)
 					return -1;
 				b->st[b->depth - 1].entry_pending = 0;
-				if (b->off_has_ip &&
-				    set_entry(b, &b->st[b->depth - 1],
-					      b->off_ip) < 0)
-					return -1;
 			}
 		}
 		return b->gap_pending ? resume(b, s->a) : 0;
