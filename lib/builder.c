@@ -39,6 +39,9 @@ struct htr_tb {
 	int have_tsc;
 	int in_gap;             /* a gap was reported, no resume yet */
 	struct htr_decode_gap gap;      /* the last one */
+	int gap_flag;           /* flag the frames the gap at gap_id lies in,
+				 * at the next instruction */
+	uint64_t gap_id;
 	int ret_pending;        /* a return waits to learn where it landed */
 	uint64_t ret_last;      /* its ID */
 	uint64_t folded, nfolded;       /* calls past the depth limit: open,
@@ -207,6 +210,19 @@ static int set_entry(struct htr_tb *t, struct frame *f, uint64_t entry)
 	if (!f->anchor)
 		f->anchor = entry;
 	return func_index(t, entry, &f->func);
+}
+
+/* The gaps since gap_id lie inside the span of every frame that ran before
+ * them and runs again after them: done at the next instruction, as frames
+ * that close before it (another gap at the same ID) end before them. */
+static void flag_gap(struct htr_tb *t)
+{
+	size_t i;
+
+	t->gap_flag = 0;
+	for (i = 0; i < t->depth; i++)
+		if (t->st[i].first < t->gap_id)
+			t->st[i].flags |= HTR_BLOCK_GAP;
 }
 
 /* A frame entered at @ip by an unseen call (return address unknown). */
@@ -383,6 +399,8 @@ int htr_tb__run(struct htr_tb *t, uint64_t ip, uint32_t ninsn,
 		top->own = 1;
 	if (!top->anchor)
 		top->anchor = ip;
+	if (t->gap_flag)
+		flag_gap(t);
 	last = t->id + ninsn - 1;
 	if (last > HTR_MAX_ID)
 		return HTR_ERR_LIMIT;
@@ -427,6 +445,8 @@ int htr_tb__gap(struct htr_tb *t, const struct htr_decode_gap *g)
 	if (g->kind == HTR_GAP_DISABLED && g->async &&
 	    (rc = push(t, g->ip, 1)) < 0)
 		return rc;
+	if (!t->in_gap)
+		t->gap_id = t->id;
 	t->gaps++;
 	t->in_gap = 1;
 	t->gap = *g;
@@ -479,7 +499,6 @@ static int close_unseen(struct htr_tb *t, uint64_t ip, uint64_t last)
 
 int htr_tb__resume(struct htr_tb *t, uint64_t ip)
 {
-	size_t i;
 	int rc = 0;
 
 	if (!t->in_gap)
@@ -489,11 +508,7 @@ int htr_tb__resume(struct htr_tb *t, uint64_t ip)
 	t->st[t->depth - 1].entry_pending = 0;
 	if (!t->folded)
 		rc = close_unseen(t, ip, t->id ? t->id - 1 : 0);
-	/* The gap lies inside the span of every frame that ran before it
-	 * and goes on after it. */
-	for (i = 0; i < t->depth; i++)
-		if (t->st[i].first < t->id)
-			t->st[i].flags |= HTR_BLOCK_GAP;
+	t->gap_flag = 1;
 	return rc;
 }
 

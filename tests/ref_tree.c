@@ -288,6 +288,7 @@ struct builder {
 	int off, async_off;    /* tracing disabled (asynchronously) */
 	uint64_t off_at;       /* where the asynchronous disable stopped */
 	int gap_pending;       /* gaps whose resume address is not known */
+	int gap_flag;          /* gaps to flag at the next instruction */
 	int gap_lost;          /* ... one is an overflow or an error */
 	int gap_sync;          /* ... one is a synchronous disable */
 	uint64_t gap_id;       /* the first pending gap's ID */
@@ -515,7 +516,7 @@ static int add_gap(struct builder *b, enum ref_gap_kind kind, int code)
 	t->gaps[t->ngaps].kind = kind;
 	t->gaps[t->ngaps].code = code;
 	t->ngaps++;
-	if (!b->gap_pending)
+	if (!b->gap_pending && !b->gap_flag)
 		b->gap_id = b->n;
 	b->gap_pending = 1;
 	if (kind != REF_GAP_DISABLED)
@@ -607,7 +608,7 @@ static int resume(struct builder *b, uint64_t r)
 	/* A synchronous disable: a callback no symbol names. */
 	if (!done && b->gap_sync)
 		rc = push_callback(b, r);
-	flag_gap(b);
+	b->gap_flag = 1;
 	b->gap_pending = 0;
 	b->gap_lost = 0;
 	b->gap_sync = 0;
@@ -624,6 +625,12 @@ static int on_insn(struct builder *b, const struct step *s)
 		return -1;
 	if (b->ret_pending && resolve_return(b, 1, s->a) < 0)
 		return -1;
+	/* The gaps before this instruction lie inside every frame that ran
+	 * before them and is still open. */
+	if (b->gap_flag) {
+		flag_gap(b);
+		b->gap_flag = 0;
+	}
 	f = &b->st[b->depth - 1];
 	if (f->entry_pending && set_entry(b, f, s->a) < 0)
 		return -1;

@@ -240,6 +240,38 @@ Test(build, two_bases)
 	truth_free(&t2);
 }
 
+/* A sweep over random knobs and every scenario: each build is exactly its
+ * truth.  Small traces, so 320 of them stay within seconds. */
+Test(build, sweep, .timeout = 240)
+{
+	uint64_t seed;
+
+	for (seed = 1; seed <= 320; seed++) {
+		struct synth_opts o;
+		struct truth t;
+		struct htr_file *f = NULL;
+		char tag[64];
+
+		synth_opts_init(&o);
+		o.seed = 100003 * seed;
+		o.scenario = (enum synth_scenario) (seed % SYNTH_NSCENARIOS);
+		o.insns = 200 + (seed * 7907) % 6000;
+		o.nfuncs = 4 + (unsigned) (seed * 13 % 60);
+		o.max_depth = 2 + (unsigned) (seed * 5 % 40);
+		o.psb_period = 256 + (uint32_t) (seed * 977 % 8192);
+		o.mtc = seed % 3 != 0;
+		o.cyc = seed % 5 != 0;
+		if (seed % 4 == 0)
+			o.base = 0x555555554000ull;
+		snprintf(tag, sizeof(tag), "sweep-%s-%" PRIu64,
+			 synth_scenario_name(o.scenario), seed);
+		make(&o, tag, &t, &f, "%s.elf@%#llx");
+		compare(&t, f, tag, 1);
+		htr_file_close(f);
+		truth_free(&t);
+	}
+}
+
 /* The deepest block containing @id by brute force, HTR_NONE if none. */
 static uint32_t scan_for_insn(const struct htr_file *f, uint64_t id)
 {
