@@ -99,6 +99,23 @@ if command -v strip >/dev/null; then
 	expect 0 '' "$htr" dump --tsc --depth 2 "$dir/s.htr"
 fi
 
+# find: a bad glob or an empty pattern is a usage error; no match is said.
+expect 2 'without its ]' "$htr" find '[' "$dir/t.htr"
+expect 2 'PATTERN is empty' "$htr" find '' "$dir/t.htr"
+expect 0 'no function matches' "$htr" find no_such_function "$dir/t.htr"
+[ -s "$dir/out" ] && { echo "FAIL: find printed for no match"; fails=$((fails + 1)); }
+
+# A damaged body: every message names the file; a full dump prints
+# nothing before it fails.
+cp "$dir/t.htr" "$dir/bad.htr"
+size=$(wc -c <"$dir/bad.htr")
+printf '\377\377\377\377\377\377\377\377' |
+	dd of="$dir/bad.htr" bs=1 seek=$((size / 3)) conv=notrunc 2>/dev/null
+expect 1 "$dir/bad.htr" "$htr" dump "$dir/bad.htr"
+[ -s "$dir/out" ] && { echo "FAIL: dump printed a damaged file"; fails=$((fails + 1)); }
+expect 1 "$dir/bad.htr" "$htr" top "$dir/bad.htr"
+expect 1 "$dir/bad.htr" "$htr" dump --tsc "$dir/bad.htr"
+
 expect 1 'not an htr file' "$htr" info "$T"
 head -c 1000 "$dir/t.htr" >"$dir/cut.htr"
 expect 1 'cut.htr' "$htr" dump "$dir/cut.htr"

@@ -49,6 +49,11 @@ const char *block_flags_str(uint32_t flags, char *buf, size_t size);
  * printing the error (the caller exits with HTR_EXIT_FAIL; *@a is NULL). */
 int open_analysis(const char *cmd, struct htr_file *f, unsigned what,
 		  struct htr_analysis **a);
+/* One line for a failed analysis call on @f: the library's message, with
+ * the .htr path in front when the message does not name it.  Returns
+ * HTR_EXIT_FAIL. */
+int analysis_fail(const char *cmd, const struct htr_file *f,
+		  const struct htr_analysis *a, int err);
 /* @s as a JSON string (quoted, escaped) on @fp. */
 void json_string(FILE *fp, const char *s);
 

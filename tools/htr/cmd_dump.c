@@ -105,6 +105,7 @@ struct dump {
 	struct htr_analysis *an;   /* --tsc */
 	uint64_t top_total;        /* total of the level-0 block */
 	int an_error;
+	int err;              /* what stopped the walk (negative htr_error) */
 	uint64_t n;
 	int io_error;
 	struct line line;     /* --tsc text output */
@@ -123,8 +124,11 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		return HTR_VISIT_SKIP;
 	bi.size = sizeof(bi);
 	rc = htr_block_get(f, block, &bi, sizeof(bi));
-	if (rc < 0)
-		return rc;
+	if (rc < 0) {
+		/* Callbacks stop a walk with a positive value. */
+		d->err = rc;
+		return 1;
+	}
 	if (d->an && !d->json) {
 		uint64_t total, children, local;
 		const char *name;
@@ -134,7 +138,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 			rc = htr_block_name(d->an, block, &name);
 		if (rc < 0) {
 			d->an_error = 1;
-			return rc;
+			return 1;
 		}
 		if (level == 0)
 			d->top_total = total;
@@ -165,7 +169,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 			rc = htr_block_name(d->an, block, &name);
 		if (rc < 0) {
 			d->an_error = 1;
-			return rc;
+			return 1;
 		}
 		if (level == 0)
 			d->top_total = total;
@@ -220,6 +224,7 @@ int cmd_dump(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct htr_file *f = NULL;
+	struct htr_open_opts oo;
 	struct dump d;
 	uint64_t v, from_id = 0;
 	uint32_t from = HTR_NONE;
@@ -257,7 +262,11 @@ int cmd_dump(int argc, char **argv)
 	if (optind + 1 != argc)
 		return usage_error("dump", "expected one FILE.htr");
 	path = argv[optind];
-	err = htr_file_open(&f, path, NULL);
+	/* A whole dump reads every block anyway: check the body first, so
+	 * a damaged file fails before any line is printed. */
+	htr_open_opts_init(&oo);
+	oo.verify_body = !have_from && d.max_level == UINT64_MAX;
+	err = htr_file_open(&f, path, &oo);
 	if (err < 0) {
 		rc = fail("dump", "%s", f ? htr_last_error(f) : htr_errstr(err));
 		goto out;
@@ -284,11 +293,12 @@ int cmd_dump(int argc, char **argv)
 		goto out;
 	}
 	if (d.an_error) {
-		rc = fail("dump", "%s", htr_analysis_last_error(d.an));
+		rc = analysis_fail("dump", f, d.an, HTR_ERR_CORRUPT);
 		goto out;
 	}
-	if (err < 0) {
-		rc = fail("dump", "%s: %s", path, htr_errstr(err));
+	if (d.err < 0 || err < 0) {
+		rc = fail("dump", "%s: %s", path, htr_errstr(d.err < 0 ? d.err :
+							     err));
 		goto out;
 	}
 	rc = HTR_EXIT_OK;

@@ -22,7 +22,33 @@ static const char usage_text[] =
 "  -n, --limit N   print the first N only\n"
 "  -j, --json      a JSON array of objects\n"
 "  -h, --help      show this help\n"
+"A PATTERN that matches no function is said in one line on stderr (exit\n"
+"status 0); an empty PATTERN or a glob with an unclosed [ is a usage error.\n"
 "exit status: 0 ok (also when nothing matches), 1 failure, 2 usage error\n";
+
+/* Whether every [ of the glob @p has its ] (fnmatch would otherwise take
+ * the bracket as a plain character and silently match nothing). */
+static int glob_ok(const char *p)
+{
+	for (; *p; p++) {
+		if (*p == '\\' && p[1]) {
+			p++;
+			continue;
+		}
+		if (*p != '[')
+			continue;
+		p++;
+		if (*p == '!' || *p == '^')
+			p++;
+		if (*p == ']')          /* a ] first is a member */
+			p++;
+		while (*p && *p != ']')
+			p++;
+		if (!*p)
+			return 0;
+	}
+	return 1;
+}
 
 struct hit {
 	uint32_t block;
@@ -140,6 +166,11 @@ int cmd_find(int argc, char **argv)
 		return usage_error("find", "expected PATTERN and FILE.htr");
 	pattern = argv[optind];
 	path = argv[optind + 1];
+	if (!pattern[0])
+		return usage_error("find", "PATTERN is empty");
+	if (!glob_ok(pattern))
+		return usage_error("find", "'%s': a [ without its ] in the glob",
+				   pattern);
 	ch = htr_file_open(&f, path, NULL);
 	if (ch < 0) {
 		rc = fail("find", "%s", f ? htr_last_error(f) : htr_errstr(ch));
@@ -151,15 +182,19 @@ int cmd_find(int argc, char **argv)
 	mode = strpbrk(pattern, "*?[") ? HTR_MATCH_GLOB : HTR_MATCH_EXACT;
 	got = htr_symidx_find(c.an, pattern, mode, add, &c);
 	if (c.err) {
-		rc = fail("find", "%s", c.err == HTR_ERR_NOMEM ? "out of memory" :
-			  htr_analysis_last_error(c.an));
+		rc = c.err == HTR_ERR_NOMEM ? fail("find", "out of memory") :
+		     analysis_fail("find", f, c.an, c.err);
 		goto out;
 	}
 	if (got < 0 && got != HTR_ERR_NOTFOUND) {
-		rc = fail("find", "%s", htr_analysis_last_error(c.an));
+		rc = analysis_fail("find", f, c.an, got);
 		goto out;
 	}
-	qsort(c.v, c.n, sizeof(*c.v), cost ? by_cost : by_time);
+	if (got == HTR_ERR_NOTFOUND)
+		fprintf(stderr, "htr: find: %s: no function matches '%s'\n",
+			path, pattern);
+	if (c.n)
+		qsort(c.v, c.n, sizeof(*c.v), cost ? by_cost : by_time);
 	n = c.n < limit ? c.n : (size_t) limit;
 	if (json)
 		printf("[");

@@ -136,7 +136,7 @@ int cmd_top(int argc, char **argv)
 		goto out;
 	}
 	if (got < 0 && got != HTR_ERR_NOTFOUND) {
-		rc = fail("top", "%s", htr_analysis_last_error(an));
+		rc = analysis_fail("top", f, an, (int) got);
 		goto out;
 	}
 	qsort(c.v, c.n, sizeof(*c.v), cmp);

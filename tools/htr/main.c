@@ -90,6 +90,20 @@ const char *block_flags_str(uint32_t flags, char *buf, size_t size)
 	return buf;
 }
 
+int analysis_fail(const char *cmd, const struct htr_file *f,
+		  const struct htr_analysis *a, int err)
+{
+	const char *msg = a && htr_analysis_last_error(a)[0] ?
+			  htr_analysis_last_error(a) : htr_errstr(err);
+	const char *path = htr_file_path(f);
+
+	/* Messages about blocks do not say which file; those about the
+	 * sidecar name it already. */
+	if (path && path[0] && !strstr(msg, path))
+		return fail(cmd, "%s: %s", path, msg);
+	return fail(cmd, "%s", msg);
+}
+
 int open_analysis(const char *cmd, struct htr_file *f, unsigned what,
 		  struct htr_analysis **a)
 {
@@ -100,8 +114,7 @@ int open_analysis(const char *cmd, struct htr_file *f, unsigned what,
 	ao.analyzers = what;
 	err = htr_analysis_open(a, f, &ao);
 	if (err < 0) {
-		fail(cmd, "%s", *a ? htr_analysis_last_error(*a) :
-			  htr_errstr(err));
+		analysis_fail(cmd, f, *a, err);
 		htr_analysis_close(*a);
 		*a = NULL;
 		return -1;
