@@ -26,7 +26,8 @@ expect() {
 	fi
 }
 
-"$synth" -q -S mixed -s 5 -n 20000 "$dir/t" || exit 1
+"$synth" -q -S mixed -s 5 -n 2e4 "$dir/t" || exit 1
+expect 2 "bad value '1.5'" "$synth" -q -n 1.5 "$dir/frac"
 T="$dir/t.pt" E="$dir/t.elf"
 timing="--cpuid-0x15-eax 1 --cpuid-0x15-ebx 2 --mtc-freq 6 --nom-freq 16"
 

@@ -34,7 +34,8 @@ static void usage(FILE *fp)
 "                        overflow_pge, interrupt, unwind, late_gap, real\n"
 "                        or sysenter\n"
 "                        (default basic; see README.md)\n"
-"  -n, --insns N         traced instructions to aim for; k/M/G suffixes\n"
+"  -n, --insns N         traced instructions to aim for: 20000, 20k, 2M,\n"
+"                         1e8 or 2.5e6 (a whole number)\n"
 "                        (default 100k)\n"
 "  -f, --funcs N         functions in the program, 2..4096 (default 24)\n"
 "  -d, --depth N         maximum call depth, 1..100000 (default 12)\n"
@@ -56,27 +57,70 @@ static void usage(FILE *fp)
 "exit status: 0 ok, 1 failure, 2 usage error\n");
 }
 
+/* A count as users type it: 1000000, 0x100, 1M, 2.5k, 1e8, 1.5e6.  The
+ * value must be a whole number: "1.5" or "1e-3" are refused. */
 static int parse_u64(const char *s, uint64_t *out)
 {
+	uint64_t v = 0;
+	int frac = -1, exp = 0, any = 0;
 	char *end;
-	unsigned long long v;
-	uint64_t mul = 1;
 
-	errno = 0;
-	if (!*s || *s == '-')
+	if (!*s || *s == '-' || *s == '+')
 		return -1;
-	v = strtoull(s, &end, 0);
-	if (errno)
+	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+		errno = 0;
+		v = strtoull(s, &end, 16);
+		if (errno || *end || end == s + 2)
+			return -1;
+		*out = v;
+		return 0;
+	}
+	for (; *s; s++) {
+		if (*s == '.' && frac < 0) {
+			frac = 0;
+			continue;
+		}
+		if (*s < '0' || *s > '9')
+			break;
+		if (v > (UINT64_MAX - 9) / 10)
+			return -1;
+		v = v * 10 + (uint64_t) (*s - '0');
+		any = 1;
+		if (frac >= 0)
+			frac++;
+	}
+	if (!any)
 		return -1;
-	if (*end == 'k' || *end == 'K')
-		mul = 1000, end++;
-	else if (*end == 'M')
-		mul = 1000000, end++;
-	else if (*end == 'G')
-		mul = 1000000000, end++;
-	if (*end || (mul > 1 && v > UINT64_MAX / mul))
+	if (*s == 'e' || *s == 'E') {
+		char *e;
+		long x;
+
+		errno = 0;
+		x = strtol(s + 1, &e, 10);
+		if (errno || e == s + 1 || x < 0 || x > 19)
+			return -1;
+		exp = (int) x;
+		s = e;
+	} else if (*s == 'k' || *s == 'K') {
+		exp = 3, s++;
+	} else if (*s == 'M') {
+		exp = 6, s++;
+	} else if (*s == 'G') {
+		exp = 9, s++;
+	}
+	if (*s)
 		return -1;
-	*out = v * mul;
+	for (exp -= frac > 0 ? frac : 0; exp > 0; exp--) {
+		if (v > UINT64_MAX / 10)
+			return -1;
+		v *= 10;
+	}
+	for (; exp < 0; exp++) {
+		if (v % 10)
+			return -1;      /* not a whole number */
+		v /= 10;
+	}
+	*out = v;
 	return 0;
 }
 
