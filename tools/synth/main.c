@@ -35,7 +35,7 @@ static void usage(FILE *fp)
 "                        or sysenter\n"
 "                        (default basic; see README.md)\n"
 "  -n, --insns N         traced instructions to aim for: 20000, 20k, 2M,\n"
-"                         1e8 or 2.5e6 (a whole number)\n"
+"                        1e8 or 2.5e6 (a whole number)\n"
 "                        (default 100k)\n"
 "  -f, --funcs N         functions in the program, 2..4096 (default 24)\n"
 "  -d, --depth N         maximum call depth, 1..100000 (default 12)\n"
