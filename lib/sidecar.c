@@ -14,6 +14,7 @@
 #include "abi.h"
 #include "symbols.h"
 #include "le.h"
+#include "lmdbcheck.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -81,8 +82,9 @@ static int mdb_fail(struct htr_analysis *a, int mrc, const char *what)
 /* Errors that mean "this sidecar cannot be written": fall back to memory. */
 static int is_unwritable(int mrc)
 {
+	/* EIO: LMDB's word for a short write, a full disk too. */
 	return mrc == EACCES || mrc == EROFS || mrc == ENOSPC ||
-	       mrc == EPERM || mrc == EDQUOT || mrc == EFBIG;
+	       mrc == EPERM || mrc == EDQUOT || mrc == EFBIG || mrc == EIO;
 }
 
 /*
@@ -799,6 +801,33 @@ unwritable:
 	return 1;
 }
 
+/* Whether the sidecar directory and its files are the caller's own and
+ * not writable by others (git's safe.directory rule): LMDB believes
+ * whatever its files say, so someone else's are not opened.  Sets the
+ * note when not. */
+static int trusted(struct htr_store *st)
+{
+	static const char *const names[] = { "", "/data.mdb", "/lock.mdb" };
+	char path[4200];
+	struct stat sb;
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(path, sizeof(path), "%s%s", st->sidecar, names[i]);
+		if (lstat(path, &sb) < 0)
+			continue;
+		if (sb.st_uid != geteuid() || (sb.st_mode & S_IWOTH) ||
+		    (i && !S_ISREG(sb.st_mode))) {
+			snprintf(st->note, sizeof(st->note), "%.400s: not trusted "
+				 "(%s by another user, writable by others or "
+				 "not a plain file)", path, i ? "owned" :
+				 "a directory owned");
+			return 0;
+		}
+	}
+	return 1;
+}
+
 /* Opening the environment; 1: unusable (note set), 0, or negative. */
 static int open_env(struct htr_store *st, uint64_t nblocks)
 {
@@ -815,6 +844,18 @@ static int open_env(struct htr_store *st, uint64_t nblocks)
 		snprintf(st->note, sizeof(st->note), "%s: cannot create: %s",
 			 st->sidecar, strerror(errno));
 		return 1;
+	}
+	if (!trusted(st))
+		return 1;
+	/* LMDB trusts its file: check every page it could reach first. */
+	snprintf(data, sizeof(data), "%s/data.mdb", st->sidecar);
+	mrc = htr_lmdb__check(data, &st->err);
+	if (mrc < 0) {
+		char why[sizeof(st->err.msg)];
+
+		memcpy(why, st->err.msg, sizeof(why));
+		return htr_err__set(&st->err, mrc, "%s; remove %s to "
+				    "recompute", why, st->sidecar);
 	}
 	/* Room for the results.  The map is address space, not memory or
 	 * disk, and growing it later needs every other transaction of the
