@@ -26,18 +26,24 @@ quietly ninja -C "$bdir"
 # Seeds: the sample's .htr, trace and ELF, and small synthesized ones.
 seeds="$bdir/seeds"
 if [ ! -d "$seeds" ]; then
-	mkdir -p "$seeds/htr" "$seeds/trace" "$seeds/elf"
+	mkdir -p "$seeds/htr" "$seeds/trace" "$seeds/elf" "$seeds/sidecar"
 	cp tests/data/sample.htr "$seeds/htr/"
 	cp tests/data/sample.pt "$seeds/trace/"
 	cp tests/data/sample.elf "$seeds/elf/"
 	head -c 4096 tests/data/sample.pt >"$seeds/trace/head.pt"
+	# A valid sidecar of the sample, made by the analyzers themselves.
+	cp tests/data/sample.htr "$seeds/s.htr"
+	build/tools/htr/htr top "$seeds/s.htr" >/dev/null 2>&1 || true
+	[ -f "$seeds/s.htr.lmdb/data.mdb" ] &&
+		cp "$seeds/s.htr.lmdb/data.mdb" "$seeds/sidecar/"
+	rm -rf "$seeds/s.htr" "$seeds/s.htr.lmdb"
 fi
 
 mkdir -p "$bdir/crashes"
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export ASAN_OPTIONS=detect_leaks=1
 status=0
-for t in htr trace elf; do
+for t in htr trace elf sidecar; do
 	mkdir -p "$bdir/corpus/$t"
 	log="$bdir/fuzz_$t.log"
 	if "$bdir/tests/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=10 \
