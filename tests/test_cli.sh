@@ -31,7 +31,7 @@ expect 2 "bad value '1.5'" "$synth" -q -n 1.5 "$dir/frac"
 T="$dir/t.pt" E="$dir/t.elf"
 timing="--cpuid-0x15-eax 1 --cpuid-0x15-ebx 2 --mtc-freq 6 --nom-freq 16"
 
-for c in build dump info gaps find top; do
+for c in build dump info gaps find top export; do
 	expect 0 '' "$htr" "$c" --help
 done
 expect 0 '' "$htr" --help

@@ -13,6 +13,7 @@ static const struct htr_cmd cmds[] = {
 	{ "dump", cmd_dump, "print the call tree of an .htr file" },
 	{ "info", cmd_info, "print the header and counts of an .htr file" },
 	{ "gaps", cmd_gaps, "list where and why the trace lost instructions" },
+	{ "export", cmd_export, "the tree for trace viewers and flame graphs" },
 	{ "find", cmd_find, "list the invocations of functions with their ticks" },
 	{ "top", cmd_top, "per-function calls and TSC ticks" },
 	{ "record", cmd_record, "run a program under qemu-user, write its Intel PT" },

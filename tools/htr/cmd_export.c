@@ -1,0 +1,421 @@
+/* htr export: the call tree in formats trace viewers and flame graphs read. */
+#include "cmd.h"
+
+#include "htr/htr.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char usage_text[] =
+"usage: htr export --format chrome|folded [-o OUT] [--from ID] [--depth N]\n"
+"                  [--min-duration T] [--gaps] FILE.htr\n"
+"\n"
+"Write the call tree with each block's time for viewers:\n"
+"  chrome  Chrome trace event JSON (Perfetto's UI, chrome://tracing and\n"
+"          speedscope open it): one complete (\"X\") event per block, name\n"
+"          the function, ts its start and dur its total, args the block\n"
+"          index, instruction span, flags, local and total.\n"
+"  folded  folded stacks (flamegraph.pl, speedscope, inferno): one line\n"
+"          per call stack, \"outer;inner;innermost LOCAL\".\n"
+"Times are TSC ticks, counted from the trace's first time point (viewers\n"
+"show them as microseconds; the JSON's otherData says so).  Names and\n"
+"ticks come from the sidecar FILE.htr.lmdb/, computed on first use.\n"
+"\n"
+"  -f, --format F       chrome or folded\n"
+"  -o, --output OUT     write OUT (all or nothing) instead of stdout\n"
+"      --from ID        only the subtree of the deepest block containing\n"
+"                       instruction ID\n"
+"  -d, --depth N        N levels at most; deeper time stays with the\n"
+"                       block at level N\n"
+"  -m, --min-duration T leave out blocks whose total is below T ticks;\n"
+"                       their time stays with their parent\n"
+"      --gaps           chrome: an instant event at every gap\n"
+"  -h, --help           show this help\n"
+"Memory stays bounded: chrome streams; folded keeps one entry per distinct\n"
+"stack up to 2^20 of them, then writes further stacks as they come\n"
+"(consumers add up repeated lines).\n"
+"exit status: 0 ok, 1 failure, 2 usage error\n";
+
+enum fmt { FMT_CHROME, FMT_FOLDED };
+
+/* folded: distinct stacks and their ticks, open addressing. */
+#define STACKS_MAX (1u << 20)
+
+struct stack_ent {
+	char *key;
+	uint64_t ticks;
+};
+
+struct exp {
+	const struct htr_file *f;
+	struct htr_analysis *an;
+	FILE *out;
+	enum fmt fmt;
+	uint64_t max_level, min_dur, t0;
+	int have_t0;
+	int err;                  /* negative htr_error that stopped it */
+	uint64_t nevents;
+	/* The names of the blocks on the path from the walk's start. */
+	const char **path;
+	size_t path_cap;
+	struct stack_ent *stacks;
+	size_t nstacks, stacks_cap;
+	char *line;
+	size_t line_cap;
+};
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	while (*s)
+		h = (h ^ (uint8_t) *s++) * 0x100000001b3ull;
+	return h;
+}
+
+/* "a;b;c" for the first @n names of the path, in e->line. */
+static const char *stack_of(struct exp *e, size_t n)
+{
+	size_t len = 0, i;
+
+	for (i = 0; i < n; i++)
+		len += strlen(e->path[i]) + 1;
+	if (len + 1 > e->line_cap) {
+		char *l = realloc(e->line, len + 64);
+
+		if (!l)
+			return NULL;
+		e->line = l;
+		e->line_cap = len + 64;
+	}
+	e->line[0] = 0;
+	for (len = 0, i = 0; i < n; i++) {
+		size_t k = strlen(e->path[i]), j;
+
+		if (i)
+			e->line[len++] = ';';
+		/* The format's separators may not appear in a frame. */
+		for (j = 0; j < k; j++) {
+			char ch = e->path[i][j];
+
+			e->line[len++] = ch == ';' || ch == '\n' ? '_' : ch;
+		}
+	}
+	e->line[len] = 0;
+	return e->line;
+}
+
+static int grow_stacks(struct exp *e)
+{
+	size_t cap = e->stacks_cap ? e->stacks_cap * 2 : 4096, i, j;
+	struct stack_ent *n = calloc(cap, sizeof(*n));
+
+	if (!n)
+		return -1;
+	for (i = 0; i < e->stacks_cap; i++) {
+		if (!e->stacks[i].key)
+			continue;
+		for (j = hash_str(e->stacks[i].key) & (cap - 1); n[j].key;
+		     j = (j + 1) & (cap - 1))
+			;
+		n[j] = e->stacks[i];
+	}
+	free(e->stacks);
+	e->stacks = n;
+	e->stacks_cap = cap;
+	return 0;
+}
+
+/* Add @ticks to the stack of the first @n path names. */
+static int fold(struct exp *e, size_t n, uint64_t ticks)
+{
+	const char *key;
+	size_t j;
+
+	if (!n || !ticks)
+		return 0;
+	key = stack_of(e, n);
+	if (!key)
+		return -1;
+	if (e->nstacks >= STACKS_MAX) {
+		/* Past the cap: write it now, consumers sum repeats. */
+		fprintf(e->out, "%s %" PRIu64 "\n", key, ticks);
+		return 0;
+	}
+	if ((e->nstacks + 1) * 2 > e->stacks_cap && grow_stacks(e) < 0)
+		return -1;
+	for (j = hash_str(key) & (e->stacks_cap - 1); e->stacks[j].key;
+	     j = (j + 1) & (e->stacks_cap - 1))
+		if (!strcmp(e->stacks[j].key, key)) {
+			e->stacks[j].ticks += ticks;
+			return 0;
+		}
+	e->stacks[j].key = strdup(key);
+	if (!e->stacks[j].key)
+		return -1;
+	e->stacks[j].ticks = ticks;
+	e->nstacks++;
+	return 0;
+}
+
+/* When the block began, in ticks from the first time point: late blocks
+ * (and any that began before the first time point) at 0. */
+static uint64_t start_of(const struct exp *e, const struct htr_block_info *bi)
+{
+	uint64_t tsc;
+
+	if (!e->have_t0 || (bi->flags & HTR_BLOCK_LATE) ||
+	    htr_tsc_for_insn(e->f, bi->first, &tsc) < 0 || tsc < e->t0)
+		return 0;
+	return tsc - e->t0;
+}
+
+static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
+		 uint32_t level, void *payload)
+{
+	struct exp *e = payload;
+	struct htr_block_info bi;
+	uint64_t total, local;
+	const char *name;
+	char flags[64], par[16];
+	int rc;
+
+	(void) parent;
+	bi.size = sizeof(bi);
+	rc = htr_block_get(f, block, &bi, sizeof(bi));
+	if (rc == 0)
+		rc = htr_tsc_get(e->an, block, &total, NULL, &local);
+	if (rc == 0)
+		rc = htr_block_name(e->an, block, &name);
+	if (rc < 0) {
+		e->err = rc;
+		return 1;       /* stop; callbacks stop with a positive value */
+	}
+	/* Cut: the block's time stays with its parent (folded), or is
+	 * simply not drawn (chrome, where the parent spans it anyway). */
+	if (level >= e->max_level || total < e->min_dur) {
+		if (e->fmt == FMT_FOLDED && fold(e, level, total) < 0)
+			goto nomem;
+		return HTR_VISIT_SKIP;
+	}
+	if (e->fmt == FMT_FOLDED) {
+		if (level >= e->path_cap) {
+			size_t cap = e->path_cap ? e->path_cap * 2 : 64;
+			const char **p = realloc(e->path, cap * sizeof(*p));
+
+			if (!p)
+				goto nomem;
+			e->path = p;
+			e->path_cap = cap;
+		}
+		e->path[level] = name;
+		/* Children deeper than the cut fold into this block. */
+		if (fold(e, level + 1, local) < 0)
+			goto nomem;
+		return 0;
+	}
+	block_flags_str(bi.flags, flags, sizeof(flags));
+	if (bi.parent == HTR_NONE)
+		snprintf(par, sizeof(par), "null");
+	else
+		snprintf(par, sizeof(par), "%u", bi.parent);
+	fprintf(e->out, "%s\n{\"name\":", e->nevents++ ? "," : "");
+	json_string(e->out, name);
+	fprintf(e->out, ",\"cat\":\"call\",\"ph\":\"X\",\"ts\":%" PRIu64
+		",\"dur\":%" PRIu64 ",\"pid\":1,\"tid\":1,\"args\":{\"block\":%u,"
+		"\"parent\":%s,\"first\":%" PRIu64 ",\"last\":%" PRIu64
+		",\"flags\":\"%s\",\"local\":%" PRIu64 ",\"total\":%" PRIu64 "}}",
+		start_of(e, &bi), total, block, par, bi.first, bi.last, flags,
+		local, total);
+	return 0;
+nomem:
+	e->err = HTR_ERR_NOMEM;
+	return 1;
+}
+
+static void chrome_gaps(struct exp *e)
+{
+	uint64_t i, n = htr_gap_count(e->f), tsc;
+
+	for (i = 0; i < n; i++) {
+		struct htr_gap_info g;
+
+		g.size = sizeof(g);
+		if (htr_gap_get(e->f, i, &g, sizeof(g)) < 0)
+			continue;
+		tsc = e->t0;
+		if (g.id < UINT64_MAX && g.id > 0)
+			(void) htr_tsc_for_insn(e->f, g.id - 1, &tsc);
+		fprintf(e->out, "%s\n{\"name\":\"gap: %s\",\"cat\":\"gap\","
+			"\"ph\":\"i\",\"s\":\"t\",\"ts\":%" PRIu64 ",\"pid\":1,"
+			"\"tid\":1,\"args\":{\"id\":%" PRIu64 ",\"reason\":",
+			e->nevents++ ? "," : "", htr_gap_kind_str(g.kind),
+			tsc >= e->t0 ? tsc - e->t0 : 0, g.id);
+		json_string(e->out, htr_gap_reason(&g));
+		fprintf(e->out, "}}");
+	}
+}
+
+static void free_stacks(struct exp *e)
+{
+	size_t i;
+
+	for (i = 0; i < e->stacks_cap; i++)
+		free(e->stacks[i].key);
+	free(e->stacks);
+	free(e->path);
+	free(e->line);
+}
+
+int cmd_export(int argc, char **argv)
+{
+	enum { O_FROM = 256, O_GAPS };
+	static const struct option lopts[] = {
+		{ "format", required_argument, NULL, 'f' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "from", required_argument, NULL, O_FROM },
+		{ "depth", required_argument, NULL, 'd' },
+		{ "min-duration", required_argument, NULL, 'm' },
+		{ "gaps", no_argument, NULL, O_GAPS },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct exp e;
+	struct htr_file *f = NULL;
+	const char *path, *out = NULL, *format = NULL;
+	char *tmp = NULL;
+	uint64_t from_id = 0, v, id;
+	uint32_t from = HTR_NONE;
+	int c, have_from = 0, gaps = 0, rc = HTR_EXIT_FAIL, err;
+	size_t i;
+
+	memset(&e, 0, sizeof(e));
+	e.max_level = UINT64_MAX;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "f:o:d:m:h", lopts, NULL)) != -1) {
+		switch (c) {
+		case 'f': format = optarg; break;
+		case 'o': out = optarg; break;
+		case O_FROM:
+			if (parse_u64(optarg, &from_id) < 0)
+				return usage_error("export", "--from: bad value "
+						   "'%s'", optarg);
+			have_from = 1;
+			break;
+		case 'd':
+			if (parse_u64(optarg, &v) < 0 || !v)
+				return usage_error("export", "--depth: bad value "
+						   "'%s'", optarg);
+			e.max_level = v;
+			break;
+		case 'm':
+			if (parse_u64(optarg, &e.min_dur) < 0)
+				return usage_error("export", "--min-duration: bad "
+						   "value '%s'", optarg);
+			break;
+		case O_GAPS: gaps = 1; break;
+		case 'h': fputs(usage_text, stdout); return HTR_EXIT_OK;
+		default:
+			return usage_error("export", "unknown option '%s'",
+					   argv[optind - 1]);
+		}
+	}
+	if (optind + 1 != argc)
+		return usage_error("export", "expected one FILE.htr");
+	if (!format)
+		return usage_error("export", "--format is required (chrome or "
+				   "folded)");
+	if (!strcmp(format, "chrome"))
+		e.fmt = FMT_CHROME;
+	else if (!strcmp(format, "folded"))
+		e.fmt = FMT_FOLDED;
+	else
+		return usage_error("export", "--format: '%s' is not chrome or "
+				   "folded", format);
+	path = argv[optind];
+	err = htr_file_open(&f, path, NULL);
+	if (err < 0) {
+		rc = fail("export", "%s", f ? htr_last_error(f) : htr_errstr(err));
+		goto out;
+	}
+	if (open_analysis("export", f, HTR_ANALYZE_ALL, &e.an) < 0)
+		goto out;
+	if (have_from) {
+		err = htr_block_for_insn(f, from_id, &from);
+		if (err < 0) {
+			rc = fail("export", "%s: instruction %" PRIu64 ": %s",
+				  path, from_id, err == HTR_ERR_NOTFOUND ?
+				  "not inside any block" : htr_errstr(err));
+			goto out;
+		}
+	}
+	e.f = f;
+	e.have_t0 = htr_tsc_point(f, 0, &id, &e.t0) == 0;
+	if (out) {
+		size_t n = strlen(out) + 32;
+
+		tmp = malloc(n);
+		if (!tmp) {
+			rc = fail("export", "out of memory");
+			goto out;
+		}
+		snprintf(tmp, n, "%s.tmp%ld", out, (long) getpid());
+		e.out = fopen(tmp, "w");
+		if (!e.out) {
+			rc = fail("export", "%s: %s", out, strerror(errno));
+			goto out;
+		}
+	} else {
+		e.out = stdout;
+	}
+	if (e.fmt == FMT_CHROME)
+		fprintf(e.out, "{\"displayTimeUnit\":\"ns\",\"otherData\":"
+			"{\"source\":\"htr export\",\"time_unit\":\"TSC ticks "
+			"from the first time point (shown as microseconds)\"},"
+			"\"traceEvents\":[");
+	err = htr_tree_visit(f, from, HTR_PREORDER, visit, &e);
+	if (e.err < 0 || err < 0) {
+		rc = e.err == HTR_ERR_NOMEM ? fail("export", "out of memory") :
+		     analysis_fail("export", f, e.an, e.err < 0 ? e.err : err);
+		goto out;
+	}
+	if (e.fmt == FMT_CHROME) {
+		if (gaps)
+			chrome_gaps(&e);
+		fprintf(e.out, "\n]}\n");
+	} else {
+		for (i = 0; i < e.stacks_cap; i++)
+			if (e.stacks[i].key)
+				fprintf(e.out, "%s %" PRIu64 "\n",
+					e.stacks[i].key, e.stacks[i].ticks);
+	}
+	if (fflush(e.out) != 0 || ferror(e.out)) {
+		rc = fail("export", "%s: writing failed", out ? out : "stdout");
+		goto out;
+	}
+	if (out) {
+		if (fclose(e.out) != 0 || rename(tmp, out) < 0) {
+			e.out = NULL;
+			rc = fail("export", "%s: %s", out, strerror(errno));
+			goto out;
+		}
+		e.out = NULL;
+	}
+	rc = HTR_EXIT_OK;
+out:
+	if (out && e.out)
+		fclose(e.out);
+	if (tmp && rc != HTR_EXIT_OK)
+		unlink(tmp);
+	free(tmp);
+	free_stacks(&e);
+	htr_analysis_close(e.an);
+	htr_file_close(f);
+	return rc;
+}
