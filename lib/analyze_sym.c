@@ -1,24 +1,95 @@
 /*
- * Symbol index and per-function figures: each block is named after the
- * function at its entry address (lib/symbols.h); late blocks, whose entry
- * was never traced, are all named "?".  One pre-order walk (chronological
- * by first instruction) builds, per distinct name, the list of its blocks,
- * the number of calls, the local ticks, the inclusive ticks counting
- * recursion once (only invocations with no ancestor of the same name) and
- * the slowest invocation.  Memory: O(functions + depth) plus 4 bytes per
- * block for the lists.
+ * The "sym" analyzer: names, the symbol index and per-function figures.
+ * Each block is named after the function at its entry address
+ * (lib/symbols.h); late blocks, whose entry was never traced, are all
+ * named "?".  One pre-order walk (chronological by first instruction)
+ * builds, per distinct name, the list of its blocks, the number of calls,
+ * the local ticks (from the "tsc" analyzer, its one dependency), the
+ * inclusive ticks counting recursion once (only invocations with no
+ * ancestor of the same name) and the slowest invocation.  Memory:
+ * O(functions + depth) plus 4 bytes per block for the lists.
+ *
+ * Stored values (keys; layout in FORMAT.md, "Sidecar"): "r" the record,
+ * "f" the function map, "n" + name key per name, "b" + name key + u32
+ * big-endian piece number per piece of a block list.
  */
 #include "analyze.h"
 #include "le.h"
 #include "symbols.h"
 
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define LATE_NAME "?"
 
-size_t htr_sym__key(const char *name, uint8_t *key)
+/* Version of the stored results; bump on any change of their meaning or
+ * layout.  (A new "tsc" makes them stale by itself: a dependency.) */
+#define HTR_SYM_VERSION 2u
+/* Block lists are stored in pieces of this many entries. */
+#define HTR_SYM_PIECE 16384u
+/* Longest name used as a key as is; longer ones are shortened. */
+#define HTR_SYM_KEYMAX 480u
+#define SYM_REC_SIZE 40u
+#define FSTATS_SIZE 48u
+
+/* Per-function figures. */
+struct htr_fstats {
+	uint64_t calls, inclusive, local, slowest_total;
+	uint32_t slowest;
+	uint32_t npieces;        /* stored pieces of the block list */
+	uint64_t nblocks;        /* == calls */
+};
+
+/* One distinct function name. */
+struct htr_an_name {
+	const char *name;        /* NUL-terminated; stored value or heap */
+	const uint8_t *key;      /* name key (stored key + 1, or heap) */
+	size_t key_len;
+	struct htr_fstats st;
+	uint32_t *blocks;        /* computed: chronological list */
+};
+
+/* A result: computed (heap) or decoded (values through ctx). */
+struct sym_res {
+	struct htr_analyzer_ctx *ctx;
+	bool heap;
+	struct htr_an_name *names;   /* sorted by key */
+	size_t nnames;
+	uint32_t *func_name;         /* nfuncs + 1 entries (last: late) */
+	uint64_t nfuncs;
+	uint64_t nblocks;
+	unsigned nskipped;
+};
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t) (v >> 24);
+	p[1] = (uint8_t) (v >> 16);
+	p[2] = (uint8_t) (v >> 8);
+	p[3] = (uint8_t) v;
+}
+
+/* Checksum of a block-list piece, bound to its key. */
+static uint64_t piece_hash(const uint8_t *key, size_t klen, const uint8_t *p,
+			   size_t n)
+{
+	return htr_hash__bytes(htr_hash__bytes(HTR_HASH_SEED, key, klen) ^ n,
+			       p, n);
+}
+
+/* Checksum of the per-function table: every name key and value, then
+ * the function map, chained. */
+static uint64_t table_hash(uint64_t h, const void *k, size_t kl,
+			   const void *v, size_t vl)
+{
+	h = htr_hash__bytes(h ^ kl, k, kl);
+	return htr_hash__bytes(h ^ vl, v, vl);
+}
+
+/* The key of @name into @key (HTR_SYM_KEYMAX + 20 bytes). */
+static size_t name_key(const char *name, uint8_t *key)
 {
 	size_t n = strlen(name);
 	uint64_t h;
@@ -27,7 +98,7 @@ size_t htr_sym__key(const char *name, uint8_t *key)
 		memcpy(key, name, n);
 		return n;
 	}
-	/* Too long for an LMDB key: a prefix and the hash of the whole. */
+	/* Too long for a key: a prefix and the hash of the whole. */
 	h = htr_hash__bytes(HTR_HASH_SEED, name, n);
 	memcpy(key, name, HTR_SYM_KEYMAX - 17);
 	snprintf((char *) key + HTR_SYM_KEYMAX - 17, 18, "#%016llx",
@@ -52,26 +123,29 @@ static int name_cmp(const void *x, const void *y)
 	return key_cmp(a->key, a->key_len, b->key, b->key_len);
 }
 
-void htr_sym__free(struct htr_analysis *a)
+static void sym_free(void *result, void *payload)
 {
+	struct sym_res *r = result;
 	size_t i;
 
-	if (a->sym_heap)
-		for (i = 0; i < a->nnames; i++) {
-			free((void *) a->names[i].name);
-			free((void *) a->names[i].key);
-			free(a->names[i].blocks);
+	(void) payload;
+	if (!r)
+		return;
+	if (r->heap && r->names)
+		for (i = 0; i < r->nnames; i++) {
+			free((void *) r->names[i].name);
+			free((void *) r->names[i].key);
+			free(r->names[i].blocks);
 		}
-	free(a->names);
-	free(a->func_name);
-	a->names = NULL;
-	a->func_name = NULL;
-	a->nnames = 0;
-	a->sym_heap = false;
+	free(r->names);
+	free(r->func_name);
+	free(r);
 }
 
 struct walk {
-	struct htr_analysis *a;
+	struct sym_res *a;
+	struct htr_analyzer_ctx *ctx;
+	const void *tsc;
 	uint32_t *stack;        /* name index per level */
 	uint32_t *active;       /* per name: open invocations */
 	uint64_t *cap;          /* per name: room in blocks[] */
@@ -84,7 +158,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		 uint32_t level, void *payload)
 {
 	struct walk *w = payload;
-	struct htr_analysis *a = w->a;
+	struct sym_res *a = w->a;
 	struct htr_block_info b;
 	struct htr_an_name *n;
 	uint64_t total, local;
@@ -94,7 +168,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 	(void) parent;
 	if (htr_block_get(f, block, &b, sizeof(b)) < 0 ||
 	    level >= w->cap_levels) {
-		w->rc = htr_err__set(&a->err, HTR_ERR_CORRUPT, "block %u: "
+		w->rc = htr_analyzer_fail(w->ctx, HTR_ERR_CORRUPT, "block %u: "
 				     "nesting deeper than the header says",
 				     block);
 		return 1;
@@ -103,7 +177,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		w->active[w->stack[--w->sp]]--;
 	func = b.func;
 	id = func < a->nfuncs ? a->func_name[func] : a->func_name[a->nfuncs];
-	rc = htr_tsc__get(a, block, &total, &local);
+	rc = htr_tsc__value(w->tsc, w->ctx, block, &total, &local);
 	if (rc < 0) {
 		w->rc = rc;
 		return 1;
@@ -114,7 +188,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		uint32_t *nb = realloc(n->blocks, nc * sizeof(*nb));
 
 		if (!nb) {
-			w->rc = htr_err__set(&a->err, HTR_ERR_NOMEM,
+			w->rc = htr_analyzer_fail(w->ctx, HTR_ERR_NOMEM,
 					     "out of memory");
 			return 1;
 		}
@@ -135,9 +209,12 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 	return 0;
 }
 
-int htr_sym__compute(struct htr_analysis *a)
+static int sym_compute(struct htr_analyzer_ctx *ctx, void **result,
+		       void *payload)
 {
-	const struct htr_file *f = a->file;
+	const struct htr_file *f = htr_analyzer_file(ctx);
+	struct sym_res *a = NULL;
+	struct htr_err err;
 	struct htr_file_info fi;
 	struct htr_syms *syms = NULL;
 	struct walk w;
@@ -147,22 +224,29 @@ int htr_sym__compute(struct htr_analysis *a)
 	size_t j, k;
 	int rc;
 
+	(void) payload;
 	memset(&w, 0, sizeof(w));
-	htr_sym__free(a);
-	a->sym_heap = true;
+	memset(&err, 0, sizeof(err));
+	rc = htr_analyzer_dep(ctx, "tsc", &w.tsc);
+	if (rc < 0)
+		return rc;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return htr_analyzer_fail(ctx, HTR_ERR_NOMEM, "out of memory");
+	a->ctx = ctx;
+	a->heap = true;
+	a->nblocks = htr_block_count(f);
 	memset(&fi, 0, sizeof(fi));
 	htr_file_info(f, &fi, sizeof(fi));
 	a->nfuncs = htr_func_count(f);
 	a->nskipped = 0;
-	rc = htr_syms__load(&syms, f, &a->nskipped, &a->err);
-	if (rc < 0)
-		return rc;
-	if (a->nskipped) {
-		a->flags |= HTR_ANALYSIS_SYMS_PARTIAL;
-		if (!a->note[0])
-			snprintf(a->note, sizeof(a->note), "%s", a->err.msg);
+	rc = htr_syms__load(&syms, f, &a->nskipped, &err);
+	if (rc < 0) {
+		rc = htr_analyzer_fail(ctx, rc, "%s", err.msg);
+		goto out;
 	}
-	htr_err__clear(&a->err);
+	if (a->nskipped)
+		htr_analysis__partial(ctx, err.msg);
 	a->names = calloc(a->nfuncs + 1, sizeof(*a->names));
 	a->func_name = malloc((a->nfuncs + 1) * sizeof(*a->func_name));
 	if (!a->names || !a->func_name)
@@ -178,7 +262,7 @@ int htr_sym__compute(struct htr_analysis *a)
 		else
 			snprintf(buf, sizeof(buf), LATE_NAME);
 		n->name = strdup(buf);
-		n->key_len = htr_sym__key(buf, kb);
+		n->key_len = name_key(buf, kb);
 		n->key = malloc(n->key_len ? n->key_len : 1);
 		a->nnames = i + 1;
 		if (!n->name || !n->key)
@@ -206,6 +290,7 @@ int htr_sym__compute(struct htr_analysis *a)
 	syms = NULL;
 
 	w.a = a;
+	w.ctx = ctx;
 	w.cap_levels = (size_t) fi.max_depth + 1;
 	w.stack = malloc(w.cap_levels * sizeof(*w.stack));
 	w.active = calloc(a->nnames, sizeof(*w.active));
@@ -218,8 +303,8 @@ int htr_sym__compute(struct htr_analysis *a)
 		goto out;
 	}
 	if (rc < 0) {
-		rc = htr_err__set(&a->err, rc, "walking the tree: %s",
-				  htr_errstr(rc));
+		rc = htr_analyzer_fail(ctx, rc, "walking the tree: %s",
+				       htr_errstr(rc));
 		goto out;
 	}
 	/* Drop names without blocks (typically "?" in a trace without a
@@ -246,7 +331,7 @@ int htr_sym__compute(struct htr_analysis *a)
 	rc = 0;
 	goto out;
 nomem:
-	rc = htr_err__set(&a->err, HTR_ERR_NOMEM, "out of memory");
+	rc = htr_analyzer_fail(ctx, HTR_ERR_NOMEM, "out of memory");
 out:
 	htr_syms__free(syms);
 	free(w.stack);
@@ -254,6 +339,445 @@ out:
 	free(w.cap);
 	free(remap);
 	if (rc < 0)
-		htr_sym__free(a);
+		sym_free(a, NULL);
+	else
+		*result = a;
 	return rc;
+}
+
+/* --- the codec --- */
+
+static int sym_encode(struct htr_analyzer_ctx *ctx, const void *result,
+		      void *payload)
+{
+	const struct sym_res *a = result;
+	uint8_t rec[SYM_REC_SIZE], key[HTR_SYM_KEYMAX + 32];
+	uint8_t *val = NULL, *map = NULL, *piece = NULL;
+	size_t i, cap = 0;
+	uint64_t bytes = 0, th = HTR_HASH_SEED;
+	int rc = 0;
+
+	(void) payload;
+	piece = malloc(8 + (size_t) HTR_SYM_PIECE * 4);
+	if (!piece)
+		return htr_analyzer_fail(ctx, HTR_ERR_NOMEM, "out of memory");
+	for (i = 0; i < a->nnames && !rc; i++) {
+		const struct htr_an_name *n = &a->names[i];
+		size_t nl = strlen(n->name), need = FSTATS_SIZE + nl + 1;
+		uint64_t off;
+		uint32_t pc;
+
+		if (need > cap) {
+			uint8_t *nv = realloc(val, need);
+
+			if (!nv) {
+				rc = htr_analyzer_fail(ctx, HTR_ERR_NOMEM,
+						       "out of memory");
+				break;
+			}
+			val = nv;
+			cap = need;
+		}
+		htr_disk__put_le(val, n->st.calls, 8);
+		htr_disk__put_le(val + 8, n->st.inclusive, 8);
+		htr_disk__put_le(val + 16, n->st.local, 8);
+		htr_disk__put_le(val + 24, n->st.slowest_total, 8);
+		htr_disk__put_le(val + 32, n->st.slowest, 4);
+		htr_disk__put_le(val + 36, (n->st.nblocks + HTR_SYM_PIECE - 1) /
+				 HTR_SYM_PIECE, 4);
+		htr_disk__put_le(val + 40, n->st.nblocks, 8);
+		memcpy(val + FSTATS_SIZE, n->name, nl + 1);
+		key[0] = 'n';
+		memcpy(key + 1, n->key, n->key_len);
+		rc = htr_analyzer_put(ctx, key, n->key_len + 1, val, need);
+		th = table_hash(th, n->key, n->key_len, val, need);
+		bytes += need;
+		/* The block list, in pieces keyed "b" + name key + be32. */
+		key[0] = 'b';
+		for (off = 0, pc = 0; !rc && off < n->st.nblocks;
+		     off += HTR_SYM_PIECE, pc++) {
+			uint64_t cnt = n->st.nblocks - off, j;
+
+			if (cnt > HTR_SYM_PIECE)
+				cnt = HTR_SYM_PIECE;
+			put_be32(key + 1 + n->key_len, pc);
+			for (j = 0; j < cnt; j++)
+				htr_disk__put_le(piece + 8 + 4 * j,
+						 n->blocks[off + j], 4);
+			htr_disk__put_le(piece, piece_hash(key, n->key_len + 5,
+					 piece + 8, cnt * 4), 8);
+			rc = htr_analyzer_put(ctx, key, n->key_len + 5, piece,
+					      8 + cnt * 4);
+			bytes += 8 + cnt * 4;
+		}
+	}
+	free(val);
+	free(piece);
+	if (!rc) {
+		map = malloc((a->nfuncs + 1) * 4);
+		if (!map)
+			return htr_analyzer_fail(ctx, HTR_ERR_NOMEM,
+						 "out of memory");
+		for (i = 0; i <= a->nfuncs; i++)
+			htr_disk__put_le(map + 4 * i, a->func_name[i], 4);
+		rc = htr_analyzer_put(ctx, "f", 1, map, (a->nfuncs + 1) * 4);
+		th = table_hash(th, "f", 1, map, (a->nfuncs + 1) * 4);
+		free(map);
+	}
+	if (!rc) {
+		memset(rec, 0, sizeof(rec));
+		/* What a later open compares with: images that could not be
+		 * opened (not those without symbols, which stay so). */
+		htr_disk__put_le(rec + 4,
+			htr_syms__unreadable(htr_analyzer_file(ctx)), 4);
+		htr_disk__put_le(rec + 8, a->nnames, 8);
+		htr_disk__put_le(rec + 16, a->nfuncs, 8);
+		htr_disk__put_le(rec + 24, bytes, 8);
+		htr_disk__put_le(rec + 32, th, 8);
+		rc = htr_analyzer_put(ctx, "r", 1, rec, sizeof(rec));
+	}
+	return rc;
+}
+
+/* Stale when built while some images were unreadable and one is back
+ * (its names replace the MODULE+0xOFFSET ones), or for another file. */
+static int sym_current(struct htr_analyzer_ctx *ctx, void *payload)
+{
+	const struct htr_file *f = htr_analyzer_file(ctx);
+	const uint8_t *p;
+	const void *v;
+	size_t len;
+	int rc;
+
+	(void) payload;
+	rc = htr_analyzer_value(ctx, "r", 1, &v, &len);
+	if (rc == HTR_ERR_NOTFOUND)
+		return 0;
+	if (rc < 0)
+		return rc;
+	p = v;
+	if (len != SYM_REC_SIZE || htr_disk__get_le(p + 16, 8) !=
+	    htr_func_count(f))
+		return 0;
+	return !htr_disk__get_le(p + 4, 4) ||
+	       htr_syms__unreadable(f) >= htr_disk__get_le(p + 4, 4);
+}
+
+struct load {
+	struct sym_res *r;
+	uint64_t nnames, i, th;
+};
+
+static int load_name(const void *key, size_t klen, const void *val,
+		     size_t vlen, void *payload)
+{
+	struct load *ld = payload;
+	struct sym_res *r = ld->r;
+	const uint8_t *p = val, *k = key;
+	struct htr_an_name *n;
+	uint8_t kb[HTR_SYM_KEYMAX + 32];
+	const char *name;
+	size_t nl;
+
+	if (ld->i >= ld->nnames || vlen < FSTATS_SIZE + 1 || p[vlen - 1] ||
+	    klen < 1)
+		return 1;
+	name = (const char *) p + FSTATS_SIZE;
+	nl = strlen(name);
+	if (nl + 1 != vlen - FSTATS_SIZE || name_key(name, kb) != klen - 1 ||
+	    memcmp(kb, k + 1, klen - 1))
+		return 1;
+	ld->th = table_hash(ld->th, k + 1, klen - 1, p, vlen);
+	n = &r->names[ld->i++];
+	n->name = name;
+	n->key = k + 1;
+	n->key_len = klen - 1;
+	n->st.calls = htr_disk__get_le(p, 8);
+	n->st.inclusive = htr_disk__get_le(p + 8, 8);
+	n->st.local = htr_disk__get_le(p + 16, 8);
+	n->st.slowest_total = htr_disk__get_le(p + 24, 8);
+	n->st.slowest = (uint32_t) htr_disk__get_le(p + 32, 4);
+	n->st.npieces = (uint32_t) htr_disk__get_le(p + 36, 4);
+	n->st.nblocks = htr_disk__get_le(p + 40, 8);
+	if (n->st.nblocks != n->st.calls || n->st.nblocks > r->nblocks ||
+	    n->st.npieces != (n->st.nblocks + HTR_SYM_PIECE - 1) /
+			     HTR_SYM_PIECE ||
+	    (n->st.calls && n->st.slowest >= r->nblocks))
+		return 1;
+	return 0;
+}
+
+/* Read the per-function table (the block lists stay stored). */
+static int sym_decode(struct htr_analyzer_ctx *ctx, void **result,
+		      void *payload)
+{
+	const struct htr_file *f = htr_analyzer_file(ctx);
+	struct sym_res *r;
+	struct load ld;
+	const uint8_t *p, *fmap;
+	const void *v;
+	size_t len;
+	uint64_t i, want_h;
+	int rc;
+
+	(void) payload;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return htr_analyzer_fail(ctx, HTR_ERR_NOMEM, "out of memory");
+	*result = r;
+	r->ctx = ctx;
+	r->nblocks = htr_block_count(f);
+	r->nfuncs = htr_func_count(f);
+	rc = htr_analyzer_value(ctx, "r", 1, &v, &len);
+	if (rc == HTR_ERR_NOTFOUND || (!rc && len != SYM_REC_SIZE))
+		goto corrupt;
+	if (rc < 0)
+		return rc;
+	p = v;
+	memset(&ld, 0, sizeof(ld));
+	ld.r = r;
+	ld.nnames = htr_disk__get_le(p + 8, 8);
+	ld.th = HTR_HASH_SEED;
+	want_h = htr_disk__get_le(p + 32, 8);
+	r->nskipped = (unsigned) htr_disk__get_le(p + 4, 4);
+	if (ld.nnames > r->nfuncs + 1)
+		goto corrupt;
+	rc = htr_analyzer_value(ctx, "f", 1, &v, &len);
+	if (rc == HTR_ERR_NOTFOUND || (!rc && len != (r->nfuncs + 1) * 4))
+		goto corrupt;
+	if (rc < 0)
+		return rc;
+	fmap = v;
+	r->func_name = malloc((r->nfuncs + 1) * sizeof(*r->func_name));
+	r->names = calloc(ld.nnames ? ld.nnames : 1, sizeof(*r->names));
+	if (!r->func_name || !r->names)
+		return htr_analyzer_fail(ctx, HTR_ERR_NOMEM, "out of memory");
+	for (i = 0; i <= r->nfuncs; i++) {
+		r->func_name[i] = (uint32_t) htr_disk__get_le(fmap + 4 * i, 4);
+		if (r->func_name[i] >= ld.nnames &&
+		    r->func_name[i] != UINT32_MAX)
+			goto corrupt;
+	}
+	rc = htr_analyzer_scan(ctx, "n", 1, load_name, &ld);
+	if (rc > 0)
+		goto corrupt;
+	if (rc < 0)
+		return rc;
+	ld.th = table_hash(ld.th, "f", 1, fmap, (r->nfuncs + 1) * 4);
+	if (ld.i != ld.nnames || ld.th != want_h)
+		goto corrupt;
+	r->nnames = (size_t) ld.nnames;
+	return 0;
+corrupt:
+	return htr_analyzer_fail(ctx, HTR_ERR_CORRUPT, "%s: the symbol index "
+				 "is damaged; remove the sidecar to recompute",
+				 htr_analyzer_sidecar(ctx));
+}
+
+void htr_sym__descriptor(struct htr_analyzer *d)
+{
+	static const char *const deps[] = { "tsc", NULL };
+
+	htr_analyzer_init(d);
+	d->name = "sym";
+	d->version = HTR_SYM_VERSION;
+	d->deps = deps;
+	d->compute = sym_compute;
+	d->encode = sym_encode;
+	d->decode = sym_decode;
+	d->free = sym_free;
+	d->current = sym_current;
+}
+
+/* --- the public queries (htr/analyze.h) --- */
+
+static struct sym_res *usable(struct htr_analysis *a)
+{
+	struct sym_res *r;
+
+	if (!a)
+		return NULL;
+	r = htr_analysis__result(a, "sym");
+	if (!r)
+		htr_err__set(&a->err, HTR_ERR_INVALID, "the symbol analyzer "
+			     "is not open");
+	return r;
+}
+
+int htr_block_name(struct htr_analysis *a, uint32_t block, const char **name)
+{
+	struct htr_block_info b;
+	struct sym_res *r = usable(a);
+	uint32_t func, id;
+	int rc;
+
+	if (!r)
+		return HTR_ERR_INVALID;
+	if (!name)
+		return htr_err__set(&a->err, HTR_ERR_INVALID, "name is NULL");
+	rc = htr_block_get(a->file, block, &b, sizeof(b));
+	if (rc == HTR_ERR_RANGE)
+		return htr_err__set(&a->err, HTR_ERR_RANGE, "block %u: no such "
+				    "block", block);
+	if (rc < 0)
+		return htr_err__set(&a->err, rc, "block %u: %s", block,
+				    htr_errstr(rc));
+	func = b.func;
+	id = func < r->nfuncs ? r->func_name[func] : r->func_name[r->nfuncs];
+	if (id >= r->nnames)
+		return htr_err__set(&a->err, HTR_ERR_CORRUPT, "block %u: its "
+				    "function has no name in the index", block);
+	*name = r->names[id].name;
+	return 0;
+}
+
+static int matches(const struct htr_an_name *n, const char *pattern, int mode)
+{
+	if (!pattern)
+		return 1;
+	if (mode == HTR_MATCH_GLOB)
+		return fnmatch(pattern, n->name, 0) == 0;
+	return strcmp(pattern, n->name) == 0;
+}
+
+/* The names to look at: all for globs, a binary search for exact names. */
+static void name_range(const struct sym_res *r, const char *pattern, int mode,
+		       size_t *lo, size_t *hi)
+{
+	uint8_t kb[HTR_SYM_KEYMAX + 32];
+	size_t kl, l = 0, h = r->nnames;
+
+	*lo = 0;
+	*hi = r->nnames;
+	if (!pattern || mode != HTR_MATCH_EXACT)
+		return;
+	kl = name_key(pattern, kb);
+	while (l < h) {
+		size_t m = l + (h - l) / 2;
+		const struct htr_an_name *n = &r->names[m];
+
+		if (key_cmp(n->key, n->key_len, kb, kl) < 0)
+			l = m + 1;
+		else
+			h = m;
+	}
+	*lo = l;
+	*hi = l < r->nnames ? l + 1 : l;
+}
+
+int htr_func_visit(struct htr_analysis *a, const char *pattern, int mode,
+		   htr_func_fn fn, void *payload)
+{
+	struct sym_res *r = usable(a);
+	size_t i, lo, hi;
+	uint64_t n = 0;
+	int rc;
+
+	if (!r)
+		return HTR_ERR_INVALID;
+	if (!fn || (mode != HTR_MATCH_EXACT && mode != HTR_MATCH_GLOB))
+		return htr_err__set(&a->err, HTR_ERR_INVALID, "bad arguments");
+	name_range(r, pattern, mode, &lo, &hi);
+	for (i = lo; i < hi; i++) {
+		const struct htr_an_name *nm = &r->names[i];
+		struct htr_func_stats st;
+
+		if (!matches(nm, pattern, mode))
+			continue;
+		memset(&st, 0, sizeof(st));
+		st.size = sizeof(st);
+		st.name = nm->name;
+		st.calls = nm->st.calls;
+		st.inclusive = nm->st.inclusive;
+		st.local = nm->st.local;
+		st.slowest = nm->st.slowest;
+		st.slowest_total = nm->st.slowest_total;
+		n++;
+		rc = fn(&st, payload);
+		if (rc)
+			return htr_err__callback(rc);
+	}
+	return n ? 0 : htr_err__set(&a->err, HTR_ERR_NOTFOUND, "no function "
+				    "matches '%s'", pattern ? pattern : "*");
+}
+
+static int find_blocks(struct htr_analysis *a, const struct sym_res *r,
+		       const struct htr_an_name *n, htr_sym_fn fn,
+		       void *payload)
+{
+	uint8_t key[HTR_SYM_KEYMAX + 32];
+	uint64_t left = n->st.nblocks, j;
+	uint32_t piece;
+	int rc;
+
+	if (r->heap) {
+		for (j = 0; j < n->st.nblocks; j++) {
+			rc = fn(n->name, n->blocks[j], payload);
+			if (rc)
+				return htr_err__callback(rc);
+		}
+		return 0;
+	}
+	key[0] = 'b';
+	memcpy(key + 1, n->key, n->key_len);
+	for (piece = 0; piece < n->st.npieces; piece++) {
+		uint64_t cnt = left > HTR_SYM_PIECE ? HTR_SYM_PIECE : left;
+		const uint8_t *q;
+		const void *v;
+		size_t len;
+
+		put_be32(key + 1 + n->key_len, piece);
+		rc = htr_analyzer_value(r->ctx, key, n->key_len + 5, &v, &len);
+		if (rc == HTR_ERR_NOTFOUND || (!rc && (len != 8 + cnt * 4 ||
+		    htr_disk__get_le(v, 8) != piece_hash(key, n->key_len + 5,
+				(const uint8_t *) v + 8, cnt * 4))))
+			goto damaged;
+		if (rc < 0)
+			return rc;
+		q = (const uint8_t *) v + 8;
+		for (j = 0; j < cnt; j++) {
+			uint32_t b = (uint32_t) htr_disk__get_le(q + 4 * j, 4);
+
+			if (b >= r->nblocks)
+				goto damaged;
+			rc = fn(n->name, b, payload);
+			if (rc)
+				return htr_err__callback(rc);
+		}
+		left -= cnt;
+	}
+	return 0;
+damaged:
+	return htr_err__set(&a->err, HTR_ERR_CORRUPT, "%s: the block list of "
+			    "'%s' is damaged; remove the sidecar to recompute",
+			    htr_analyzer_sidecar(r->ctx), n->name);
+}
+
+int htr_symidx_find(struct htr_analysis *a, const char *pattern, int mode,
+		    htr_sym_fn fn, void *payload)
+{
+	struct sym_res *r = usable(a);
+	size_t i, lo, hi;
+	int matched = 0, rc;
+
+	if (!r)
+		return HTR_ERR_INVALID;
+	if (!pattern || !fn ||
+	    (mode != HTR_MATCH_EXACT && mode != HTR_MATCH_GLOB))
+		return htr_err__set(&a->err, HTR_ERR_INVALID, "bad arguments");
+	name_range(r, pattern, mode, &lo, &hi);
+	for (i = lo; i < hi; i++) {
+		const struct htr_an_name *nm = &r->names[i];
+
+		if (!matches(nm, pattern, mode))
+			continue;
+		matched = 1;
+		rc = find_blocks(a, r, nm, fn, payload);
+		if (rc)
+			return rc;
+	}
+	if (!matched)
+		return htr_err__set(&a->err, HTR_ERR_NOTFOUND, "no function "
+				    "matches '%s'", pattern);
+	return 0;
 }

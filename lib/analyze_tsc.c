@@ -1,6 +1,7 @@
 /*
- * Cumulative TSC ticks per block: one post-order pass, O(max depth) memory,
- * results in chunks of HTR_TSC_CHUNK blocks (layout in FORMAT.md,
+ * The "tsc" analyzer: cumulative TSC ticks per block.  One post-order pass
+ * over the tree API, O(max depth) working memory plus the encoded results
+ * (about 6 bytes per block), in chunks of HTR_TSC_CHUNK blocks (layout in FORMAT.md,
  * "Sidecar"): per chunk a 16-byte header and two arrays of fixed-width
  * little-endian integers (totals, then locals), each as wide as the
  * chunk's largest value needs.
@@ -10,6 +11,38 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+/* Keys: "h" the header (u32 blocks per chunk, u32 0, u64 chunks), "c" +
+ * u32 big-endian chunk index for each chunk. */
+#define TSC_HDR_SIZE 16u
+
+/* Version of the stored results; bump on any change of their meaning or
+ * layout (older results are then dropped and recomputed). */
+#define HTR_TSC_VERSION 2u   /* 2: late blocks start at the first time point */
+
+/* One value per chunk of HTR_TSC_CHUNK blocks. */
+#define HTR_TSC_CHUNK 4096u
+#define HTR_TSC_CHUNK_HDR 16u
+
+/* A result: the chunks, computed (own) or read lazily through ctx. */
+struct tsc_res {
+	struct htr_analyzer_ctx *ctx;  /* messages; lazy reads if decoded */
+	bool decoded;
+	uint64_t nblocks, nchunks;
+	const uint8_t **chunk;
+	uint32_t *len;
+	uint8_t *ok;
+	uint8_t **own;                 /* computed: the chunks, owned */
+};
+
+static void chunk_key(uint64_t c, uint8_t *k)
+{
+	k[0] = 'c';
+	k[1] = (uint8_t) (c >> 24);
+	k[2] = (uint8_t) (c >> 16);
+	k[3] = (uint8_t) (c >> 8);
+	k[4] = (uint8_t) c;
+}
 
 static unsigned width_of(uint64_t v)
 {
@@ -65,11 +98,10 @@ static size_t encode(uint64_t c, const uint64_t *tot, const uint64_t *loc,
 	return len;
 }
 
-int htr_tsc__check_chunk(struct htr_analysis *a, uint64_t c,
-			 const uint8_t *v, size_t len)
+static int check_chunk(struct tsc_res *r, uint64_t c, const uint8_t *v,
+		       size_t len)
 {
-	uint64_t nb = a->nblocks;
-	uint64_t want_n = nb - c * HTR_TSC_CHUNK;
+	uint64_t want_n = r->nblocks - c * HTR_TSC_CHUNK;
 	unsigned wt, wl;
 
 	if (want_n > HTR_TSC_CHUNK)
@@ -84,14 +116,14 @@ int htr_tsc__check_chunk(struct htr_analysis *a, uint64_t c,
 		goto bad;
 	return 0;
 bad:
-	return htr_err__set(&a->err, HTR_ERR_CORRUPT, "%s: TSC chunk %llu is "
-			    "damaged (remove the sidecar to recompute)",
-			    a->sidecar ? a->sidecar : "analysis",
-			    (unsigned long long) c);
+	return htr_analyzer_fail(r->ctx, HTR_ERR_CORRUPT, "%s: TSC chunk %llu "
+				 "is damaged (remove the sidecar to "
+				 "recompute)", htr_analyzer_sidecar(r->ctx),
+				 (unsigned long long) c);
 }
 
-void htr_tsc__decode(const uint8_t *v, uint32_t i, uint64_t *total,
-		     uint64_t *local)
+static void decode_entry(const uint8_t *v, uint32_t i, uint64_t *total,
+			 uint64_t *local)
 {
 	unsigned wt = v[4], wl = v[5];
 	uint32_t n = (uint32_t) htr_disk__get_le(v, 4);
@@ -101,43 +133,145 @@ void htr_tsc__decode(const uint8_t *v, uint32_t i, uint64_t *total,
 	*local = htr_disk__get_le(p + (size_t) n * wt + (size_t) i * wl, wl);
 }
 
-void htr_tsc__forget(struct htr_analysis *a)
+int htr_tsc__value(const void *tsc, struct htr_analyzer_ctx *ctx,
+		   uint32_t block, uint64_t *total, uint64_t *local)
 {
-	if (a->chunk)
-		memset(a->chunk, 0, a->nchunks * sizeof(*a->chunk));
-	if (a->chunk_ok)
-		memset(a->chunk_ok, 0, a->nchunks);
-}
-
-int htr_tsc__get(struct htr_analysis *a, uint32_t block, uint64_t *total,
-		 uint64_t *local)
-{
+	struct tsc_res *r = (struct tsc_res *) tsc;
 	uint64_t c = block / HTR_TSC_CHUNK;
 	int rc;
 
-	if (block >= a->nblocks || c >= a->nchunks)
-		return htr_err__set(&a->err, HTR_ERR_RANGE, "block %u: no such "
-				    "block", block);
-	if (!a->chunk_ok[c]) {
-		const uint8_t *v;
-		size_t len;
+	(void) ctx;
+	if (block >= r->nblocks || c >= r->nchunks)
+		return htr_analyzer_fail(r->ctx, HTR_ERR_RANGE, "block %u: no "
+					 "such block", block);
+	if (!r->ok[c]) {
+		const void *v = NULL;
+		size_t len = 0;
 
-		if (a->mem_chunk) {
-			v = a->mem_chunk[c];
-			len = a->chunk_len[c];
-		} else {
-			rc = htr_sidecar__tsc_chunk(a, c, &v, &len);
+		if (r->decoded) {
+			uint8_t k[5];
+
+			chunk_key(c, k);
+			rc = htr_analyzer_value(r->ctx, k, sizeof(k), &v, &len);
+			if (rc == HTR_ERR_NOTFOUND)
+				return htr_analyzer_fail(r->ctx,
+					HTR_ERR_CORRUPT, "%s: TSC chunk %llu "
+					"is missing; remove the sidecar to "
+					"recompute",
+					htr_analyzer_sidecar(r->ctx),
+					(unsigned long long) c);
 			if (rc < 0)
 				return rc;
+		} else {
+			v = r->own[c];
+			len = r->len[c];
 		}
-		rc = htr_tsc__check_chunk(a, c, v, len);
+		rc = check_chunk(r, c, v, len);
 		if (rc < 0)
 			return rc;
-		a->chunk[c] = v;
-		a->chunk_ok[c] = 1;
+		r->chunk[c] = v;
+		r->ok[c] = 1;
 	}
-	htr_tsc__decode(a->chunk[c], block % HTR_TSC_CHUNK, total, local);
+	decode_entry(r->chunk[c], block % HTR_TSC_CHUNK, total, local);
 	return 0;
+}
+
+static void tsc_free(void *result, void *payload)
+{
+	struct tsc_res *r = result;
+	uint64_t i;
+
+	(void) payload;
+	if (!r)
+		return;
+	if (r->own)
+		for (i = 0; i < r->nchunks; i++)
+			free(r->own[i]);
+	free(r->own);
+	free(r->chunk);
+	free(r->len);
+	free(r->ok);
+	free(r);
+}
+
+static struct tsc_res *res_alloc(struct htr_analyzer_ctx *ctx, bool decoded)
+{
+	struct tsc_res *r = calloc(1, sizeof(*r));
+	size_t n;
+
+	if (!r)
+		return NULL;
+	r->ctx = ctx;
+	r->decoded = decoded;
+	r->nblocks = htr_block_count(htr_analyzer_file(ctx));
+	r->nchunks = (r->nblocks + HTR_TSC_CHUNK - 1) / HTR_TSC_CHUNK;
+	n = r->nchunks ? (size_t) r->nchunks : 1;
+	r->chunk = calloc(n, sizeof(*r->chunk));
+	r->len = calloc(n, sizeof(*r->len));
+	r->ok = calloc(n, 1);
+	if (!decoded)
+		r->own = calloc(n, sizeof(*r->own));
+	if (!r->chunk || !r->len || !r->ok || (!decoded && !r->own)) {
+		tsc_free(r, NULL);
+		return NULL;
+	}
+	return r;
+}
+
+static void put_header(uint8_t *h, uint64_t nchunks)
+{
+	memset(h, 0, TSC_HDR_SIZE);
+	htr_disk__put_le(h, HTR_TSC_CHUNK, 4);
+	htr_disk__put_le(h + 8, nchunks, 8);
+}
+
+/* Current if the header describes this file's chunking. */
+static int tsc_current(struct htr_analyzer_ctx *ctx, void *payload)
+{
+	uint8_t want[TSC_HDR_SIZE];
+	const void *v;
+	size_t len;
+	uint64_t n = htr_block_count(htr_analyzer_file(ctx));
+	int rc;
+
+	(void) payload;
+	rc = htr_analyzer_value(ctx, "h", 1, &v, &len);
+	if (rc == HTR_ERR_NOTFOUND)
+		return 0;
+	if (rc < 0)
+		return rc;
+	put_header(want, (n + HTR_TSC_CHUNK - 1) / HTR_TSC_CHUNK);
+	return len == TSC_HDR_SIZE && !memcmp(v, want, TSC_HDR_SIZE);
+}
+
+static int tsc_decode(struct htr_analyzer_ctx *ctx, void **result,
+		      void *payload)
+{
+	struct tsc_res *r = res_alloc(ctx, true);
+
+	(void) payload;
+	if (!r)
+		return htr_analyzer_fail(ctx, HTR_ERR_NOMEM, "out of memory");
+	*result = r;
+	return 0;
+}
+
+static int tsc_encode(struct htr_analyzer_ctx *ctx, const void *result,
+		      void *payload)
+{
+	const struct tsc_res *r = result;
+	uint8_t h[TSC_HDR_SIZE], k[5];
+	uint64_t c;
+	int rc;
+
+	(void) payload;
+	put_header(h, r->nchunks);
+	rc = htr_analyzer_put(ctx, "h", 1, h, sizeof(h));
+	for (c = 0; !rc && c < r->nchunks; c++) {
+		chunk_key(c, k);
+		rc = htr_analyzer_put(ctx, k, sizeof(k), r->own[c], r->len[c]);
+	}
+	return rc;
 }
 
 struct pending {
@@ -145,9 +279,11 @@ struct pending {
 	uint64_t sum;      /* ... and the totals of its children so far */
 };
 
-int htr_tsc__compute(struct htr_analysis *a, htr_tsc_emit_fn emit, void *ctx)
+static int tsc_compute(struct htr_analyzer_ctx *ctx, void **result,
+		       void *payload)
 {
-	const struct htr_file *f = a->file;
+	const struct htr_file *f = htr_analyzer_file(ctx);
+	struct tsc_res *r;
 	struct htr_file_info fi;
 	uint64_t n, i, t0 = 0, id0;
 	uint64_t *tot = NULL, *loc = NULL;
@@ -158,8 +294,12 @@ int htr_tsc__compute(struct htr_analysis *a, htr_tsc_emit_fn emit, void *ctx)
 	uint32_t k = 0;
 	int rc = 0, have_t0;
 
+	(void) payload;
 	if (htr_file_info(f, &fi, sizeof(fi)) < 0)
-		return htr_err__set(&a->err, HTR_ERR_INVALID, "no open file");
+		return htr_analyzer_fail(ctx, HTR_ERR_INVALID, "no open file");
+	r = res_alloc(ctx, false);
+	if (!r)
+		return htr_analyzer_fail(ctx, HTR_ERR_NOMEM, "out of memory");
 	n = fi.nblocks;
 	cap = (size_t) fi.max_depth + 2;
 	have_t0 = htr_tsc_point(f, 0, &id0, &t0) == 0;
@@ -168,7 +308,7 @@ int htr_tsc__compute(struct htr_analysis *a, htr_tsc_emit_fn emit, void *ctx)
 	st = malloc(cap * sizeof(*st));
 	buf = malloc(HTR_TSC_CHUNK_HDR + HTR_TSC_CHUNK * 16);
 	if (!tot || !loc || !st || !buf) {
-		rc = htr_err__set(&a->err, HTR_ERR_NOMEM, "out of memory");
+		rc = htr_analyzer_fail(ctx, HTR_ERR_NOMEM, "out of memory");
 		goto out;
 	}
 	for (i = 0; i < n; i++) {
@@ -178,7 +318,7 @@ int htr_tsc__compute(struct htr_analysis *a, htr_tsc_emit_fn emit, void *ctx)
 
 		rc = htr_block_get(f, (uint32_t) i, &b, sizeof(b));
 		if (rc < 0) {
-			rc = htr_err__set(&a->err, HTR_ERR_CORRUPT, "block %llu: "
+			rc = htr_analyzer_fail(ctx, HTR_ERR_CORRUPT, "block %llu: "
 					  "%s", (unsigned long long) i,
 					  htr_errstr(rc));
 			goto out;
@@ -201,7 +341,7 @@ int htr_tsc__compute(struct htr_analysis *a, htr_tsc_emit_fn emit, void *ctx)
 		loc[k] = total >= csum ? total - csum : 0;
 		if (b.parent != HTR_NONE) {
 			if (b.parent <= i) {
-				rc = htr_err__set(&a->err, HTR_ERR_CORRUPT,
+				rc = htr_analyzer_fail(ctx, HTR_ERR_CORRUPT,
 						  "block %llu: bad parent %u",
 						  (unsigned long long) i,
 						  b.parent);
@@ -213,7 +353,7 @@ int htr_tsc__compute(struct htr_analysis *a, htr_tsc_emit_fn emit, void *ctx)
 				st[sp - 1].sum = s < total ? UINT64_MAX : s;
 			} else {
 				if (sp == cap) {
-					rc = htr_err__set(&a->err,
+					rc = htr_analyzer_fail(ctx,
 						HTR_ERR_CORRUPT, "blocks nest "
 						"deeper than the header's "
 						"max_depth");
@@ -228,16 +368,66 @@ int htr_tsc__compute(struct htr_analysis *a, htr_tsc_emit_fn emit, void *ctx)
 			uint64_t c = i / HTR_TSC_CHUNK;
 			size_t len = encode(c, tot, loc, k, buf);
 
-			rc = emit(ctx, c, buf, len);
-			if (rc < 0)
+			r->own[c] = malloc(len);
+			if (!r->own[c]) {
+				rc = htr_analyzer_fail(ctx, HTR_ERR_NOMEM,
+						       "out of memory");
 				goto out;
+			}
+			memcpy(r->own[c], buf, len);
+			r->len[c] = (uint32_t) len;
 			k = 0;
 		}
 	}
 out:
+	if (rc < 0)
+		tsc_free(r, NULL);
+	else
+		*result = r;
 	free(tot);
 	free(loc);
 	free(st);
 	free(buf);
 	return rc;
+}
+
+void htr_tsc__descriptor(struct htr_analyzer *d)
+{
+	htr_analyzer_init(d);
+	d->name = "tsc";
+	d->version = HTR_TSC_VERSION;
+	d->compute = tsc_compute;
+	d->encode = tsc_encode;
+	d->decode = tsc_decode;
+	d->free = tsc_free;
+	d->current = tsc_current;
+}
+
+int htr_tsc_get(struct htr_analysis *a, uint32_t block, uint64_t *total,
+		uint64_t *children, uint64_t *local)
+{
+	struct tsc_res *r;
+	uint64_t t, l;
+	int rc;
+
+	if (!a)
+		return HTR_ERR_INVALID;
+	r = htr_analysis__result(a, "tsc");
+	if (!r)
+		return htr_err__set(&a->err, HTR_ERR_INVALID, "the tsc "
+				    "analyzer is not open");
+	rc = htr_tsc__value(r, NULL, block, &t, &l);
+	if (rc < 0)
+		return rc;
+	if (l > t)
+		return htr_err__set(&a->err, HTR_ERR_CORRUPT, "%s: block %u: "
+				    "local ticks exceed the total",
+				    htr_analyzer_sidecar(r->ctx), block);
+	if (total)
+		*total = t;
+	if (children)
+		*children = t - l;
+	if (local)
+		*local = l;
+	return 0;
 }

@@ -961,3 +961,232 @@ Test(analyze, one_store_many_threads, .timeout = 600)
 	expect_free(&e, &t);
 	truth_free(&t);
 }
+
+/* --- the registry: an analyzer registered by the caller --- */
+
+/* "ipb": instructions per block, one u64 LE per block under key "v". */
+struct ipb {
+	int computes;           /* how often compute() ran */
+	uint32_t version;
+};
+
+struct ipb_res {
+	uint64_t n;
+	const uint8_t *v;       /* n u64 LE */
+	uint8_t *own;
+};
+
+static int ipb_compute(struct htr_analyzer_ctx *ctx, void **result, void *p)
+{
+	const struct htr_file *f = htr_analyzer_file(ctx);
+	struct ipb *ipb = p;
+	struct ipb_res *r;
+	const void *tsc = NULL;
+	uint64_t i;
+
+	if (htr_analyzer_dep(ctx, "tsc", &tsc) < 0 || !tsc)
+		return htr_analyzer_fail(ctx, HTR_ERR_INVALID, "no tsc");
+	if (htr_analyzer_dep(ctx, "sym", &tsc) != HTR_ERR_NOTFOUND)
+		return htr_analyzer_fail(ctx, HTR_ERR_INVALID, "sym is no dep");
+	__atomic_add_fetch(&ipb->computes, 1, __ATOMIC_SEQ_CST);
+	r = calloc(1, sizeof(*r));
+	r->n = htr_block_count(f);
+	r->own = malloc(r->n * 8 + 1);
+	for (i = 0; i < r->n; i++) {
+		struct htr_block_info b;
+		uint64_t v;
+		int k;
+
+		if (htr_block_get(f, (uint32_t) i, &b, sizeof(b)) < 0)
+			return htr_analyzer_fail(ctx, HTR_ERR_CORRUPT, "block");
+		v = b.last - b.first + 1;
+		for (k = 0; k < 8; k++)
+			r->own[i * 8 + k] = (uint8_t) (v >> (8 * k));
+	}
+	r->v = r->own;
+	*result = r;
+	return 0;
+}
+
+static int ipb_encode(struct htr_analyzer_ctx *ctx, const void *result,
+		      void *p)
+{
+	const struct ipb_res *r = result;
+
+	(void) p;
+	return htr_analyzer_put(ctx, "v", 1, r->v, r->n * 8);
+}
+
+static int ipb_decode(struct htr_analyzer_ctx *ctx, void **result, void *p)
+{
+	struct ipb_res *r = calloc(1, sizeof(*r));
+	const void *v;
+	size_t len;
+	int rc;
+
+	(void) p;
+	*result = r;
+	r->n = htr_block_count(htr_analyzer_file(ctx));
+	rc = htr_analyzer_value(ctx, "v", 1, &v, &len);
+	if (rc < 0 || len != r->n * 8)
+		return htr_analyzer_fail(ctx, HTR_ERR_CORRUPT, "%s: ipb damaged",
+					 htr_analyzer_sidecar(ctx));
+	r->v = v;
+	return 0;
+}
+
+static void ipb_free(void *result, void *p)
+{
+	struct ipb_res *r = result;
+
+	(void) p;
+	if (r)
+		free(r->own);
+	free(r);
+}
+
+static void ipb_descriptor(struct htr_analyzer *d, struct ipb *ipb)
+{
+	static const char *const deps[] = { "tsc", NULL };
+
+	htr_analyzer_init(d);
+	d->name = "ipb";
+	d->version = ipb->version;
+	d->deps = deps;
+	d->compute = ipb_compute;
+	d->encode = ipb_encode;
+	d->decode = ipb_decode;
+	d->free = ipb_free;
+	d->payload = ipb;
+}
+
+static void check_ipb(struct htr_file *f, const struct ipb_res *r)
+{
+	uint64_t i;
+
+	cr_assert_eq(r->n, htr_block_count(f));
+	for (i = 0; i < r->n; i++) {
+		struct htr_block_info b;
+		uint64_t v = 0;
+		int k;
+
+		cr_assert_eq(htr_block_get(f, (uint32_t) i, &b, sizeof(b)), 0);
+		for (k = 0; k < 8; k++)
+			v |= (uint64_t) r->v[i * 8 + k] << (8 * k);
+		cr_assert_eq(v, b.last - b.first + 1, "block %" PRIu64, i);
+	}
+}
+
+/* Open a store over @f with "ipb" registered, a reader over it, and get
+ * "ipb" (GetOrCreate); the caller closes both. */
+static const struct ipb_res *get_ipb(struct htr_file *f, struct ipb *ipb,
+				     int no_sidecar, struct htr_store **s,
+				     struct htr_analysis **a)
+{
+	struct htr_store_opts so;
+	struct htr_analysis_opts ao;
+	struct htr_analyzer d;
+	const void *res = NULL;
+
+	htr_store_opts_init(&so);
+	so.no_sidecar = no_sidecar;
+	*s = NULL;
+	*a = NULL;
+	cr_assert_eq(htr_store_open(s, f, &so), 0, "%s",
+		     htr_store_last_error(*s));
+	ipb_descriptor(&d, ipb);
+	cr_assert_eq(htr_store_register(*s, &d), 0);
+	htr_analysis_opts_init(&ao);
+	ao.analyzers = HTR_ANALYZE_TSC;
+	cr_assert_eq(htr_analysis_open_store(a, *s, &ao), 0, "%s",
+		     htr_analysis_last_error(*a));
+	cr_assert_eq(htr_store_get(*s, "ipb", *a, &res), 0, "%s",
+		     htr_analysis_last_error(*a));
+	cr_assert_not_null(res);
+	return res;
+}
+
+Test(analyze, registry_third_analyzer, .timeout = 300)
+{
+	struct synth_opts o;
+	struct truth t;
+	struct htr_file *f;
+	struct htr_store *s;
+	struct htr_analysis *a;
+	struct htr_analyzer d;
+	struct ipb ipb = { 0, 1 };
+	const struct ipb_res *r;
+	const void *again = NULL;
+	char side[300];
+
+	synth_opts_init(&o);
+	o.scenario = SYNTH_MIXED;
+	o.seed = 31;
+	o.insns = 40000;
+	make(&o, "ipb", NULL, &t);
+	snprintf(side, sizeof(side), "%s/ipb.htr.lmdb", dir);
+	f = open_file("ipb.htr");
+
+	/* First open: computed once, stored; a second get is the same. */
+	r = get_ipb(f, &ipb, 0, &s, &a);
+	check_ipb(f, r);
+	cr_assert_eq(ipb.computes, 1);
+	cr_assert(htr_analysis_flags(a) & HTR_ANALYSIS_COMPUTED);
+	cr_assert_eq(htr_store_get(s, "ipb", a, &again), 0);
+	cr_assert_eq(again, (const void *) r);
+	cr_assert_eq(ipb.computes, 1);
+	/* Registration is checked; unknown names are not found. */
+	ipb_descriptor(&d, &ipb);
+	cr_assert_eq(htr_store_register(s, &d), HTR_ERR_INVALID);
+	d.name = "Bad-Name";
+	cr_assert_eq(htr_store_register(s, &d), HTR_ERR_INVALID);
+	d.name = "nodecode";
+	d.decode = NULL;
+	cr_assert_eq(htr_store_register(s, &d), HTR_ERR_INVALID);
+	cr_assert_eq(htr_store_get(s, "nosuch", a, &again), HTR_ERR_NOTFOUND);
+	cr_assert_neq(htr_analysis_last_error(a)[0], 0);
+	htr_analysis_close(a);
+	htr_store_close(s);
+	cr_assert_eq(counter(side, "count.ipb"), 1);
+	cr_assert_eq(counter(side, "count.tsc"), 1);
+
+	/* Second open (a new store, as another process would): reloaded. */
+	r = get_ipb(f, &ipb, 0, &s, &a);
+	check_ipb(f, r);
+	cr_assert_eq(ipb.computes, 1);
+	cr_assert(htr_analysis_flags(a) & HTR_ANALYSIS_RELOADED);
+	cr_assert_not(htr_analysis_flags(a) & HTR_ANALYSIS_COMPUTED);
+	htr_analysis_close(a);
+	htr_store_close(s);
+
+	/* The built-in analyzers are untouched by it. */
+	a = open_an(f, NULL, 0);
+	cr_assert(htr_analysis_flags(a) & HTR_ANALYSIS_COMPUTED);
+	htr_analysis_close(a);
+	cr_assert_eq(counter(side, "count.tsc"), 1);
+	cr_assert_eq(counter(side, "count.sym"), 1);
+
+	/* A new version of it: recomputed once, then reloaded. */
+	ipb.version = 2;
+	r = get_ipb(f, &ipb, 0, &s, &a);
+	check_ipb(f, r);
+	cr_assert_eq(ipb.computes, 2);
+	htr_analysis_close(a);
+	htr_store_close(s);
+	r = get_ipb(f, &ipb, 0, &s, &a);
+	cr_assert_eq(ipb.computes, 2);
+	htr_analysis_close(a);
+	htr_store_close(s);
+	cr_assert_eq(counter(side, "count.ipb"), 2);
+
+	/* Without a sidecar: computed in memory, never encoded. */
+	r = get_ipb(f, &ipb, 1, &s, &a);
+	check_ipb(f, r);
+	cr_assert_eq(ipb.computes, 3);
+	cr_assert(htr_analysis_flags(a) & HTR_ANALYSIS_IN_MEMORY);
+	htr_analysis_close(a);
+	htr_store_close(s);
+
+	htr_file_close(f);
+	truth_free(&t);
+}

@@ -46,6 +46,7 @@
 #include "error.h"
 #include "tree.h"
 #include "store.h"
+#include "analyzer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -129,6 +130,11 @@ HTR_API int htr_analysis_open(struct htr_analysis **out,
 HTR_API int htr_analysis_open_store(struct htr_analysis **out,
 				    struct htr_store *store,
 				    const struct htr_analysis_opts *opts);
+
+/** The store @a reads through (its private one after
+ * htr_analysis_open()), for htr_store_get() and htr_store_register();
+ * NULL for NULL.  Owned by the store's opener. */
+HTR_API struct htr_store *htr_analysis_store(const struct htr_analysis *a);
 
 /** Close the handle and free everything it owns (and its private store,
  * if htr_analysis_open() opened one).  NULL is fine. */

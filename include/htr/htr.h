@@ -11,6 +11,7 @@
 #include "tree.h"
 #include "build.h"
 #include "store.h"
+#include "analyzer.h"
 #include "analyze.h"
 
 #endif /* HTR_HTR_H */
