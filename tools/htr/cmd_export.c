@@ -261,6 +261,12 @@ static void chrome_gaps(struct exp *e)
 	}
 }
 
+static int by_stack(const void *a, const void *b)
+{
+	return strcmp(((const struct stack_ent *) a)->key,
+		      ((const struct stack_ent *) b)->key);
+}
+
 static void free_stacks(struct exp *e)
 {
 	size_t i;
@@ -292,7 +298,7 @@ int cmd_export(int argc, char **argv)
 	uint64_t from_id = 0, v, id;
 	uint32_t from = HTR_NONE;
 	int c, have_from = 0, gaps = 0, rc = HTR_EXIT_FAIL, err;
-	size_t i;
+	size_t i, n;
 
 	memset(&e, 0, sizeof(e));
 	e.max_level = UINT64_MAX;
@@ -390,10 +396,18 @@ int cmd_export(int argc, char **argv)
 			chrome_gaps(&e);
 		fprintf(e.out, "\n]}\n");
 	} else {
-		for (i = 0; i < e.stacks_cap; i++)
+		/* Sorted: stable output, and viewers that keep the file's
+		 * order (speedscope's time order) draw a flame graph. */
+		for (i = 0, n = 0; i < e.stacks_cap; i++)
 			if (e.stacks[i].key)
-				fprintf(e.out, "%s %" PRIu64 "\n",
-					e.stacks[i].key, e.stacks[i].ticks);
+				e.stacks[n++] = e.stacks[i];
+		if (n)
+			qsort(e.stacks, n, sizeof(*e.stacks), by_stack);
+		for (i = 0; i < n; i++)
+			fprintf(e.out, "%s %" PRIu64 "\n", e.stacks[i].key,
+				e.stacks[i].ticks);
+		for (; i < e.stacks_cap; i++)
+			e.stacks[i].key = NULL;
 	}
 	if (fflush(e.out) != 0 || ferror(e.out)) {
 		rc = fail("export", "%s: writing failed", out ? out : "stdout");
