@@ -154,6 +154,10 @@ static struct rec_mod *load(struct rec_image *im, const char *path,
 	if (!have_bias || lowest == UINT64_MAX)
 		goto bad;
 	m->base = lowest + m->bias;
+	m->end = 0;
+	for (k = 0; k < m->nsegs; k++)
+		if (m->segs[k].vaddr + m->segs[k].memsz + m->bias > m->end)
+			m->end = m->segs[k].vaddr + m->segs[k].memsz + m->bias;
 	m->lo = UINT64_MAX;
 	for (k = 0; k < m->nsegs; k++) {
 		const struct rec_seg *s = &m->segs[k];
@@ -179,6 +183,21 @@ bad:
 	munmap((void *) m->map, m->mapsize);
 	free(m);
 	return NULL;
+}
+
+/* A later mapping of a module already registered (its read-only data,
+ * RELRO): its file offset may lie in two segments' pages, so it cannot
+ * tell the bias; the module's first (lowest) mapping did. */
+static int part_of(const struct rec_image *im, const char *file,
+		   uint64_t addr)
+{
+	size_t i;
+
+	for (i = 0; i < im->nmods; i++)
+		if (addr >= im->mods[i]->base && addr < im->mods[i]->end &&
+		    !strcmp(im->mods[i]->path, file))
+			return 1;
+	return 0;
 }
 
 static int known(const struct rec_image *im, uint64_t addr)
@@ -215,7 +234,8 @@ int rec_image_scan(struct rec_image *im, uint64_t want, uint64_t now)
 		file[strcspn(file, "\n")] = 0;
 		if (strstr(file, " (deleted)"))
 			continue;
-		if (known(im, start) || known(im, end - 1))
+		if (known(im, start) || known(im, end - 1) ||
+		    part_of(im, file, start))
 			continue;
 		/* Only the mapping the wanted address lies in, and PROG's:
 		 * the other files are qemu's own, or not run yet. */

@@ -27,6 +27,7 @@ struct rec_mod {
 	uint64_t bias;          /* runtime address - link address */
 	uint64_t base;          /* runtime address of the lowest PT_LOAD */
 	uint64_t lo, hi;        /* runtime range of the executable segments */
+	uint64_t end;           /* runtime end of the highest PT_LOAD */
 	const uint8_t *map;     /* the file, read-only */
 	size_t mapsize;
 	struct rec_seg segs[16];
