@@ -143,10 +143,22 @@ struct rec_ctx {
 	uint64_t clock;         /* the modelled TSC */
 	uint64_t executed;
 	uint64_t oddities;
+	pid_t pid;              /* the guest's (qemu-user runs in-process) */
+	/* tids of the threads PROG created, in order (clone's return values
+	 * in the strace log); thread N (N >= 1) is the N-th */
+	pid_t *clones;
+	size_t nclones, capclones;
+	int clone_open;         /* a clone(CLONE_THREAD) awaits its return */
 	char *err;
 	size_t errlen;
 	int failed;
 };
+
+/* The tid of the guest thread qemu ran as virtual CPU @cpu: the real one
+ * (the process id for CPU 0, clone's return for the others), or, when the
+ * log did not say, a synthetic one above Linux's PID_MAX_LIMIT (4194304 +
+ * cpu).  *@real says which. */
+pid_t rec_tid(const struct rec_ctx *c, unsigned cpu, int *real);
 
 void rec_fail(struct rec_ctx *c, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -159,11 +171,14 @@ void rec_fail(struct rec_ctx *c, const char *fmt, ...)
 
 struct rec_perf_thread {
 	unsigned cpu;
+	pid_t tid;              /* rec_tid() */
 	const char *pt_path;    /* its trace */
-	uint64_t first_tsc;
+	uint64_t first_tsc;     /* the clock when it started */
+	uint64_t last_tsc;      /* the time a decoder reports at its end */
 };
 
-/* Write @out (a perf.data as `perf record -e intel_pt//u` lays it out)
+/* Write @out (a new file: the caller renames it into place; a failure
+ * removes it) as a perf.data as `perf record -e intel_pt//u` lays it out)
  * from the threads' traces and the modules.  Returns 0 or -1. */
 int rec_perf_write(const char *out, const struct rec_ctx *c, pid_t pid,
 		   const char *comm, const struct rec_perf_thread *th,

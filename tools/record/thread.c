@@ -715,6 +715,15 @@ int rec_thread_end(struct rec_thread *t)
 		close_frame(t, &t->st[t->depth - 1], "T");
 		t->depth--;
 	}
+	{
+		int real;
+		pid_t tid = rec_tid(t->c, t->cpu, &real);
+
+		/* An extension of TRUTH.md (readers skip unknown lines): the
+		 * process and thread ids perf.data uses for this thread. */
+		fprintf(t->truth, "tid %d %d %s\n", (int) t->c->pid, (int) tid,
+			real ? "real" : "synthetic");
+	}
 	fprintf(t->truth, "insns %llu\nblocks %llu\ngaps %llu\nend\n",
 		(unsigned long long) t->id, (unsigned long long) t->blocks,
 		(unsigned long long) t->gaps);
