@@ -85,6 +85,20 @@ if [ $? -ne 0 ] || ! grep -q "exited with status 3 (the trace is complete)" \
 fi
 "$htr" record --help | grep -q "usage: htr record" || fail "record --help"
 
+# The default output, a perf.data: all or nothing as well.
+expect_error 1 "cannot write here" \
+	"$htr" record -o "$work/no/such/dir/x.data" -- "$work/bin/three"
+expect_error 1 "killed by signal 9" \
+	"$htr" record -o "$work/k.data" -- "$work/bin/killed"
+[ -e "$work/k.data" ] || [ -e "$work/k.data.t0.truth" ] &&
+	fail "a killed record left k.data or its truth"
+"$htr" record -q -o "$work/p.data" -- "$work/bin/three" 2>"$work/err.txt"
+if [ "$(head -c 8 "$work/p.data" 2>/dev/null)" != PERFILE2 ] ||
+   [ ! -f "$work/p.data.t0.truth" ]; then
+	fail "record -o: no perf.data or truth: $(cat "$work/err.txt")"
+fi
+ls "$work" | grep -q 'rec-' && fail "record -o left a temporary directory"
+
 # ---------------------------------------------------------------- suite
 
 printf 'banana\napple\ncherry\napple\n' >"$work/sort.in"
