@@ -12,6 +12,7 @@
 
 #include <fcntl.h>
 #include <intel-pt.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -90,6 +91,25 @@ int htr_builder_add_raw(struct htr_builder *b, const char *spec)
 	return htr_image__add_raw_spec(b->img, spec, &b->err);
 }
 
+int htr_builder_add_elf_at(struct htr_builder *b, const char *path,
+			   const uint64_t *base)
+{
+	if (!b || !path)
+		return HTR_ERR_INVALID;
+	htr_err__clear(&b->err);
+	return htr_image__add_elf(b->img, path, base != NULL,
+				  base ? *base : 0, &b->err);
+}
+
+int htr_builder_add_bytes(struct htr_builder *b, const void *data,
+			  size_t size, uint64_t vaddr, const char *name)
+{
+	if (!b || !data || !size)
+		return HTR_ERR_INVALID;
+	htr_err__clear(&b->err);
+	return htr_image__add_bytes(b->img, data, size, vaddr, name, &b->err);
+}
+
 /* ------------------------------------------------------------------ */
 /* decoder -> (pipe) -> tree builder */
 
@@ -101,6 +121,8 @@ struct glue {
 	const uint8_t *trace;
 	uint64_t trace_size;
 	uint64_t released;      /* trace bytes given back to the kernel */
+	bool mapped;            /* the trace is our mapping, not the
+				 * caller's buffer (never madvise that) */
 	int stop;               /* the progress callback's non-zero value */
 };
 
@@ -113,7 +135,7 @@ static void release_trace(struct glue *g, uint64_t offset)
 {
 	uint64_t upto;
 
-	if (offset <= TRACE_MARGIN)
+	if (!g->mapped || offset <= TRACE_MARGIN)
 		return;
 	upto = (offset - TRACE_MARGIN) & ~(uint64_t) (TRACE_PAGE - 1);
 	if (upto <= g->released + TRACE_MARGIN)
@@ -124,7 +146,7 @@ static void release_trace(struct glue *g, uint64_t offset)
 }
 
 /* Hash the trace in chunks, giving each back once hashed. */
-static uint64_t hash_trace(const uint8_t *data, uint64_t size)
+static uint64_t hash_trace(const uint8_t *data, uint64_t size, bool mapped)
 {
 	uint64_t h = HTR_HASH_SEED, off;
 
@@ -133,7 +155,8 @@ static uint64_t hash_trace(const uint8_t *data, uint64_t size)
 						       : TRACE_MARGIN;
 
 		h = htr_hash__bytes(h, data + off, n);
-		madvise((void *) (data + off), n & ~(uint64_t) (TRACE_PAGE - 1),
+		if (mapped)
+			madvise((void *) (data + off), n & ~(uint64_t) (TRACE_PAGE - 1),
 			MADV_DONTNEED);
 	}
 	return h;
@@ -221,19 +244,17 @@ static int map_trace(struct htr_builder *b, const char *path,
 	return 0;
 }
 
+static int run(struct htr_builder *b, const uint8_t *data, uint64_t tsize,
+	       bool mapped, const char *trace, const char *out,
+	       struct htr_build_stats *stats, size_t size);
+
 int htr_builder_run(struct htr_builder *b, const char *trace,
 		    const char *out, struct htr_build_stats *stats,
 		    size_t size)
 {
-	struct htr_decode_cfg cfg;
-	struct htr_decode_sink sink;
-	struct htr_writer_meta meta;
-	struct pt_version v;
-	struct glue g;
 	const uint8_t *data = NULL;
 	uint64_t tsize = 0;
-	size_t i;
-	int rc, prc;
+	int rc;
 
 	if (!b || !trace || !out)
 		return HTR_ERR_INVALID;
@@ -246,12 +267,52 @@ int htr_builder_run(struct htr_builder *b, const char *trace,
 	rc = map_trace(b, trace, &data, &tsize);
 	if (rc < 0)
 		return rc;
+	rc = run(b, data, tsize, true, trace, out, stats, size);
+	munmap((void *) data, tsize);
+	return rc;
+}
+
+int htr_builder_run_buffer(struct htr_builder *b, const void *trace,
+			   size_t trace_size, const char *out,
+			   struct htr_build_stats *stats, size_t size)
+{
+	if (!b || !trace || !out)
+		return HTR_ERR_INVALID;
+	if (stats && size < BUILD_STATS_SIZE0)
+		return HTR_ERR_INVALID;
+	htr_err__clear(&b->err);
+	if (!htr_image__count(b->img))
+		return htr_err__set(&b->err, HTR_ERR_INVALID,
+				    "no image: give at least one ELF or raw file");
+	if (!trace_size)
+		return htr_err__set(&b->err, HTR_ERR_DECODE, "(memory): empty "
+				    "trace");
+	return run(b, trace, trace_size, false, "(memory)", out, stats, size);
+}
+
+static int run(struct htr_builder *b, const uint8_t *data, uint64_t tsize,
+	       bool mapped, const char *trace, const char *out,
+	       struct htr_build_stats *stats, size_t size)
+{
+	struct htr_decode_cfg cfg;
+	struct htr_decode_sink sink;
+	struct htr_writer_meta meta;
+	struct pt_version v;
+	struct glue g;
+	unsigned wflags = 0;
+	size_t i;
+	int rc, prc;
 
 	memset(&g, 0, sizeof(g));
 	g.b = b;
+	g.mapped = mapped;
 	g.trace = data;
 	g.trace_size = tsize;
-	rc = htr_writer__open(&g.w, out, &b->err);
+	if (b->opts.no_fsync)
+		wflags |= HTR_WRITER_NO_FSYNC;
+	if (b->opts.no_sweep)
+		wflags |= HTR_WRITER_NO_SWEEP;
+	rc = htr_writer__open_flags(&g.w, out, wflags, &b->err);
 	if (rc < 0)
 		goto out;
 	for (i = 0; i < htr_image__count(b->img); i++) {
@@ -309,7 +370,7 @@ int htr_builder_run(struct htr_builder *b, const char *trace,
 	memset(&meta, 0, sizeof(meta));
 	meta.ninsns = htr_tb__insns(g.tb);
 	meta.trace_size = tsize;
-	meta.trace_hash = hash_trace(data, tsize);
+	meta.trace_hash = hash_trace(data, tsize, mapped);
 	v = pt_library_version();
 	meta.libipt_version[0] = v.major;
 	meta.libipt_version[1] = v.minor;
@@ -344,6 +405,5 @@ out:
 	htr_pipe__free(g.pipe);
 	htr_tb__free(g.tb);
 	htr_writer__free(g.w);
-	munmap((void *) data, tsize);
 	return rc;
 }

@@ -301,6 +301,8 @@ static int validate(struct htr_file *f, int verify_body)
 	return 0;
 }
 
+static int finish_open(struct htr_file *f, const struct htr_open_opts *o);
+
 int htr_file_open(struct htr_file **out, const char *path,
 		  const struct htr_open_opts *opts)
 {
@@ -366,7 +368,50 @@ int htr_file_open(struct htr_file **out, const char *path,
 	}
 	close(fd);
 
-	rc = validate(f, o.verify_body);
+	return finish_open(f, &o);
+}
+
+int htr_file_open_buffer(struct htr_file **out, const void *data,
+			 size_t size, const struct htr_open_opts *opts)
+{
+	struct htr_file *f;
+	struct htr_open_opts o;
+
+	if (!out)
+		return HTR_ERR_INVALID;
+	*out = NULL;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return HTR_ERR_NOMEM;
+	*out = f;
+	f->borrowed = true;
+	f->path = strdup("(memory)");
+	if (!f->path)
+		return htr_err__set(&f->err, HTR_ERR_NOMEM, "out of memory");
+	if (htr_abi__in(&o, sizeof(o), opts, htr_abi__size_of(opts),
+			OPEN_OPTS_SIZE0) < 0)
+		return htr_err__set(&f->err, HTR_ERR_INVALID,
+			"%s: bad open options size %zu", f->path,
+			htr_abi__size_of(opts));
+	if (!data)
+		return htr_err__set(&f->err, HTR_ERR_INVALID, "no buffer given");
+	/* Records are read in place, as from a mapping. */
+	if ((uintptr_t) data % 8)
+		return htr_err__set(&f->err, HTR_ERR_INVALID, "%s: the buffer "
+				    "is not 8-byte aligned", f->path);
+	if (!size)
+		return htr_err__set(&f->err, HTR_ERR_FORMAT, "%s: empty "
+				    "buffer, not an htr file", f->path);
+	f->map = data;
+	f->map_size = size;
+	return finish_open(f, &o);
+}
+
+/* Validate the mapped or borrowed bytes of @f. */
+static int finish_open(struct htr_file *f, const struct htr_open_opts *o)
+{
+	int rc = validate(f, o->verify_body);
+
 	if (rc) {
 		f->hdr = NULL;
 		f->blocks = NULL;
@@ -383,7 +428,7 @@ void htr_file_close(struct htr_file *file)
 {
 	if (!file)
 		return;
-	if (file->map)
+	if (file->map && !file->borrowed)
 		munmap((void *) file->map, file->map_size);
 	free(file->path);
 	free(file);
@@ -485,7 +530,7 @@ const char *htr_gap_reason(const struct htr_gap_info *gap)
 
 const char *htr_file_path(const struct htr_file *file)
 {
-	return file && file->ok ? file->path : NULL;
+	return file && file->ok && !file->borrowed ? file->path : NULL;
 }
 
 uint64_t htr_image_count(const struct htr_file *file)

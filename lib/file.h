@@ -23,7 +23,9 @@
 struct htr_file {
 	struct htr_err err;
 	bool ok;                                /* open succeeded */
-	char *path;
+	bool borrowed;                          /* map is the caller's buffer
+						 * (htr_file_open_buffer) */
+	char *path;                             /* "(memory)" if borrowed */
 
 	const uint8_t *map;
 	size_t map_size;

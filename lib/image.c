@@ -17,7 +17,9 @@
 #include <libelf.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 struct htr_image {
@@ -27,6 +29,8 @@ struct htr_image {
 	size_t npieces, cap;
 	struct htr_image_extent *ext;   /* by start */
 	size_t next, ext_cap;
+	int *fds;                       /* memory files behind bytes added */
+	size_t nfds;
 };
 
 int htr_image__alloc(struct htr_image **out)
@@ -58,6 +62,9 @@ void htr_image__free(struct htr_image *img)
 	pt_iscache_free(img->iscache);
 	for (i = 0; i < img->npieces; i++)
 		free((char *) img->pieces[i].path);
+	for (i = 0; i < img->nfds; i++)
+		close(img->fds[i]);
+	free(img->fds);
 	free(img->pieces);
 	free(img->ext);
 	free(img);
@@ -87,9 +94,69 @@ const struct htr_image_piece *htr_image__piece(const struct htr_image *img,
 }
 
 /* Map @size bytes of @path at @offset to @vaddr and remember the piece. */
+static int add_piece_as(struct htr_image *img, const char *path,
+			const char *record, uint32_t kind, uint64_t offset,
+			uint64_t size, uint64_t vaddr, struct htr_err *err);
+
 static int add_piece(struct htr_image *img, const char *path, uint32_t kind,
 		     uint64_t offset, uint64_t size, uint64_t vaddr,
 		     struct htr_err *err)
+{
+	return add_piece_as(img, path, NULL, kind, offset, size, vaddr, err);
+}
+
+int htr_image__add_bytes(struct htr_image *img, const void *data,
+			 uint64_t size, uint64_t vaddr, const char *name,
+			 struct htr_err *err)
+{
+	const uint8_t *p = data;
+	char path[64];
+	uint64_t off = 0;
+	int fd, *fds;
+
+	if (!img || !data || !size)
+		return htr_err__set(err, HTR_ERR_INVALID, "no bytes given");
+	if (vaddr + size < vaddr)
+		return htr_err__set(err, HTR_ERR_INVALID, "%s: 0x%llx bytes at "
+				    "0x%llx wrap the address space",
+				    name ? name : "bytes",
+				    (unsigned long long) size,
+				    (unsigned long long) vaddr);
+	fds = realloc(img->fds, (img->nfds + 1) * sizeof(*fds));
+	if (!fds)
+		return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
+	img->fds = fds;
+	/* libipt maps sections from files by name: a memory file's
+	 * /proc/self/fd name lasts as long as the image keeps it open. */
+	fd = (int) syscall(SYS_memfd_create, "htr-bytes", 1u /* CLOEXEC */);
+	if (fd < 0)
+		return htr_err__sys(err, "%s: memory file",
+				    name ? name : "bytes");
+	while (off < size) {
+		ssize_t k = write(fd, p + off, size - off > (1u << 30) ?
+				  (1u << 30) : (size_t) (size - off));
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			int rc = htr_err__sys(err, "%s: memory file",
+					      name ? name : "bytes");
+
+			close(fd);
+			return rc;
+		}
+		off += (uint64_t) k;
+	}
+	img->fds[img->nfds++] = fd;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	return add_piece_as(img, path, name ? name : "[bytes]", 2, 0, size,
+			    vaddr, err);
+}
+
+/* As add_piece, recording @record (NULL: @path made absolute). */
+static int add_piece_as(struct htr_image *img, const char *path,
+			const char *record, uint32_t kind, uint64_t offset,
+			uint64_t size, uint64_t vaddr, struct htr_err *err)
 {
 	struct htr_image_piece *p;
 	char *copy;
@@ -105,9 +172,9 @@ static int add_piece(struct htr_image *img, const char *path, uint32_t kind,
 		img->cap = cap;
 	}
 	/* Recorded absolute, so names resolve from any directory later. */
-	copy = realpath(path, NULL);
+	copy = record ? NULL : realpath(path, NULL);
 	if (!copy)
-		copy = strdup(path);
+		copy = strdup(record ? record : path);
 	if (!copy)
 		return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
 	isid = pt_iscache_add_file(img->iscache, path, offset, size, vaddr);

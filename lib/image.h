@@ -30,6 +30,13 @@ int htr_image__add_raw(struct htr_image *img, const char *path,
 		       uint64_t offset, uint64_t size, uint64_t vaddr,
 		       struct htr_err *err);
 
+/* Add @size bytes at @data as code at @vaddr (copied into a memory
+ * file; the image keeps it until freed).  @name (NULL: "[bytes]") is
+ * what the .htr records as the piece's path. */
+int htr_image__add_bytes(struct htr_image *img, const void *data,
+			 uint64_t size, uint64_t vaddr, const char *name,
+			 struct htr_err *err);
+
 /* Parse "FILE[@BASE]" / "FILE[:OFFSET[:SIZE]]@VADDR" and add it. */
 int htr_image__add_elf_spec(struct htr_image *img, const char *spec,
 			    struct htr_err *err);

@@ -68,6 +68,7 @@ struct htr_writer {
 	char *tmp;
 	char *dir;
 	int fd;
+	unsigned flags;         /* HTR_WRITER_* */
 	bool committed;
 	bool failed;
 
@@ -192,6 +193,12 @@ static void remove_stale(const char *path)
 int htr_writer__open(struct htr_writer **out, const char *path,
 		     struct htr_err *err)
 {
+	return htr_writer__open_flags(out, path, 0, err);
+}
+
+int htr_writer__open_flags(struct htr_writer **out, const char *path,
+			   unsigned flags, struct htr_err *err)
+{
 	struct htr_writer *w;
 	const char *slash;
 	size_t n;
@@ -209,6 +216,7 @@ int htr_writer__open(struct htr_writer **out, const char *path,
 		return htr_err__set(err, HTR_ERR_NOMEM, "%s: out of memory",
 				    path);
 	w->fd = -1;
+	w->flags = flags;
 	for (i = 0; i < SP_COUNT; i++)
 		w->sp[i].fd = -1;
 	w->image_hash = HTR_HASH_SEED;
@@ -232,7 +240,8 @@ int htr_writer__open(struct htr_writer **out, const char *path,
 			goto nomem;
 	}
 	snprintf(w->tmp, n + 32, "%s.tmp%ld", path, (long) getpid());
-	remove_stale(path);
+	if (!(flags & HTR_WRITER_NO_SWEEP))
+		remove_stale(path);
 
 	w->fd = open(w->tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
 	if (w->fd < 0) {
@@ -778,7 +787,7 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 	    (rc = pwrite_all(w, &h, sizeof(h), 0, "write header")))
 		return rc;
 
-	if (fsync(w->fd) < 0)
+	if (!(w->flags & HTR_WRITER_NO_FSYNC) && fsync(w->fd) < 0)
 		return fail(w, htr_err__sys(&w->err, "%s: fsync", w->tmp));
 	if (rename(w->tmp, w->path) < 0)
 		return fail(w, htr_err__sys(&w->err, "%s: rename to %s",
@@ -787,6 +796,8 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 	w->max_depth = max_depth;
 	/* Make the rename durable; some filesystems refuse fsync on a
 	 * directory, which is not an error of ours. */
+	if (w->flags & HTR_WRITER_NO_FSYNC)
+		return 0;
 	dfd = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd >= 0) {
 		if (fsync(dfd) < 0 && errno != EINVAL && errno != EROFS) {

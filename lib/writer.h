@@ -26,6 +26,14 @@ struct htr_writer_meta {
 int htr_writer__open(struct htr_writer **out, const char *path,
 		     struct htr_err *err);
 
+/* Flags of htr_writer__open_flags(); 0 is htr_writer__open(). */
+#define HTR_WRITER_NO_FSYNC 0x1u  /* commit without fsync (not durable
+				   * across a crash, faster) */
+#define HTR_WRITER_NO_SWEEP 0x2u  /* leave other processes' leftover
+				   * "PATH.tmpPID" files alone */
+int htr_writer__open_flags(struct htr_writer **out, const char *path,
+			   unsigned flags, struct htr_err *err);
+
 /* Append a completed block.  Only first, last, first_child, nchildren and
  * func_flags are read; parent and next_sibling are computed by commit.
  * Returns the new block's index through @index (may be NULL).

@@ -226,6 +226,23 @@ Test(abi, open_opts)
 		cr_assert_eq(rc, k ? 0 : HTR_ERR_INVALID, "size %zu: %d %s",
 			     sizes[k], rc, htr_last_error(f));
 		htr_file_close(f);
+		/* The same options opening the file from memory. */
+		{
+			FILE *fp = fopen(sample_htr, "rb");
+			static uint64_t mem[1 << 16];
+			size_t n;
+
+			cr_assert_not_null(fp);
+			n = fread(mem, 1, sizeof(mem), fp);
+			fclose(fp);
+			cr_assert_lt(n, sizeof(mem));
+			f = NULL;
+			rc = htr_file_open_buffer(&f, mem, n, (void *) b);
+			cr_assert_eq(rc, k ? 0 : HTR_ERR_INVALID, "buffer, "
+				     "size %zu: %d %s", sizes[k], rc,
+				     htr_last_error(f));
+			htr_file_close(f);
+		}
 		free(b);
 	}
 }

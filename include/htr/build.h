@@ -1,8 +1,22 @@
 /*
  * libhtr - building an .htr file from an Intel PT trace.
  *
- * Create a builder, add the code image (ELF files and raw dumps), run it
- * once over a trace.  A builder belongs to one thread at a time.
+ * Create a builder, add the code image (ELF files, raw dumps, bytes in
+ * memory), run it once over a trace (a file or bytes in memory).  A
+ * builder belongs to one thread at a time.
+ *
+ * Threads: htr_builder_run() and htr_builder_run_buffer() start ONE
+ * helper thread (the tree builder and writer, fed by the decoder running
+ * on the calling thread through a bounded queue) and join it before they
+ * return, on success, failure or cancel alike.  Callbacks never run on
+ * it.  No thread outlives the call; nothing is left running in the
+ * background.
+ *
+ * Files: the output is written as "OUT.tmpPID" in OUT's directory and
+ * renamed to OUT on success (nothing is left on failure).  By default the
+ * result is fsync'ed (with the directory) before the call returns, and
+ * leftover "OUT.tmpPID" files of processes that no longer exist are
+ * removed first; opts.no_fsync and opts.no_sweep turn either off.
  *
  *   struct htr_build_opts opts;
  *   struct htr_builder *b;
@@ -54,6 +68,11 @@ struct htr_build_opts {
 	 * HTR_ERR_CALLBACK.  @p is valid during the call only. */
 	int (*progress)(const struct htr_build_progress *p, void *payload);
 	void *payload;
+	/* Added after 0.1.0 (0 keeps the earlier behaviour): */
+	int no_fsync;              /* do not fsync the output (faster; a
+				    * crash may leave it empty or partial) */
+	int no_sweep;              /* leave leftover "OUT.tmpPID" files of
+				    * other processes alone */
 };
 
 /* Figures of a finished build (the size rule: htr/common.h; first
@@ -108,6 +127,26 @@ HTR_API int htr_builder_add_elf(struct htr_builder *b, const char *spec);
 HTR_API int htr_builder_add_raw(struct htr_builder *b, const char *spec);
 
 /**
+ * Add the ELF file @path as is (no "@BASE" parsing, so any path works):
+ * at its link address when @base is NULL, else with its lowest PT_LOAD at
+ * *@base.  Returns as htr_builder_add_elf().
+ */
+HTR_API int htr_builder_add_elf_at(struct htr_builder *b, const char *path,
+				   const uint64_t *base);
+
+/**
+ * Add @size bytes at @data as code loaded at @vaddr (a raw dump in
+ * memory).  The bytes are copied (into a memory file the builder keeps
+ * until htr_builder_free()); @data may be freed on return.  @name (NULL:
+ * "[bytes]") is what the .htr records as the piece's path (htr_image_get);
+ * no symbols are read for it.  Returns 0, HTR_ERR_INVALID (NULL or empty,
+ * wraps the address space), HTR_ERR_NOMEM, HTR_ERR_IO (no memory file).
+ */
+HTR_API int htr_builder_add_bytes(struct htr_builder *b, const void *data,
+				  size_t size, uint64_t vaddr,
+				  const char *name);
+
+/**
  * Decode @trace and write the call tree to @out (written under a
  * temporary name and renamed on success; nothing is left on failure).
  * Bad trace data does not fail the build: it becomes gaps.  @stats (may
@@ -120,6 +159,16 @@ HTR_API int htr_builder_add_raw(struct htr_builder *b, const char *spec);
 HTR_API int htr_builder_run(struct htr_builder *b, const char *trace,
 			    const char *out, struct htr_build_stats *stats,
 			    size_t size);
+
+/**
+ * As htr_builder_run(), over @trace_size bytes of raw Intel PT at @trace
+ * (a perf AUX buffer, bytes a debugger holds).  The bytes are only read,
+ * never modified, and not needed after the call.  Messages name the trace
+ * "(memory)".  Returns as htr_builder_run() (HTR_ERR_DECODE for 0 bytes).
+ */
+HTR_API int htr_builder_run_buffer(struct htr_builder *b, const void *trace,
+				   size_t trace_size, const char *out,
+				   struct htr_build_stats *stats, size_t size);
 
 /** Message of the last failure ("" if none); owned by @b. */
 HTR_API const char *htr_builder_last_error(const struct htr_builder *b);

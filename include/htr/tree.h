@@ -70,6 +70,23 @@ static inline void htr_open_opts_init(struct htr_open_opts *opts)
 HTR_API int htr_file_open(struct htr_file **out, const char *path,
 			  const struct htr_open_opts *opts);
 
+/**
+ * Open and validate an .htr file held in memory: @size bytes at @data,
+ * 8-byte aligned (malloc'ed memory is), read in place.  The bytes are
+ * checked exactly as a file's (every bound, count and checksum
+ * htr_file_open() checks; opts->verify_body as there), so any bytes are
+ * safe to pass.  @data must stay valid and unchanged until
+ * htr_file_close(), which does not free it.  The handle has no path
+ * (htr_file_path() is NULL; messages say "(memory)"), so analyses of it
+ * have no sidecar and are computed in memory.
+ *
+ * On failure *@out is set as for htr_file_open().  Returns as
+ * htr_file_open(), with HTR_ERR_INVALID also for NULL @data or a
+ * misaligned buffer, HTR_ERR_FORMAT for @size 0.
+ */
+HTR_API int htr_file_open_buffer(struct htr_file **out, const void *data,
+				 size_t size, const struct htr_open_opts *opts);
+
 /** Unmap and free.  NULL is fine. */
 HTR_API void htr_file_close(struct htr_file *file);
 
