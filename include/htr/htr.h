@@ -13,5 +13,6 @@
 #include "store.h"
 #include "analyzer.h"
 #include "analyze.h"
+#include "cursor.h"
 
 #endif /* HTR_HTR_H */

@@ -1,0 +1,534 @@
+/*
+ * The instruction cursor (htr/cursor.h): libipt's instruction-flow decoder
+ * restarted at the sync point before the wanted ID.
+ *
+ * IDs stay aligned with the tree because the build recorded, for every
+ * PSB it passed, the ID of the first instruction after it: a cursor that
+ * syncs there starts counting at that ID, and after a decode error it
+ * resumes at the next sync point with that point's ID, as the build did.
+ * Times come from the file's time points, so they are the build's.
+ */
+#include "htr/cursor.h"
+
+#include "abi.h"
+#include "err.h"
+#include "le.h"
+
+#include <intel-pt.h>
+#include <Zydis/Zydis.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct htr_cursor {
+	struct htr_err err;
+	const struct htr_file *file;
+	struct htr_cursor_opts opts;
+	uint8_t *trace;            /* mapped */
+	uint64_t trace_size;
+	struct pt_image_section_cache *isc;
+	struct pt_image *image;
+	struct pt_block_decoder *dec;
+	ZydisDecoder z64, z32, z16;
+	uint64_t ninsns, nsync, ngaps;
+	/* Position: the next instruction gets ID @id; @sync is the index of
+	 * the last sync point decoding started from or passed; @status is
+	 * libipt's. */
+	uint64_t id, sync;
+	int status, synced;
+	/* The block being split into instructions. */
+	struct pt_block blk;
+	uint16_t left;
+	uint64_t next_ip;
+	/* A PSB was passed: the next block starts at this ID (the build's).
+	 * Each PSB once: several events of one PSB+ say so. */
+	int realign;
+	uint64_t realign_id;
+	uint64_t psb;              /* offset of the last PSB used */
+	uint64_t gap_next;         /* index of the next gap not passed */
+	uint64_t tsc_hint;
+};
+
+static int fail(struct htr_cursor *c, int code, const char *fmt,
+		const char *what)
+{
+	return htr_err__set(&c->err, code, fmt, what);
+}
+
+/* Add a piece of the recorded image from @path. */
+static int add_piece(struct htr_cursor *c, const char *path,
+		     const struct htr_image_info *im)
+{
+	int isid = pt_iscache_add_file(c->isc, path, im->offset, im->bytes,
+				       im->vaddr);
+
+	return isid < 0 ? isid : pt_image_add_cached(c->image, c->isc, isid,
+						      NULL);
+}
+
+/* Load the image the file records: every piece from its file at its
+ * address (an image that moved is looked for next to the .htr).  Through
+ * a section cache, so block.isid says where each block's bytes are. */
+static int load_image(struct htr_cursor *c)
+{
+	struct htr_image_info im;
+	const char *hp = htr_file_path(c->file), *slash;
+	uint64_t i;
+	char *path = NULL;
+	int rc;
+
+	c->isc = pt_iscache_alloc(NULL);
+	c->image = pt_image_alloc(NULL);
+	if (!c->isc || !c->image)
+		return htr_err__set(&c->err, HTR_ERR_NOMEM, "out of memory");
+	for (i = 0; ; i++) {
+		size_t n;
+
+		im.size = sizeof(im);
+		rc = htr_image_get(c->file, i, &im, sizeof(im));
+		if (rc == HTR_ERR_RANGE)
+			break;
+		if (rc < 0)
+			return htr_err__set(&c->err, rc, "image %llu: %s",
+					    (unsigned long long) i,
+					    htr_errstr(rc));
+		n = im.path_len;
+		free(path);
+		path = malloc(n + 1);
+		if (!path)
+			return htr_err__set(&c->err, HTR_ERR_NOMEM,
+					    "out of memory");
+		memcpy(path, im.path, n);
+		path[n] = 0;
+		rc = add_piece(c, path, &im);
+		if (rc < 0 && hp && (slash = strrchr(path, '/'))) {
+			const char *hs = strrchr(hp, '/');
+			size_t dl = hs ? (size_t) (hs - hp + 1) : 0;
+			char *alt = malloc(dl + strlen(slash + 1) + 1);
+
+			if (!alt) {
+				free(path);
+				return htr_err__set(&c->err, HTR_ERR_NOMEM,
+						    "out of memory");
+			}
+			memcpy(alt, hp, dl);
+			strcpy(alt + dl, slash + 1);
+			rc = add_piece(c, alt, &im);
+			free(alt);
+		}
+		if (rc < 0) {
+			htr_err__set(&c->err, HTR_ERR_DECODE, "%s: cannot load "
+				     "the image: %s", path,
+				     pt_errstr(pt_errcode(rc)));
+			free(path);
+			return HTR_ERR_DECODE;
+		}
+	}
+	free(path);
+	return 0;
+}
+
+static int map_trace(struct htr_cursor *c)
+{
+	struct htr_file_info fi;
+	struct stat st;
+	void *p;
+	int fd;
+
+	fd = open(c->opts.trace, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return htr_err__sys(&c->err, "%s", c->opts.trace);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !st.st_size) {
+		close(fd);
+		return fail(c, HTR_ERR_IO, "%s: not a trace file",
+			    c->opts.trace);
+	}
+	p = mmap(NULL, (size_t) st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return htr_err__sys(&c->err, "%s: mmap", c->opts.trace);
+	c->trace = p;
+	c->trace_size = (uint64_t) st.st_size;
+	fi.size = sizeof(fi);
+	if (htr_file_info(c->file, &fi, sizeof(fi)) < 0)
+		return fail(c, HTR_ERR_INVALID, "%s: bad file", "cursor");
+	c->ninsns = fi.ninsns;
+	c->nsync = fi.nsync;
+	c->ngaps = fi.ngaps;
+	if (fi.trace_size != c->trace_size ||
+	    fi.trace_hash != htr_hash__bytes(HTR_HASH_SEED, c->trace,
+					     c->trace_size))
+		return fail(c, HTR_ERR_FORMAT, "%s: not the trace the file "
+			    "was built from (size or hash differ)",
+			    c->opts.trace);
+	return 0;
+}
+
+int htr_cursor_alloc(struct htr_cursor **out, const struct htr_file *file,
+		     const struct htr_cursor_opts *opts)
+{
+	struct htr_cursor *c;
+	struct pt_config cfg;
+	int rc;
+
+	if (!out)
+		return HTR_ERR_INVALID;
+	*out = c = calloc(1, sizeof(*c));
+	if (!c)
+		return HTR_ERR_NOMEM;
+	if (!file)
+		return fail(c, HTR_ERR_INVALID, "%s: no file", "cursor");
+	c->file = file;
+	if (htr_abi__in(&c->opts, sizeof(c->opts), opts,
+			htr_abi__size_of(opts),
+			HTR_ABI_SIZE0(struct htr_cursor_opts, cpu_stepping)) < 0)
+		return fail(c, HTR_ERR_INVALID, "%s: bad options size",
+			    "cursor");
+	if (!c->opts.trace)
+		return fail(c, HTR_ERR_INVALID, "%s: no trace given "
+			    "(htr_cursor_opts.trace)", "cursor");
+	if ((rc = map_trace(c)) < 0 || (rc = load_image(c)) < 0)
+		return rc;
+	if (!ZYAN_SUCCESS(ZydisDecoderInit(&c->z64, ZYDIS_MACHINE_MODE_LONG_64,
+					   ZYDIS_STACK_WIDTH_64)) ||
+	    !ZYAN_SUCCESS(ZydisDecoderInit(&c->z32,
+					   ZYDIS_MACHINE_MODE_LONG_COMPAT_32,
+					   ZYDIS_STACK_WIDTH_32)) ||
+	    !ZYAN_SUCCESS(ZydisDecoderInit(&c->z16,
+					   ZYDIS_MACHINE_MODE_LONG_COMPAT_16,
+					   ZYDIS_STACK_WIDTH_16)))
+		return fail(c, HTR_ERR_DECODE, "%s: cannot set up Zydis",
+			    "cursor");
+	/* As the build decoded: libipt's block decoder, blocks ending at
+	 * calls.  The same decoder reads ahead the same way, so it passes
+	 * each PSB at the same block boundary the build recorded. */
+	pt_config_init(&cfg);
+	cfg.begin = c->trace;
+	cfg.end = c->trace + c->trace_size;
+	cfg.flags.variant.block.end_on_call = 1;
+	if (c->opts.cpu_family) {
+		cfg.cpu.vendor = pcv_intel;
+		cfg.cpu.family = (uint16_t) c->opts.cpu_family;
+		cfg.cpu.model = (uint8_t) c->opts.cpu_model;
+		cfg.cpu.stepping = (uint8_t) c->opts.cpu_stepping;
+		(void) pt_cpu_errata(&cfg.errata, &cfg.cpu);
+	}
+	c->dec = pt_blk_alloc_decoder(&cfg);
+	if (!c->dec || pt_blk_set_image(c->dec, c->image) < 0)
+		return fail(c, HTR_ERR_DECODE, "%s: cannot set up the decoder",
+			    c->opts.trace);
+	/* Before instruction 0. */
+	return c->ninsns ? htr_cursor_seek(c, 0) : 0;
+}
+
+void htr_cursor_free(struct htr_cursor *c)
+{
+	if (!c)
+		return;
+	pt_blk_free_decoder(c->dec);
+	/* The image references the cache's sections: free it first. */
+	pt_image_free(c->image);
+	pt_iscache_free(c->isc);
+	if (c->trace)
+		munmap(c->trace, c->trace_size);
+	free(c);
+}
+
+const char *htr_cursor_last_error(const struct htr_cursor *c)
+{
+	return c ? c->err.msg : "";
+}
+
+static struct htr_sync_info sync_point(const struct htr_cursor *c, uint64_t k)
+{
+	struct htr_sync_info s;
+
+	memset(&s, 0, sizeof(s));
+	s.size = sizeof(s);
+	if (htr_sync_get(c->file, k, &s, sizeof(s)) < 0)
+		s.offset = UINT64_MAX;
+	return s;
+}
+
+/* Start decoding at sync point @k, with its ID. */
+static void sync_at(struct htr_cursor *c, uint64_t k)
+{
+	struct htr_sync_info s = sync_point(c, k);
+
+	c->sync = k;
+	c->id = s.id;
+	c->left = 0;
+	c->realign = 0;
+	c->psb = s.offset;
+	c->status = pt_blk_sync_set(c->dec, s.offset);
+	c->synced = c->status >= 0;
+}
+
+/* Where the build went on after an error, a runaway or a segment that
+ * ended: the first sync point at or past where the decoder stopped.
+ * Returns 0, or -1 when there is none. */
+static int resync(struct htr_cursor *c)
+{
+	uint64_t k, pos = 0;
+
+	(void) pt_blk_get_offset(c->dec, &pos);
+	for (k = c->sync + 1; k < c->nsync; k++)
+		if (sync_point(c, k).offset >= pos) {
+			sync_at(c, k);
+			return 0;
+		}
+	c->synced = 0;
+	return -1;
+}
+
+/* The gap right before instruction @id, 0 if none. */
+static int gap_before(struct htr_cursor *c, uint64_t id, int *runaway)
+{
+	struct htr_gap_info g;
+	int kind = 0;
+
+	*runaway = 0;
+	while (c->gap_next < c->ngaps) {
+		g.size = sizeof(g);
+		if (htr_gap_get(c->file, c->gap_next, &g, sizeof(g)) < 0 ||
+		    g.id > id)
+			break;
+		if (g.id == id) {
+			kind = g.kind;
+			*runaway |= g.kind == HTR_GAP_ERROR &&
+				    g.code == HTR_GAP_CODE_RUNAWAY;
+		}
+		c->gap_next++;
+	}
+	return kind;
+}
+
+static int is_psb(const uint8_t *p)
+{
+	int i;
+
+	for (i = 0; i < 16; i += 2)
+		if (p[i] != 0x02 || p[i + 1] != 0x82)
+			return 0;
+	return 1;
+}
+
+/*
+ * The decoder read a PSB+ while decoding (a status update), as the build's
+ * decoder did at the same point: the build gave the next block the ID it
+ * recorded for that PSB.  Seeks start a PSB early and take the IDs from
+ * the PSB they pass: a restart at a PSB can deliver an instruction more or
+ * less than decoding through it (an event pending across it).
+ */
+static void passed_psb(struct htr_cursor *c)
+{
+	uint64_t pos = 0, i, lo, hi;
+
+	(void) pt_blk_get_offset(c->dec, &pos);
+	if (pos > c->trace_size)
+		pos = c->trace_size;
+	if (pos < 16)
+		return;
+	for (i = pos - 16 + 1; i-- > 0 && pos - i < (1u << 16);)
+		if (c->trace[i] == 0x02 && is_psb(c->trace + i))
+			break;
+	if (i == UINT64_MAX || pos - i >= (1u << 16) || i == c->psb)
+		return;
+	lo = c->sync;
+	hi = c->nsync;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		struct htr_sync_info s = sync_point(c, mid);
+
+		if (s.offset == i) {
+			c->sync = mid;
+			c->psb = i;
+			c->realign = 1;
+			c->realign_id = s.id;
+			return;
+		}
+		if (s.offset < i)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+}
+
+/* The next block with instructions into c->blk, as the build saw it.
+ * Returns 0 or HTR_ERR_ITEROVER. */
+static int next_block(struct htr_cursor *c)
+{
+	for (;;) {
+		int st;
+
+		if (!c->synced && resync(c) < 0)
+			return HTR_ERR_ITEROVER;
+		while (c->status >= 0 && (c->status & pts_event_pending)) {
+			struct pt_event ev;
+
+			c->status = pt_blk_event(c->dec, &ev, sizeof(ev));
+			if (c->status >= 0 && ev.status_update)
+				passed_psb(c);
+		}
+		if (c->status < 0) {
+			c->synced = 0;
+			continue;
+		}
+		memset(&c->blk, 0, sizeof(c->blk));
+		st = pt_blk_next(c->dec, &c->blk, sizeof(c->blk));
+		c->status = st;
+		/* As the build: with an error other than about decoding the
+		 * next instruction, the last instruction's trace was missing
+		 * and it does not count. */
+		if (st < 0 && c->blk.ninsn && st != -pte_nomap &&
+		    st != -pte_bad_insn)
+			c->blk.ninsn--;
+		if (st < 0)
+			c->synced = 0;
+		if (!c->blk.ninsn)
+			continue;
+		c->left = c->blk.ninsn;
+		c->next_ip = c->blk.ip;
+		if (c->realign) {
+			c->realign = 0;
+			c->id = c->realign_id;
+		}
+		return 0;
+	}
+}
+
+static enum htr_insn_class cls_of(const ZydisDecodedInstruction *z)
+{
+	switch (z->meta.category) {
+	case ZYDIS_CATEGORY_CALL: return HTR_INSN_CALL;
+	case ZYDIS_CATEGORY_RET: return HTR_INSN_RET;
+	case ZYDIS_CATEGORY_UNCOND_BR: return HTR_INSN_JUMP;
+	case ZYDIS_CATEGORY_COND_BR: return HTR_INSN_COND;
+	case ZYDIS_CATEGORY_SYSCALL:
+	case ZYDIS_CATEGORY_INTERRUPT: return HTR_INSN_FAR_CALL;
+	case ZYDIS_CATEGORY_SYSRET: return HTR_INSN_FAR_RET;
+	default: return HTR_INSN_OTHER;
+	}
+}
+
+/* The next instruction of the current block into @x (fills ip, raw, len,
+ * mode, cls).  Blocks are not contiguous in memory: libipt leaves direct
+ * jumps for its users to follow. */
+static int split(struct htr_cursor *c, struct htr_insn *x)
+{
+	ZydisDecodedInstruction z;
+	ZydisDecoderContext ctx;
+	const ZydisDecoder *zd;
+	uint8_t buf[15];
+	int n;
+
+	x->ip = c->next_ip;
+	if (c->left == 1 && c->blk.truncated) {
+		n = c->blk.size;
+		memcpy(buf, c->blk.raw, (size_t) n);
+	} else {
+		n = pt_iscache_read(c->isc, buf, sizeof(buf), c->blk.isid,
+				    x->ip);
+	}
+	switch (c->blk.mode) {
+	case ptem_32bit: zd = &c->z32; x->mode = 32; break;
+	case ptem_16bit: zd = &c->z16; x->mode = 16; break;
+	default: zd = &c->z64; x->mode = 64; break;
+	}
+	if (n <= 0 || !ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(zd, &ctx,
+			buf, (ZyanUSize) n, &z)))
+		return htr_err__set(&c->err, HTR_ERR_DECODE, "instruction %llu "
+				    "at %#llx: cannot read or decode it",
+				    (unsigned long long) c->id,
+				    (unsigned long long) x->ip);
+	x->len = z.length;
+	memcpy(x->raw, buf, z.length);
+	x->cls = cls_of(&z);
+	c->next_ip = x->ip + z.length;
+	if (x->cls == HTR_INSN_JUMP && z.raw.imm[0].is_relative)
+		c->next_ip += (uint64_t) z.raw.imm[0].value.s;
+	c->left--;
+	return 0;
+}
+
+int htr_cursor_seek(struct htr_cursor *c, uint64_t id)
+{
+	struct htr_insn x;
+	uint64_t lo = 0, hi;
+	int rc;
+
+	if (!c || !c->dec)
+		return HTR_ERR_INVALID;
+	if (id >= c->ninsns)
+		return htr_err__set(&c->err, HTR_ERR_RANGE, "instruction %llu "
+				    "is past the end (%llu)",
+				    (unsigned long long) id,
+				    (unsigned long long) c->ninsns);
+	/* The last sync point at or before @id. */
+	hi = c->nsync;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (sync_point(c, mid).id <= id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return htr_err__set(&c->err, HTR_ERR_DECODE, "no sync point "
+				    "before instruction %llu",
+				    (unsigned long long) id);
+	/* One PSB early, so the IDs are the build's once it passes the
+	 * next (see passed_psb). */
+	sync_at(c, lo >= 2 ? lo - 2 : 0);
+	c->gap_next = 0;
+	c->tsc_hint = HTR_TSC_HINT_INIT;
+	while (c->id < id || !c->left) {
+		if (c->left && c->id < id) {
+			if ((rc = split(c, &x)) < 0)
+				return rc;
+			c->id++;
+			continue;
+		}
+		if (c->left)
+			break;
+		if (next_block(c) < 0)
+			return htr_err__set(&c->err, HTR_ERR_DECODE, "the trace "
+					    "ends before instruction %llu",
+					    (unsigned long long) id);
+	}
+	return 0;
+}
+
+int htr_cursor_next(struct htr_cursor *c, struct htr_insn *out, size_t size)
+{
+	struct htr_insn x;
+	int rc, runaway;
+
+	if (!c || !c->dec)
+		return HTR_ERR_INVALID;
+	if (c->id >= c->ninsns)
+		return HTR_ERR_ITEROVER;
+	if (!c->left && next_block(c) < 0)
+		return htr_err__set(&c->err, HTR_ERR_DECODE, "the trace ends "
+				    "before instruction %llu",
+				    (unsigned long long) c->id);
+	memset(&x, 0, sizeof(x));
+	if ((rc = split(c, &x)) < 0)
+		return rc;
+	x.id = c->id++;
+	x.has_tsc = htr_tsc_lookup(c->file, x.id, &c->tsc_hint, &x.tsc) == 0;
+	x.gap = gap_before(c, x.id, &runaway);
+	/* The build stopped a runaway decode here: so does the cursor. */
+	if (runaway) {
+		c->left = 0;
+		c->synced = 0;
+	}
+	return htr_abi__out(out, size, &x, sizeof(x),
+			    HTR_ABI_SIZE0(struct htr_insn, gap));
+}
