@@ -27,10 +27,21 @@ quietly ninja -C "$bdir"
 seeds="$bdir/seeds"
 if [ ! -d "$seeds" ]; then
 	mkdir -p "$seeds/htr" "$seeds/trace" "$seeds/elf" "$seeds/sidecar"
-	cp tests/data/sample.htr "$seeds/htr/"
+	# Small files the mutator can reach every part of (max_len below):
+	# a few thousand instructions of two scenarios.
+	for sc in mixed real; do
+		build/tools/synth/htr-synth -q -S $sc -s 3 -n 3000 --no-bundle \
+			"$seeds/$sc"
+		build/tools/htr/htr build -q "$seeds/$sc.pt" \
+			--elf "$seeds/$sc.elf" --cpuid-0x15-eax 1 \
+			--cpuid-0x15-ebx 2 --mtc-freq 6 --nom-freq 16 \
+			-o "$seeds/htr/$sc.htr"
+		rm -f "$seeds/$sc".*
+	done
+	# The trace target decodes against the sample's ELF.
 	cp tests/data/sample.pt "$seeds/trace/"
-	cp tests/data/sample.elf "$seeds/elf/"
 	head -c 4096 tests/data/sample.pt >"$seeds/trace/head.pt"
+	cp tests/data/sample.elf "$seeds/elf/"
 	# A valid sidecar of the sample, made by the analyzers themselves.
 	cp tests/data/sample.htr "$seeds/s.htr"
 	build/tools/htr/htr top "$seeds/s.htr" >/dev/null 2>&1 || true
