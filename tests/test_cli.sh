@@ -31,7 +31,7 @@ expect 2 "bad value '1.5'" "$synth" -q -n 1.5 "$dir/frac"
 T="$dir/t.pt" E="$dir/t.elf"
 timing="--cpuid-0x15-eax 1 --cpuid-0x15-ebx 2 --mtc-freq 6 --nom-freq 16"
 
-for c in build dump info gaps find top export; do
+for c in build dump info gaps find top export insns; do
 	expect 0 '' "$htr" "$c" --help
 done
 expect 0 '' "$htr" --help
@@ -116,6 +116,17 @@ expect 1 "$dir/bad.htr" "$htr" dump "$dir/bad.htr"
 [ -s "$dir/out" ] && { echo "FAIL: dump printed a damaged file"; fails=$((fails + 1)); }
 expect 1 "$dir/bad.htr" "$htr" top "$dir/bad.htr"
 expect 1 "$dir/bad.htr" "$htr" dump --tsc "$dir/bad.htr"
+
+# insns: the cursor from the command line.
+expect 2 'trace is required' "$htr" insns "$dir/t.htr"
+expect 1 'not the trace' "$htr" insns --trace "$E" "$dir/t.htr"
+expect 0 '' "$htr" insns --trace "$T" --block 3 --count 0 "$dir/t.htr"
+want=$("$htr" dump --json "$dir/t.htr" | python3 -c 'import json,sys
+b=[x for x in json.load(sys.stdin) if x["block"] == 3][0]
+print(b["last"] - b["first"] + 1)')
+got=$(grep -vc '^-- gap' "$dir/out")
+[ "$want" = "$got" ] && echo "ok: insns --block prints the block's span" ||
+	{ echo "FAIL: insns --block 3: $got lines, span $want"; fails=$((fails + 1)); }
 
 expect 1 'not an htr file' "$htr" info "$T"
 head -c 1000 "$dir/t.htr" >"$dir/cut.htr"

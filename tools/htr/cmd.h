@@ -21,6 +21,7 @@ int cmd_dump(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_gaps(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_insns(int argc, char **argv);
 int cmd_find(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_record(int argc, char **argv);

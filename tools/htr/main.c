@@ -14,6 +14,7 @@ static const struct htr_cmd cmds[] = {
 	{ "info", cmd_info, "print the header and counts of an .htr file" },
 	{ "gaps", cmd_gaps, "list where and why the trace lost instructions" },
 	{ "export", cmd_export, "the tree for trace viewers and flame graphs" },
+	{ "insns", cmd_insns, "the instructions of a block, re-decoded" },
 	{ "find", cmd_find, "list the invocations of functions with their ticks" },
 	{ "top", cmd_top, "per-function calls and TSC ticks" },
 	{ "record", cmd_record, "run a program under qemu-user, write its Intel PT" },
