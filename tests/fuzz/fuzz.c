@@ -21,7 +21,9 @@ static void cleanup(void)
 int htr_fuzz_path(const char *name, char *path)
 {
 	if (!scratch[0]) {
-		snprintf(scratch, sizeof(scratch), "/tmp/htr-fuzz-XXXXXX");
+		/* Memory-backed when there is one: builds write files. */
+		snprintf(scratch, sizeof(scratch), "%s/htr-fuzz-XXXXXX",
+			 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
 		if (!mkdtemp(scratch)) {
 			scratch[0] = 0;
 			return -1;

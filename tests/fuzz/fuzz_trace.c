@@ -10,14 +10,13 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char trace[HTR_FUZZ_PATH], out[HTR_FUZZ_PATH];
+	char out[HTR_FUZZ_PATH];
 	struct htr_build_opts opts;
 	struct htr_builder *b = NULL;
 	struct htr_file *f = NULL;
 	uint32_t i, n;
 
-	if (htr_fuzz_write("in.pt", data, size, trace) < 0 ||
-	    htr_fuzz_path("out.htr", out) < 0)
+	if (htr_fuzz_path("out.htr", out) < 0)
 		return 0;
 	htr_build_opts_init(&opts);
 	/* The sample's timing parameters, so CYC/MTC paths run too. */
@@ -25,10 +24,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	opts.cpuid_0x15_ebx = 2;
 	opts.mtc_freq = 6;
 	opts.nom_freq = 16;
+	/* Nothing to keep: no fsync, and no sweep of other temporaries. */
+	opts.no_fsync = 1;
+	opts.no_sweep = 1;
 	if (htr_builder_alloc(&b, &opts) < 0)
 		return 0;
 	if (htr_builder_add_elf(b, HTR_FUZZ_SAMPLE_ELF) == 0 &&
-	    htr_builder_run(b, trace, out, NULL, 0) == 0 &&
+	    htr_builder_run_buffer(b, data, size, out, NULL, 0) == 0 &&
 	    htr_file_open(&f, out, NULL) == 0) {
 		n = htr_block_count(f);
 		for (i = 0; i < n; i++) {
