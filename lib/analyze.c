@@ -365,7 +365,10 @@ int htr_analysis_open(struct htr_analysis **out, const struct htr_file *file,
 			htr_err__set(&a->err, rc, "%s", htr_errstr(rc));
 		return rc;
 	}
-	return open_over(a, &o);
+	rc = open_over(a, &o);
+	if (rc < 0 && a->store->created)
+		a->store->discard = true;
+	return rc;
 }
 
 int htr_analysis_open_store(struct htr_analysis **out, struct htr_store *store,

@@ -53,6 +53,10 @@ struct htr_store {
 	MDB_env *env;                /* NULL in memory */
 	MDB_dbi dbi[HTR_DB_USED];
 	bool readonly;               /* env opened MDB_RDONLY */
+	/* This store made the sidecar directory (created), and the first
+	 * analysis over it failed (discard): closing removes the directory,
+	 * so a failed command leaves nothing behind. */
+	bool created, discard;
 	pthread_mutex_t lock;
 	pthread_mutex_t compute;     /* held by the one computing thread */
 	bool lock_ok;

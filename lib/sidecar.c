@@ -163,7 +163,9 @@ static int open_env(struct htr_store *st, uint64_t nblocks)
 	size_t m;
 	int mrc = 0;
 
-	if (mkdir(st->sidecar, 0777) < 0 && errno != EEXIST) {
+	if (mkdir(st->sidecar, 0777) == 0)
+		st->created = true;
+	else if (errno != EEXIST) {
 		snprintf(st->note, sizeof(st->note), "%s: cannot create: %s",
 			 st->sidecar, strerror(errno));
 		return 1;
@@ -312,6 +314,18 @@ void htr_store_close(struct htr_store *st)
 		return;
 	if (st->env)
 		mdb_env_close(st->env);
+	if (st->created && st->discard) {
+		static const char *const files[] = { "data.mdb", "lock.mdb" };
+		char path[4200];
+		size_t i;
+
+		for (i = 0; i < 2; i++) {
+			snprintf(path, sizeof(path), "%s/%s", st->sidecar,
+				 files[i]);
+			unlink(path);
+		}
+		rmdir(st->sidecar);
+	}
 	if (st->lock_ok) {
 		pthread_mutex_destroy(&st->lock);
 		pthread_mutex_destroy(&st->compute);

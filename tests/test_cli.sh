@@ -115,6 +115,7 @@ printf '\377\377\377\377\377\377\377\377' |
 expect 1 "$dir/bad.htr" "$htr" dump "$dir/bad.htr"
 [ -s "$dir/out" ] && { echo "FAIL: dump printed a damaged file"; fails=$((fails + 1)); }
 expect 1 "$dir/bad.htr" "$htr" top "$dir/bad.htr"
+[ -e "$dir/bad.htr.lmdb" ] && { echo "FAIL: a failed top left its sidecar"; fails=$((fails + 1)); }
 expect 1 "$dir/bad.htr" "$htr" dump --tsc "$dir/bad.htr"
 
 # insns: the cursor from the command line.
