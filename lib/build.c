@@ -2,7 +2,7 @@
 #include "htr/build.h"
 
 #include "abi.h"
-#include "builder.h"
+#include "treebuild.h"
 #include "decode.h"
 #include "err.h"
 #include "format.h"

@@ -9,7 +9,7 @@
 #ifndef HTR_LIB_PIPE_H
 #define HTR_LIB_PIPE_H
 
-#include "builder.h"
+#include "treebuild.h"
 
 #include <stdint.h>
 

@@ -11,8 +11,8 @@
  * or a gap, which leaves it unknown), because an abandoned frame shows
  * only there.
  */
-#ifndef HTR_LIB_BUILDER_H
-#define HTR_LIB_BUILDER_H
+#ifndef HTR_LIB_TREEBUILD_H
+#define HTR_LIB_TREEBUILD_H
 
 #include "decode.h"
 #include "writer.h"

@@ -1,4 +1,4 @@
-#include "builder.h"
+#include "treebuild.h"
 
 #include "htr/tree.h"
 
