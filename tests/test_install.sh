@@ -13,6 +13,11 @@ fail() { echo "not ok: $*"; exit 1; }
 
 meson install -C "$build" --no-rebuild --quiet --destdir "$tmp/root" \
 	>"$tmp/install.log" 2>&1 || { cat "$tmp/install.log"; fail "meson install"; }
+for page in man1/htr.1 man1/htr-build.1 man3/libhtr.3; do
+	find "$tmp/root" -path "*/share/man/$page" | grep -q . ||
+		fail "$page not installed"
+done
+echo "ok: the man pages are installed"
 pc=$(find "$tmp/root" -name htr.pc | head -n 1)
 [ -n "$pc" ] || fail "no htr.pc installed"
 export PKG_CONFIG_PATH="$(dirname "$pc")" PKG_CONFIG_SYSROOT_DIR="$tmp/root"
