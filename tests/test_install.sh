@@ -18,6 +18,8 @@ for page in man1/htr.1 man1/htr-build.1 man3/libhtr.3; do
 		fail "$page not installed"
 done
 echo "ok: the man pages are installed"
+! find "$tmp/root" -name htr-synth | grep -q . ||
+	fail "htr-synth (a test tool) installed without -Dinstall_synth=true"
 pc=$(find "$tmp/root" -name htr.pc | head -n 1)
 [ -n "$pc" ] || fail "no htr.pc installed"
 export PKG_CONFIG_PATH="$(dirname "$pc")" PKG_CONFIG_SYSROOT_DIR="$tmp/root"
