@@ -1,0 +1,1055 @@
+/* perf.data reader: see perfdata.h. */
+#include "perfdata.h"
+
+#include "le.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Record types (<linux/perf_event.h>, perf's util/event.h). */
+enum {
+	REC_MMAP = 1, REC_COMM = 3, REC_EXIT = 4, REC_FORK = 7,
+	REC_MMAP2 = 10, REC_AUX = 11, REC_ITRACE_START = 12,
+	REC_SWITCH = 14, REC_SWITCH_CPU_WIDE = 15,
+	REC_HEADER_ATTR = 64, REC_TRACING_DATA = 66,
+	REC_AUXTRACE_INFO = 70, REC_AUXTRACE = 71,
+	REC_HEADER_FEATURE = 80, REC_COMPRESSED = 81,
+};
+
+/* header.misc bits */
+#define MISC_CPUMODE_MASK 7u
+#define MISC_KERNEL 1u
+#define MISC_HYPERVISOR 3u
+#define MISC_GUEST_KERNEL 4u
+#define MISC_MMAP_DATA (1u << 13)
+#define MISC_COMM_EXEC (1u << 13)
+#define MISC_MMAP_BUILD_ID (1u << 14)
+#define MISC_BUILD_ID_SIZE (1u << 15)
+
+/* Feature bits (perf's util/header.h). */
+enum { FEAT_BUILD_ID = 2, FEAT_NRCPUS = 7, FEAT_CPUID = 9,
+       FEAT_PMU_MAPPINGS = 16 };
+
+/* attr.sample_type bits that make up the sample_id trailer. */
+#define SAMPLE_TID (1ull << 1)
+#define SAMPLE_TIME (1ull << 2)
+#define SAMPLE_ID (1ull << 6)
+#define SAMPLE_CPU (1ull << 7)
+#define SAMPLE_STREAM_ID (1ull << 9)
+#define SAMPLE_IDENTIFIER (1ull << 16)
+#define ATTR_SAMPLE_ID_ALL (1ull << 18)
+
+/* AUXTRACE_INFO: auxtrace type and Intel PT's private words. */
+#define AUXTRACE_INTEL_PT 1
+enum {
+	PT_PMU_TYPE, PT_TIME_SHIFT, PT_TIME_MULT, PT_TIME_ZERO,
+	PT_CAP_USER_TIME_ZERO, PT_TSC_BIT, PT_NORETCOMP_BIT,
+	PT_HAVE_SCHED_SWITCH, PT_SNAPSHOT_MODE, PT_PER_CPU_MMAPS,
+	PT_MTC_BIT, PT_MTC_FREQ_BITS, PT_TSC_CTC_N, PT_TSC_CTC_D,
+	PT_CYC_BIT, PT_MAX_NONTURBO_RATIO, PT_FILTER_STR_LEN, PT_FILTER_STR,
+};
+
+#define AUX_FLAG_TRUNCATED 0x1u
+#define AUX_FLAG_PARTIAL 0x4u
+#define AUX_FLAG_COLLISION 0x8u
+
+#define ATTR_SIZE_VER0 64u
+#define FILE_HEADER_SIZE 104u
+#define PIPE_HEADER_SIZE 16u
+#define PROT_EXEC_BIT 4u
+
+struct attr {
+	uint32_t type;
+	uint64_t config, sample_type, flags;
+	const uint8_t *ids;        /* u64 ids in the file */
+	uint64_t nids;
+};
+
+struct proc {                  /* a process: its exec and where it forked */
+	uint32_t pid, ppid;
+	uint64_t exec_seq, fork_seq;
+	int forked;
+};
+
+struct bid {                   /* a build-id of the BUILD_ID feature */
+	char *path;
+	uint8_t id[20];
+	uint8_t size;
+};
+
+struct htr_perf_priv {
+	struct attr *attrs;
+	size_t nattrs;
+	struct proc *procs;
+	size_t nprocs;
+	struct bid *bids;
+	size_t nbids;
+	uint32_t pmu_mapping_type; /* intel_pt's type from pmu_mappings */
+	int have_pmu_mapping;
+	struct htr_err *err;
+};
+
+static uint64_t le(const uint8_t *p, unsigned w)
+{
+	return htr_disk__get_le(p, w);
+}
+
+static int corrupt(struct htr_perfdata *pd, const char *fmt, uint64_t a,
+		   uint64_t b)
+{
+	char what[256];
+
+	snprintf(what, sizeof(what), fmt, (unsigned long long) a,
+		 (unsigned long long) b);
+	return htr_err__set(pd->priv->err, HTR_ERR_CORRUPT, "%s: corrupt "
+			    "perf.data: %s", pd->name, what);
+}
+
+static int nomem(struct htr_perfdata *pd)
+{
+	return htr_err__set(pd->priv->err, HTR_ERR_NOMEM, "%s: out of memory",
+			    pd->name);
+}
+
+/* Grow *@arr (of *@n items of @sz bytes, capacity a power of two) by one
+ * zeroed item; returns it or NULL. */
+static void *push(void *arr, size_t *n, size_t sz)
+{
+	void **a = arr;
+	char *p;
+
+	/* Capacity: 16, then doubled each time @n reaches a power of two. */
+	if (*n == 0 || (*n >= 16 && (*n & (*n - 1)) == 0)) {
+		if (*n > SIZE_MAX / 2 / sz)
+			return NULL;
+		p = realloc(*a, (*n < 16 ? 16 : *n * 2) * sz);
+		if (!p)
+			return NULL;
+		*a = p;
+	}
+	p = (char *) *a + *n * sz;
+	memset(p, 0, sz);
+	(*n)++;
+	return p;
+}
+
+/* A section (offset, size) within the file. */
+static int in_file(const struct htr_perfdata *pd, uint64_t off, uint64_t size)
+{
+	return off <= pd->size && size <= pd->size - off;
+}
+
+static struct htr_perf_thread *thread_get(struct htr_perfdata *pd,
+					  uint32_t pid, uint32_t tid,
+					  int create)
+{
+	struct htr_perf_thread *t;
+	size_t i;
+
+	for (i = pd->nthreads; i-- > 0;)
+		if (pd->threads[i].tid == tid)
+			return &pd->threads[i];
+	if (!create)
+		return NULL;
+	t = push(&pd->threads, &pd->nthreads, sizeof(*t));
+	if (t) {
+		t->pid = pid;
+		t->tid = tid;
+	}
+	return t;
+}
+
+static struct proc *proc_get(struct htr_perfdata *pd, uint32_t pid)
+{
+	struct htr_perf_priv *pv = pd->priv;
+	struct proc *p;
+	size_t i;
+
+	for (i = 0; i < pv->nprocs; i++)
+		if (pv->procs[i].pid == pid)
+			return &pv->procs[i];
+	p = push(&pv->procs, &pv->nprocs, sizeof(*p));
+	if (p)
+		p->pid = pid;
+	return p;
+}
+
+/* A NUL-terminated string in @n bytes at @p; its length or -1. */
+static long bounded_str(const uint8_t *p, uint64_t n)
+{
+	const uint8_t *z = n ? memchr(p, 0, (size_t) n) : NULL;
+
+	return z ? (long) (z - p) : -1;
+}
+
+/* perf_header_string: u32 len, then len bytes holding a string. */
+static int header_string(struct htr_perfdata *pd, const uint8_t *p,
+			 uint64_t n, const char *what, char *out, size_t outsz,
+			 uint64_t *used)
+{
+	uint64_t len;
+	long sl;
+
+	if (n < 4)
+		return htr_err__set(pd->priv->err, HTR_ERR_CORRUPT, "%s: "
+				    "corrupt perf.data: %s string cut short",
+				    pd->name, what);
+	len = le(p, 4);
+	if (len > n - 4)
+		return htr_err__set(pd->priv->err, HTR_ERR_CORRUPT, "%s: "
+				    "corrupt perf.data: %s string of %llu "
+				    "bytes past its section", pd->name, what,
+				    (unsigned long long) len);
+	sl = bounded_str(p + 4, len);
+	if (sl < 0)
+		sl = (long) len;
+	if (outsz) {
+		size_t k = (size_t) sl < outsz - 1 ? (size_t) sl : outsz - 1;
+
+		memcpy(out, p + 4, k);
+		out[k] = 0;
+	}
+	*used = 4 + len;
+	return 0;
+}
+
+static int feat_cpuid(struct htr_perfdata *pd, const uint8_t *p, uint64_t n)
+{
+	char s[128], vendor[16];
+	unsigned f, m, st;
+	uint64_t used;
+	int rc = header_string(pd, p, n, "cpuid", s, sizeof(s), &used);
+
+	if (rc < 0)
+		return rc;
+	/* "GenuineIntel,FAMILY,MODEL,STEPPING" on x86. */
+	if (sscanf(s, "%15[^,],%u,%u,%u", vendor, &f, &m, &st) == 4 &&
+	    f <= 255 && m <= 255 && st <= 255) {
+		strcpy(pd->cpu_vendor, vendor);
+		pd->cpu_family = (int) f;
+		pd->cpu_model = (int) m;
+		pd->cpu_stepping = (int) st;
+	}
+	return 0;
+}
+
+static int feat_pmu_mappings(struct htr_perfdata *pd, const uint8_t *p,
+			     uint64_t n)
+{
+	uint64_t nr, i, used, off = 4;
+	char name[64];
+	uint32_t type;
+	int rc;
+
+	if (n < 4)
+		return corrupt(pd, "pmu_mappings feature of %llu bytes%.0llu",
+			       n, 0);
+	nr = le(p, 4);
+	for (i = 0; i < nr; i++) {
+		if (n - off < 4)
+			return corrupt(pd, "pmu_mappings: entry %llu of %llu "
+				       "past its section", i, nr);
+		type = (uint32_t) le(p + off, 4);
+		off += 4;
+		rc = header_string(pd, p + off, n - off, "pmu_mappings", name,
+				   sizeof(name), &used);
+		if (rc < 0)
+			return rc;
+		off += used;
+		if (!strcmp(name, "intel_pt")) {
+			pd->priv->pmu_mapping_type = type;
+			pd->priv->have_pmu_mapping = 1;
+		}
+	}
+	return 0;
+}
+
+/* BUILD_ID: build_id records (header, pid, 24 id bytes, filename). */
+static int feat_build_id(struct htr_perfdata *pd, const uint8_t *p,
+			 uint64_t n)
+{
+	struct htr_perf_priv *pv = pd->priv;
+	uint64_t off = 0, sz;
+	struct bid *b;
+	unsigned misc;
+	long sl;
+
+	while (n - off >= 8) {
+		misc = (unsigned) le(p + off + 4, 2);
+		sz = le(p + off + 6, 2);
+		if (sz < 8 + 4 + 24 || sz > n - off)
+			return corrupt(pd, "build-id entry of %llu bytes at "
+				       "feature offset %llu", sz, off);
+		sl = bounded_str(p + off + 36, sz - 36);
+		if (sl < 0)
+			return corrupt(pd, "build-id entry at feature offset "
+				       "%llu: unterminated path%.0llu", off, 0);
+		b = push(&pv->bids, &pv->nbids, sizeof(*b));
+		if (!b || !(b->path = strdup((const char *) p + off + 36)))
+			return nomem(pd);
+		memcpy(b->id, p + off + 12, 20);
+		b->size = 20;
+		if (misc & MISC_BUILD_ID_SIZE) {
+			b->size = p[off + 12 + 20];
+			if (b->size > 20)
+				b->size = 20;
+		}
+		off += sz;
+	}
+	return 0;
+}
+
+static int feature(struct htr_perfdata *pd, unsigned bit, const uint8_t *p,
+		   uint64_t n)
+{
+	switch (bit) {
+	case FEAT_BUILD_ID:
+		return feat_build_id(pd, p, n);
+	case FEAT_NRCPUS:
+		if (n < 8)
+			return corrupt(pd, "nr_cpus feature of %llu "
+				       "bytes%.0llu", n, 0);
+		pd->nr_cpus_avail = (uint32_t) le(p, 4);
+		pd->nr_cpus_online = (uint32_t) le(p + 4, 4);
+		return 0;
+	case FEAT_CPUID:
+		return feat_cpuid(pd, p, n);
+	case FEAT_PMU_MAPPINGS:
+		return feat_pmu_mappings(pd, p, n);
+	default:
+		return 0;
+	}
+}
+
+static int add_attr(struct htr_perfdata *pd, const uint8_t *a, uint64_t asz,
+		    const uint8_t *ids, uint64_t idsz)
+{
+	struct attr *at = push(&pd->priv->attrs, &pd->priv->nattrs,
+			       sizeof(*at));
+
+	(void) asz;
+	if (!at)
+		return nomem(pd);
+	at->type = (uint32_t) le(a, 4);
+	at->config = le(a + 8, 8);
+	at->sample_type = le(a + 24, 8);
+	at->flags = le(a + 40, 8);
+	at->ids = ids;
+	at->nids = idsz / 8;
+	return 0;
+}
+
+/* The attr a non-sample record belongs to (its sample_id trailer), or
+ * NULL when that cannot be told. */
+static const struct attr *record_attr(const struct htr_perfdata *pd,
+				      const uint8_t *body, uint64_t blen)
+{
+	const struct htr_perf_priv *pv = pd->priv;
+	uint64_t id, j;
+	size_t i;
+
+	if (!pv->nattrs)
+		return NULL;
+	for (i = 1; i < pv->nattrs; i++)
+		if (pv->attrs[i].sample_type != pv->attrs[0].sample_type ||
+		    (pv->attrs[i].flags ^ pv->attrs[0].flags) &
+		    ATTR_SAMPLE_ID_ALL)
+			break;
+	if (i == pv->nattrs)
+		return &pv->attrs[0];
+	/* Different layouts: all must end in IDENTIFIER. */
+	for (i = 0; i < pv->nattrs; i++)
+		if (!(pv->attrs[i].sample_type & SAMPLE_IDENTIFIER) ||
+		    !(pv->attrs[i].flags & ATTR_SAMPLE_ID_ALL))
+			return NULL;
+	if (blen < 8)
+		return NULL;
+	id = le(body + blen - 8, 8);
+	for (i = 0; i < pv->nattrs; i++)
+		for (j = 0; j < pv->attrs[i].nids; j++)
+			if (le(pv->attrs[i].ids + 8 * j, 8) == id)
+				return &pv->attrs[i];
+	return NULL;
+}
+
+/* The tid in a record's sample_id trailer (after @fixed body bytes);
+ * 0 if found. */
+static int trailer_tid(const struct htr_perfdata *pd, const uint8_t *body,
+		       uint64_t blen, uint64_t fixed, uint32_t *tid)
+{
+	const struct attr *a = record_attr(pd, body, blen);
+	uint64_t st, n = 0;
+
+	if (!a || !(a->flags & ATTR_SAMPLE_ID_ALL))
+		return -1;
+	st = a->sample_type;
+	if (!(st & SAMPLE_TID))
+		return -1;
+	n += 8;
+	n += st & SAMPLE_TIME ? 8 : 0;
+	n += st & SAMPLE_ID ? 8 : 0;
+	n += st & SAMPLE_STREAM_ID ? 8 : 0;
+	n += st & SAMPLE_CPU ? 8 : 0;
+	n += st & SAMPLE_IDENTIFIER ? 8 : 0;
+	if (blen < fixed + n)
+		return -1;
+	/* TID comes first: pid u32, tid u32. */
+	*tid = (uint32_t) le(body + blen - n + 4, 4);
+	return 0;
+}
+
+static int rec_mmap(struct htr_perfdata *pd, unsigned type, unsigned misc,
+		    const uint8_t *b, uint64_t blen, uint64_t off)
+{
+	uint64_t fixed = type == REC_MMAP2 ? 64 : 32;
+	struct htr_perf_module *m;
+	unsigned mode = misc & MISC_CPUMODE_MASK;
+	long sl;
+
+	if (blen < fixed + 1)
+		return corrupt(pd, "MMAP record at offset %llu of %llu bytes",
+			       off, blen + 8);
+	sl = bounded_str(b + fixed, blen - fixed);
+	if (sl < 0)
+		return corrupt(pd, "MMAP record at offset %llu: unterminated "
+			       "path%.0llu", off, 0);
+	if (misc & MISC_MMAP_DATA || mode == MISC_KERNEL ||
+	    mode == MISC_HYPERVISOR || mode == MISC_GUEST_KERNEL)
+		return 0;
+	if (type == REC_MMAP2 && !(le(b + 56, 4) & PROT_EXEC_BIT))
+		return 0;
+	m = push(&pd->modules, &pd->nmodules, sizeof(*m));
+	if (!m || !(m->path = strdup((const char *) b + fixed)))
+		return nomem(pd);
+	m->pid = (uint32_t) le(b, 4);
+	m->tid = (uint32_t) le(b + 4, 4);
+	m->addr = le(b + 8, 8);
+	m->len = le(b + 16, 8);
+	m->pgoff = le(b + 24, 8);
+	m->seq = pd->nrecords;
+	if (type == REC_MMAP2 && misc & MISC_MMAP_BUILD_ID) {
+		m->build_id_size = b[32] > 20 ? 20 : b[32];
+		memcpy(m->build_id, b + 36, 20);
+	}
+	return 0;
+}
+
+static int rec_auxtrace_info(struct htr_perfdata *pd, const uint8_t *b,
+			     uint64_t blen, uint64_t off)
+{
+	struct htr_perf_pt *pt = &pd->pt;
+	uint64_t n, type, len;
+	const uint8_t *w;
+	long sl;
+
+	if (blen < 8)
+		return corrupt(pd, "AUXTRACE_INFO record at offset %llu of "
+			       "%llu bytes", off, blen + 8);
+	type = le(b, 4);
+	if (type != AUXTRACE_INTEL_PT)
+		return htr_err__set(pd->priv->err, HTR_ERR_FORMAT, "%s: not "
+				    "an Intel PT recording (auxtrace type "
+				    "%llu)", pd->name,
+				    (unsigned long long) type);
+	w = b + 8;
+	n = (blen - 8) / 8;
+	if (n < PT_PER_CPU_MMAPS + 1)
+		return corrupt(pd, "Intel PT AUXTRACE_INFO at offset %llu has "
+			       "%llu private words", off, n);
+#define W(i) (n > (i) ? le(w + 8 * (i), 8) : 0)
+	pt->present = 1;
+	pt->pmu_type = (uint32_t) W(PT_PMU_TYPE);
+	pt->time_shift = W(PT_TIME_SHIFT);
+	pt->time_mult = W(PT_TIME_MULT);
+	pt->time_zero = W(PT_TIME_ZERO);
+	pt->cap_user_time_zero = W(PT_CAP_USER_TIME_ZERO) != 0;
+	pt->tsc_bit = W(PT_TSC_BIT);
+	pt->noretcomp_bit = W(PT_NORETCOMP_BIT);
+	pt->have_sched_switch = (int) (W(PT_HAVE_SCHED_SWITCH) & 0xff);
+	pt->snapshot_mode = W(PT_SNAPSHOT_MODE) != 0;
+	pt->per_cpu_mmaps = W(PT_PER_CPU_MMAPS) != 0;
+	pt->mtc_bit = W(PT_MTC_BIT);
+	pt->mtc_freq_bits = W(PT_MTC_FREQ_BITS);
+	pt->tsc_ctc_n = (uint32_t) W(PT_TSC_CTC_N);
+	pt->tsc_ctc_d = (uint32_t) W(PT_TSC_CTC_D);
+	pt->cyc_bit = W(PT_CYC_BIT);
+	pt->max_nonturbo_ratio = (uint32_t) W(PT_MAX_NONTURBO_RATIO);
+	len = W(PT_FILTER_STR_LEN);
+#undef W
+	if (n > PT_FILTER_STR_LEN && len) {
+		if (len > (n - PT_FILTER_STR) * 8 || n <= PT_FILTER_STR)
+			return corrupt(pd, "AUXTRACE_INFO at offset %llu: filter "
+				       "of %llu bytes past the record", off,
+				       len);
+		sl = bounded_str(w + 8 * PT_FILTER_STR, len);
+		if (sl < 0)
+			sl = (long) len;
+		free(pt->filter);
+		pt->filter = strndup((const char *) w + 8 * PT_FILTER_STR,
+				     (size_t) sl);
+		if (!pt->filter)
+			return nomem(pd);
+	}
+	return 0;
+}
+
+static int rec_auxtrace(struct htr_perfdata *pd, const uint8_t *b,
+			uint64_t blen, uint64_t off, uint64_t end,
+			uint64_t *payload)
+{
+	struct htr_perf_thread *t;
+	struct htr_perf_chunk *c;
+	uint64_t size, at = off + 8 + blen;
+	uint32_t tid;
+
+	if (blen < 40)
+		return corrupt(pd, "AUXTRACE record at offset %llu of %llu "
+			       "bytes", off, blen + 8);
+	size = le(b, 8);
+	tid = (uint32_t) le(b + 28, 4);
+	if (size > end - at)
+		return corrupt(pd, "AUXTRACE record at offset %llu: %llu bytes "
+			       "of trace run past the data", off, size);
+	*payload = size;
+	if (tid == UINT32_MAX) {
+		pd->per_cpu_buffers++;
+		return 0;
+	}
+	t = thread_get(pd, UINT32_MAX, tid, 1);
+	if (!t)
+		return nomem(pd);
+	c = push(&t->chunks, &t->nchunks, sizeof(*c));
+	if (!c)
+		return nomem(pd);
+	c->offset = at;
+	c->size = size;
+	t->pt_bytes += size;
+	return 0;
+}
+
+static int record(struct htr_perfdata *pd, unsigned type, unsigned misc,
+		  const uint8_t *b, uint64_t blen, uint64_t off, uint64_t end,
+		  uint64_t *payload)
+{
+	struct htr_perf_thread *t;
+	struct proc *p;
+	uint32_t pid, tid;
+	uint64_t flags;
+	long sl;
+
+	switch (type) {
+	case REC_MMAP:
+	case REC_MMAP2:
+		return rec_mmap(pd, type, misc, b, blen, off);
+	case REC_COMM:
+		if (blen < 9)
+			return corrupt(pd, "COMM record at offset %llu of %llu "
+				       "bytes", off, blen + 8);
+		sl = bounded_str(b + 8, blen - 8);
+		if (sl < 0)
+			return corrupt(pd, "COMM record at offset %llu: "
+				       "unterminated name%.0llu", off, 0);
+		pid = (uint32_t) le(b, 4);
+		tid = (uint32_t) le(b + 4, 4);
+		if (!(t = thread_get(pd, pid, tid, 1)))
+			return nomem(pd);
+		t->pid = pid;
+		snprintf(t->comm, sizeof(t->comm), "%s", (const char *) b + 8);
+		if (misc & MISC_COMM_EXEC) {
+			if (!(p = proc_get(pd, pid)))
+				return nomem(pd);
+			p->exec_seq = pd->nrecords;
+		}
+		return 0;
+	case REC_FORK:
+	case REC_EXIT:
+		if (blen < 24)
+			return corrupt(pd, "FORK/EXIT record at offset %llu of "
+				       "%llu bytes", off, blen + 8);
+		pid = (uint32_t) le(b, 4);
+		tid = (uint32_t) le(b + 8, 4);
+		if (type == REC_EXIT) {
+			if ((t = thread_get(pd, pid, tid, 0)))
+				t->exited = 1;
+			return 0;
+		}
+		{
+			uint32_t ppid = (uint32_t) le(b + 4, 4);
+			uint32_t ptid = (uint32_t) le(b + 12, 4);
+			struct htr_perf_thread *pt = thread_get(pd, ppid, ptid,
+								0);
+			char comm[32] = "";
+
+			if (pt)
+				memcpy(comm, pt->comm, sizeof(comm));
+			if (!(t = thread_get(pd, pid, tid, 1)))
+				return nomem(pd);
+			t->pid = pid;
+			if (!t->comm[0])
+				memcpy(t->comm, comm, sizeof(comm));
+			if (pid != ppid) {
+				if (!(p = proc_get(pd, pid)))
+					return nomem(pd);
+				p->ppid = ppid;
+				p->forked = 1;
+				p->fork_seq = pd->nrecords;
+			}
+		}
+		return 0;
+	case REC_ITRACE_START:
+		if (blen < 8)
+			return corrupt(pd, "ITRACE_START record at offset %llu "
+				       "of %llu bytes", off, blen + 8);
+		pid = (uint32_t) le(b, 4);
+		tid = (uint32_t) le(b + 4, 4);
+		if (!(t = thread_get(pd, pid, tid, 1)))
+			return nomem(pd);
+		t->pid = pid;
+		return 0;
+	case REC_AUX:
+		if (blen < 24)
+			return corrupt(pd, "AUX record at offset %llu of %llu "
+				       "bytes", off, blen + 8);
+		flags = le(b + 16, 8);
+		if (trailer_tid(pd, b, blen, 24, &tid) < 0 ||
+		    !(t = thread_get(pd, 0, tid, 0)))
+			return 0;
+		t->aux_truncated += !!(flags & AUX_FLAG_TRUNCATED);
+		t->aux_lost += !!(flags & (AUX_FLAG_PARTIAL |
+					   AUX_FLAG_COLLISION));
+		return 0;
+	case REC_HEADER_ATTR:
+		if (!pd->pipe)
+			return 0;
+		if (blen < ATTR_SIZE_VER0 || le(b + 4, 4) < ATTR_SIZE_VER0 ||
+		    le(b + 4, 4) > blen)
+			return corrupt(pd, "HEADER_ATTR record at offset %llu "
+				       "of %llu bytes", off, blen + 8);
+		flags = le(b + 4, 4);
+		return add_attr(pd, b, flags, b + flags, blen - flags);
+	case REC_HEADER_FEATURE:
+		if (!pd->pipe)
+			return 0;
+		if (blen < 8)
+			return corrupt(pd, "HEADER_FEATURE record at offset "
+				       "%llu of %llu bytes", off, blen + 8);
+		flags = le(b, 8);
+		return flags < 256 ? feature(pd, (unsigned) flags, b + 8,
+					     blen - 8) : 0;
+	case REC_TRACING_DATA:
+		/* The tracing data follows the record (pipe mode). */
+		if (blen < 4)
+			return corrupt(pd, "TRACING_DATA record at offset %llu "
+				       "of %llu bytes", off, blen + 8);
+		*payload = le(b, 4);
+		if (*payload > end - (off + 8 + blen))
+			return corrupt(pd, "TRACING_DATA record at offset %llu:"
+				       " %llu bytes past the data", off,
+				       *payload);
+		return 0;
+	case REC_AUXTRACE_INFO:
+		return rec_auxtrace_info(pd, b, blen, off);
+	case REC_AUXTRACE:
+		return rec_auxtrace(pd, b, blen, off, end, payload);
+	case REC_COMPRESSED:
+		return htr_err__set(pd->priv->err, HTR_ERR_FORMAT, "%s: "
+				    "compressed perf.data (perf record -z) is "
+				    "not supported: 'perf inject -i %s -o "
+				    "plain.data' writes it uncompressed",
+				    pd->name, pd->name);
+	default:
+		return 0;
+	}
+}
+
+static int records(struct htr_perfdata *pd, uint64_t off, uint64_t end)
+{
+	uint64_t size, payload;
+	unsigned type, misc;
+	int rc;
+
+	while (off < end) {
+		if (end - off < 8)
+			return corrupt(pd, "record header at offset %llu cut "
+				       "short (%llu bytes left)", off,
+				       end - off);
+		type = (unsigned) le(pd->data + off, 4);
+		misc = (unsigned) le(pd->data + off + 4, 2);
+		size = le(pd->data + off + 6, 2);
+		if (size < 8 || size > end - off)
+			return corrupt(pd, "record at offset %llu has size "
+				       "%llu", off, size);
+		payload = 0;
+		rc = record(pd, type, misc, pd->data + off + 8, size - 8, off,
+			    end, &payload);
+		if (rc < 0)
+			return rc;
+		pd->nrecords++;
+		off += size + payload;
+	}
+	return 0;
+}
+
+static int file_header(struct htr_perfdata *pd)
+{
+	const uint8_t *h = pd->data;
+	uint64_t hsize, asz, aoff, alen, doff, dlen, ent, i, k, toff;
+	int rc;
+
+	hsize = le(h + 8, 8);
+	if (hsize < FILE_HEADER_SIZE || hsize > pd->size)
+		return corrupt(pd, "header size %llu (file of %llu bytes)",
+			       hsize, pd->size);
+	asz = le(h + 16, 8);
+	aoff = le(h + 24, 8);
+	alen = le(h + 32, 8);
+	doff = le(h + 40, 8);
+	dlen = le(h + 48, 8);
+	if (!in_file(pd, aoff, alen))
+		return corrupt(pd, "attrs section (offset %llu, %llu bytes) "
+			       "past the end", aoff, alen);
+	if (!in_file(pd, doff, dlen))
+		return corrupt(pd, "data section (offset %llu, %llu bytes) "
+			       "past the end", doff, dlen);
+	/* attr_size is the size of an attrs entry: the perf_event_attr,
+	 * then the (offset, size) of its ids. */
+	if (asz < ATTR_SIZE_VER0 + 16 || asz > 4096)
+		return corrupt(pd, "attr size %llu%.0llu", asz, 0);
+	ent = asz;
+	asz -= 16;
+	if (alen % ent)
+		return corrupt(pd, "attrs section of %llu bytes is no multiple "
+			       "of %llu", alen, ent);
+	for (i = 0; i < alen / ent; i++) {
+		const uint8_t *a = pd->data + aoff + i * ent;
+		uint64_t ioff = le(a + asz, 8), ilen = le(a + asz + 8, 8);
+
+		if (!in_file(pd, ioff, ilen))
+			return corrupt(pd, "ids of attr %llu past the end "
+				       "(%llu bytes)", i, ilen);
+		rc = add_attr(pd, a, asz, pd->data + ioff, ilen);
+		if (rc < 0)
+			return rc;
+	}
+	/* Feature sections: a table right after the data, one entry per
+	 * bit set in adds_features (bits 1..255, in order). */
+	toff = doff + dlen;
+	for (k = 1; k < 256; k++) {
+		uint64_t foff, flen;
+
+		if (!(le(h + 72 + (k / 64) * 8, 8) >> (k % 64) & 1))
+			continue;
+		if (!in_file(pd, toff, 16))
+			return corrupt(pd, "feature table entry %llu past the "
+				       "end (offset %llu)", k, toff);
+		foff = le(pd->data + toff, 8);
+		flen = le(pd->data + toff + 8, 8);
+		toff += 16;
+		if (k != FEAT_BUILD_ID && k != FEAT_NRCPUS &&
+		    k != FEAT_CPUID && k != FEAT_PMU_MAPPINGS)
+			continue;
+		if (!in_file(pd, foff, flen))
+			return corrupt(pd, "feature %llu section past the end "
+				       "(%llu bytes)", k, flen);
+		rc = feature(pd, (unsigned) k, pd->data + foff, flen);
+		if (rc < 0)
+			return rc;
+	}
+	return records(pd, doff, doff + dlen);
+}
+
+/* After the records: the intel_pt attr, build-ids, derived fields. */
+static void finish(struct htr_perfdata *pd)
+{
+	struct htr_perf_priv *pv = pd->priv;
+	struct htr_perf_pt *pt = &pd->pt;
+	uint32_t type = pt->present ? pt->pmu_type : pv->pmu_mapping_type;
+	size_t i, j;
+
+	if (pt->present || pv->have_pmu_mapping)
+		for (i = 0; i < pv->nattrs; i++)
+			if (pv->attrs[i].type == type) {
+				pt->config = pv->attrs[i].config;
+				pt->have_attr = 1;
+				break;
+			}
+	if (pt->have_attr) {
+		pt->tsc = pt->tsc_bit && (pt->config & pt->tsc_bit);
+		pt->noretcomp = pt->noretcomp_bit &&
+				(pt->config & pt->noretcomp_bit);
+		pt->mtc = pt->mtc_bit && (pt->config & pt->mtc_bit);
+		pt->cyc = pt->cyc_bit && (pt->config & pt->cyc_bit);
+		if (pt->mtc && pt->mtc_freq_bits) {
+			uint64_t m = pt->mtc_freq_bits, v = pt->config & m;
+
+			while (!(m & 1)) {
+				m >>= 1;
+				v >>= 1;
+			}
+			pt->mtc_freq = (uint8_t) (v & 0xff);
+		}
+		/* cyc_thresh: config bits 22:19 (the PMU's format). */
+		pt->cyc_thresh = (uint8_t) ((pt->config >> 19) & 0xf);
+	}
+	for (i = 0; i < pd->nmodules; i++) {
+		struct htr_perf_module *m = &pd->modules[i];
+
+		if (m->build_id_size)
+			continue;
+		for (j = 0; j < pv->nbids; j++)
+			if (!strcmp(pv->bids[j].path, m->path)) {
+				memcpy(m->build_id, pv->bids[j].id, 20);
+				m->build_id_size = pv->bids[j].size;
+				break;
+			}
+	}
+	/* Threads that only had trace: their pid from the sideband. */
+	for (i = 0; i < pd->nthreads; i++)
+		if (pd->threads[i].pid == UINT32_MAX)
+			pd->threads[i].pid = pd->threads[i].tid;
+}
+
+int htr_perfdata__parse(struct htr_perfdata **out, const void *data,
+			size_t size, const char *name, struct htr_err *err)
+{
+	struct htr_perfdata *pd;
+	int rc;
+
+	if (!out)
+		return htr_err__set(err, HTR_ERR_INVALID, "no output");
+	*out = NULL;
+	pd = calloc(1, sizeof(*pd));
+	if (pd)
+		pd->priv = calloc(1, sizeof(*pd->priv));
+	if (pd && pd->priv)
+		pd->name = strdup(name ? name : "(memory)");
+	if (!pd || !pd->priv || !pd->name) {
+		htr_perfdata__close(pd);
+		return htr_err__set(err, HTR_ERR_NOMEM, "%s: out of memory",
+				    name ? name : "(memory)");
+	}
+	pd->priv->err = err;
+	pd->data = data;
+	pd->size = size;
+	if (size < 8 || memcmp(data, "PERFILE2", 8)) {
+		if (size >= 8 && !memcmp(data, "2ELIFREP", 8))
+			rc = htr_err__set(err, HTR_ERR_FORMAT, "%s: a "
+					  "big-endian perf.data: not "
+					  "supported", pd->name);
+		else if (size >= 8 && !memcmp(data, "PERFFILE", 8))
+			rc = htr_err__set(err, HTR_ERR_FORMAT, "%s: perf.data "
+					  "version 1: not supported",
+					  pd->name);
+		else
+			rc = htr_err__set(err, HTR_ERR_FORMAT, "%s: not a "
+					  "perf.data file (no PERFILE2 magic)",
+					  pd->name);
+		goto fail;
+	}
+	if (size < 16) {
+		rc = corrupt(pd, "header cut short at %llu bytes%.0llu",
+			     size, 0);
+		goto fail;
+	}
+	if (le(pd->data + 8, 8) == PIPE_HEADER_SIZE) {
+		pd->pipe = 1;
+		rc = records(pd, PIPE_HEADER_SIZE, pd->size);
+	} else if (size < FILE_HEADER_SIZE) {
+		rc = corrupt(pd, "header cut short at %llu bytes%.0llu",
+			     size, 0);
+	} else {
+		rc = file_header(pd);
+	}
+	if (rc < 0)
+		goto fail;
+	if (!pd->pt.present && !pd->nthreads) {
+		rc = htr_err__set(err, HTR_ERR_FORMAT, "%s: no Intel PT in "
+				  "this perf.data (record with -e intel_pt//u)",
+				  pd->name);
+		goto fail;
+	}
+	finish(pd);
+	pd->priv->err = NULL;
+	*out = pd;
+	return 0;
+fail:
+	pd->priv->err = NULL;
+	htr_perfdata__close(pd);
+	return rc;
+}
+
+int htr_perfdata__open(struct htr_perfdata **out, const char *path,
+		       struct htr_err *err)
+{
+	struct stat st;
+	void *map = NULL;
+	size_t sz;
+	int fd, rc;
+
+	if (!out || !path)
+		return htr_err__set(err, HTR_ERR_INVALID, "no file");
+	*out = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return htr_err__sys(err, "%s", path);
+	if (fstat(fd, &st) < 0) {
+		rc = htr_err__sys(err, "%s", path);
+		close(fd);
+		return rc;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return htr_err__set(err, HTR_ERR_IO, "%s: not a regular file "
+				    "(a pipe-format perf.data must be saved "
+				    "to a file first)", path);
+	}
+	sz = (size_t) st.st_size;
+	if (sz) {
+		map = mmap(NULL, sz, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (map == MAP_FAILED) {
+			rc = htr_err__sys(err, "%s: mmap", path);
+			close(fd);
+			return rc;
+		}
+	}
+	close(fd);
+	rc = htr_perfdata__parse(out, sz ? map : "", sz, path, err);
+	if (rc < 0) {
+		if (map)
+			munmap(map, sz);
+		return rc;
+	}
+	(*out)->map = map;
+	(*out)->map_size = sz;
+	return 0;
+}
+
+void htr_perfdata__close(struct htr_perfdata *pd)
+{
+	size_t i;
+
+	if (!pd)
+		return;
+	if (pd->map)
+		munmap(pd->map, pd->map_size);
+	for (i = 0; i < pd->nthreads; i++)
+		free(pd->threads[i].chunks);
+	free(pd->threads);
+	for (i = 0; i < pd->nmodules; i++)
+		free(pd->modules[i].path);
+	free(pd->modules);
+	free(pd->pt.filter);
+	if (pd->priv) {
+		for (i = 0; i < pd->priv->nbids; i++)
+			free(pd->priv->bids[i].path);
+		free(pd->priv->bids);
+		free(pd->priv->attrs);
+		free(pd->priv->procs);
+		free(pd->priv);
+	}
+	free(pd->name);
+	free(pd);
+}
+
+int htr_perfdata__thread_has(const struct htr_perfdata *pd,
+			     const struct htr_perf_thread *t,
+			     const struct htr_perf_module *m)
+{
+	const struct htr_perf_priv *pv = pd->priv;
+	uint32_t pid = t->pid;
+	uint64_t before = UINT64_MAX;
+	unsigned depth;
+	size_t i;
+
+	/* Walk up the fork chain: the process's own mappings after its
+	 * exec, then its parent's made before the fork (and after the
+	 * parent's exec), ... */
+	for (depth = 0; depth < 64; depth++) {
+		const struct proc *p = NULL;
+
+		for (i = 0; i < pv->nprocs; i++)
+			if (pv->procs[i].pid == pid)
+				p = &pv->procs[i];
+		if (m->pid == pid)
+			return m->seq < before &&
+			       (!p || m->seq >= p->exec_seq);
+		if (!p || !p->forked || (p->exec_seq && p->exec_seq >
+					 p->fork_seq))
+			return 0;
+		before = p->fork_seq < before ? p->fork_seq : before;
+		pid = p->ppid;
+	}
+	return 0;
+}
+
+int htr_perfdata__elf_base(const char *path, const struct htr_perf_module *m,
+			   uint64_t *base, struct htr_err *err)
+{
+	uint8_t eh[64], ph[56];
+	uint64_t phoff, lowest = UINT64_MAX, link = 0, i;
+	unsigned phentsize, phnum;
+	int fd, found = 0, rc = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return htr_err__sys(err, "%s", path);
+	if (pread(fd, eh, sizeof(eh), 0) != (ssize_t) sizeof(eh) ||
+	    memcmp(eh, "\177ELF", 4) || eh[4] != 2 || eh[5] != 1) {
+		rc = htr_err__set(err, HTR_ERR_FORMAT, "%s: not a 64-bit "
+				  "little-endian ELF file", path);
+		goto out;
+	}
+	phoff = le(eh + 32, 8);
+	phentsize = (unsigned) le(eh + 54, 2);
+	phnum = (unsigned) le(eh + 56, 2);
+	if (phentsize < sizeof(ph)) {
+		rc = htr_err__set(err, HTR_ERR_FORMAT, "%s: program headers "
+				  "of %u bytes", path, phentsize);
+		goto out;
+	}
+	for (i = 0; i < phnum; i++) {
+		uint64_t off, vaddr, filesz;
+
+		if (phoff > UINT64_MAX / 2 || i * phentsize > UINT64_MAX / 2 ||
+		    pread(fd, ph, sizeof(ph), (off_t) (phoff + i * phentsize))
+		    != (ssize_t) sizeof(ph)) {
+			rc = htr_err__set(err, HTR_ERR_FORMAT, "%s: program "
+					  "header %llu cut short", path,
+					  (unsigned long long) i);
+			goto out;
+		}
+		if (le(ph, 4) != 1)        /* PT_LOAD */
+			continue;
+		off = le(ph + 8, 8);
+		vaddr = le(ph + 16, 8);
+		filesz = le(ph + 32, 8);
+		if (vaddr < lowest)
+			lowest = vaddr;
+		/* The segment holding file offset pgoff (the mapping starts
+		 * at its page). */
+		if (!found && m->pgoff >= (off & ~(uint64_t) 0xfff) &&
+		    m->pgoff - (off & ~(uint64_t) 0xfff) <=
+		    filesz + (off & 0xfff)) {
+			link = vaddr - (off - m->pgoff);
+			found = 1;
+		}
+	}
+	if (!found) {
+		rc = htr_err__set(err, HTR_ERR_FORMAT, "%s: no PT_LOAD segment "
+				  "holds file offset 0x%llx of the mapping at "
+				  "0x%llx", path, (unsigned long long) m->pgoff,
+				  (unsigned long long) m->addr);
+		goto out;
+	}
+	/* Modular arithmetic: a mapping below the link address works. */
+	*base = lowest + (m->addr - link);
+out:
+	close(fd);
+	return rc;
+}

@@ -1,0 +1,134 @@
+/*
+ * perf.data reader (internal): what `htr build FILE.data` needs of a
+ * recording made with `perf record -e intel_pt//u` (or `htr record`).
+ *
+ * Written from perf's documentation (tools/perf/Documentation/
+ * perf.data-file-format.txt, intel-pt.txt) and the record layouts of
+ * <linux/perf_event.h>.  Both layouts are read: the file format (header,
+ * attrs section, data section, feature sections after the data) and the
+ * pipe format (a 16-byte header, then records only: HEADER_ATTR and
+ * HEADER_FEATURE carry what the file keeps in sections).
+ *
+ * Every size and offset is checked against the file: a corrupt or
+ * truncated file gives HTR_ERR_FORMAT (not a perf.data, or a kind not
+ * supported) or HTR_ERR_CORRUPT with a one-line message naming the file.
+ *
+ * Memory: the file is mapped read-only (or, for
+ * htr_perfdata__parse(), the caller's bytes are borrowed); the PT data is
+ * never copied: each thread keeps the (offset, size) of its AUXTRACE
+ * payloads.  Everything else is O(records of sideband).
+ *
+ * A struct htr_perfdata is read-only once opened and may be shared by
+ * threads; it keeps no global state.
+ */
+#ifndef HTR_LIB_PERFDATA_H
+#define HTR_LIB_PERFDATA_H
+
+#include "err.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The intel_pt PMU's recording parameters (AUXTRACE_INFO, the attr). */
+struct htr_perf_pt {
+	int present;               /* an Intel PT AUXTRACE_INFO was read */
+	uint32_t pmu_type;
+	uint64_t time_shift, time_mult, time_zero;
+	int cap_user_time_zero;
+	/* Config bit masks of the PMU (priv words) and the event's config. */
+	uint64_t tsc_bit, noretcomp_bit, mtc_bit, mtc_freq_bits, cyc_bit;
+	uint64_t config;           /* the intel_pt event's attr.config */
+	int have_attr;             /* config is the intel_pt attr's */
+	int have_sched_switch, snapshot_mode, per_cpu_mmaps;
+	uint32_t tsc_ctc_n, tsc_ctc_d;       /* CPUID 0x15: ebx / eax */
+	uint32_t max_nonturbo_ratio;         /* 0: not in the file */
+	char *filter;              /* the address filter string or NULL */
+	/* Derived from config: */
+	uint8_t mtc_freq;          /* MTC period field (0 if mtc is off) */
+	uint8_t cyc_thresh;        /* CYC threshold field (config 22:19) */
+	int mtc, cyc, tsc, noretcomp;
+};
+
+/* One piece of a thread's Intel PT data: @size bytes at file @offset. */
+struct htr_perf_chunk {
+	uint64_t offset, size;
+};
+
+/* An executable mapping (MMAP or MMAP2). */
+struct htr_perf_module {
+	uint32_t pid, tid;
+	uint64_t addr, len, pgoff;
+	uint8_t build_id[20];
+	uint8_t build_id_size;     /* 0: none recorded */
+	uint64_t seq;              /* record number (ordering) */
+	char *path;                /* owned by the htr_perfdata */
+};
+
+struct htr_perf_thread {
+	uint32_t pid, tid;
+	char comm[32];
+	struct htr_perf_chunk *chunks;
+	size_t nchunks;
+	uint64_t pt_bytes;         /* sum of the chunks' sizes */
+	uint64_t aux_truncated;    /* AUX records flagged truncated */
+	uint64_t aux_lost;         /* ... flagged partial or collision */
+	int exited;
+};
+
+struct htr_perfdata {
+	const uint8_t *data;       /* the whole file (mapped or borrowed) */
+	uint64_t size;
+	int pipe;                  /* pipe format */
+	char *name;                /* the file's name, for messages */
+	/* Features (0 / "" when absent). */
+	char cpu_vendor[16];
+	int cpu_family, cpu_model, cpu_stepping;
+	uint32_t nr_cpus_avail, nr_cpus_online;
+	struct htr_perf_pt pt;
+	struct htr_perf_thread *threads;
+	size_t nthreads;
+	struct htr_perf_module *modules;
+	size_t nmodules;
+	uint64_t per_cpu_buffers;  /* AUXTRACE records with no thread */
+	uint64_t nrecords;
+	/* private */
+	void *map;
+	size_t map_size;
+	struct htr_perf_priv *priv;
+};
+
+/*
+ * Map and read the perf.data at @path.  On success *@out is a reader to
+ * close with htr_perfdata__close().  Returns 0, HTR_ERR_IO (cannot
+ * open/map), HTR_ERR_FORMAT (not a perf.data, big-endian, compressed),
+ * HTR_ERR_CORRUPT (a size or offset outside the file), HTR_ERR_NOMEM;
+ * the one-line message (naming @path) is in @err.
+ */
+int htr_perfdata__open(struct htr_perfdata **out, const char *path,
+		       struct htr_err *err);
+
+/* As htr_perfdata__open() over @size bytes at @data (borrowed: they must
+ * outlive the reader).  @name names them in messages. */
+int htr_perfdata__parse(struct htr_perfdata **out, const void *data,
+			size_t size, const char *name, struct htr_err *err);
+
+/* Unmap and free.  NULL is fine. */
+void htr_perfdata__close(struct htr_perfdata *pd);
+
+/* Whether @m was mapped in @t's address space: same process, after its
+ * last exec, or inherited from the process it forked from. */
+int htr_perfdata__thread_has(const struct htr_perfdata *pd,
+			     const struct htr_perf_thread *t,
+			     const struct htr_perf_module *m);
+
+/*
+ * The ELF at @path mapped at @m->addr from file offset @m->pgoff: the
+ * address its lowest PT_LOAD lands at (*@base), for
+ * htr_builder_add_elf_at().  Returns 0, HTR_ERR_IO (cannot read),
+ * HTR_ERR_FORMAT (not an ELF64 little-endian file, no PT_LOAD holding
+ * that offset); the message is in @err.
+ */
+int htr_perfdata__elf_base(const char *path, const struct htr_perf_module *m,
+			   uint64_t *base, struct htr_err *err);
+
+#endif
