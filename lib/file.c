@@ -29,10 +29,7 @@ void htr_open_opts_init_size(struct htr_open_opts *opts, size_t size)
 	htr_abi__init(opts, size);
 }
 
-static const struct {
-	uint32_t id, entsize;
-	const char *name;
-} sec_desc[] = {
+const struct htr_file__section htr_file__sections[HTR_NSECTIONS] = {
 	{ HTR_SEC_BLOCKS, sizeof(struct htr_disk_block), "blocks" },
 	{ HTR_SEC_FUNCS, sizeof(uint64_t), "functions" },
 	{ HTR_SEC_GAPS, sizeof(struct htr_disk_gap), "gaps" },
@@ -40,7 +37,6 @@ static const struct {
 	{ HTR_SEC_SYNC, sizeof(struct htr_disk_sync), "sync" },
 	{ HTR_SEC_IMAGES, 1, "images" },
 };
-#define NSEC_DESC (sizeof(sec_desc) / sizeof(sec_desc[0]))
 
 static int corrupt(struct htr_file *f, const char *what)
 {
@@ -82,56 +78,57 @@ static int check_sections(struct htr_file *f, const struct htr_disk_header *h)
 {
 	const struct htr_disk_section *tab =
 		(const struct htr_disk_section *) (f->map + h->section_table);
-	const struct htr_disk_section *found[NSEC_DESC] = { NULL };
+	const struct htr_disk_section *found[HTR_NSECTIONS] = { NULL };
+	const struct htr_file__section *desc = htr_file__sections;
 	uint32_t i, j;
 	uint64_t k;
 
 	for (i = 0; i < h->nsections; i++) {
 		const struct htr_disk_section *s = &tab[i];
 
-		for (j = 0; j < NSEC_DESC; j++)
-			if (sec_desc[j].id == s->id)
+		for (j = 0; j < HTR_NSECTIONS; j++)
+			if (desc[j].id == s->id)
 				break;
-		if (j == NSEC_DESC)
+		if (j == HTR_NSECTIONS)
 			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
 				"%s: unknown section id %u", f->path,
 				(unsigned) s->id);
 		if (found[j])
 			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
 				"%s: section %s appears twice", f->path,
-				sec_desc[j].name);
+				desc[j].name);
 		found[j] = s;
-		if (s->entsize != sec_desc[j].entsize)
+		if (s->entsize != desc[j].entsize)
 			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
 				"%s: section %s: record size %u, expected %u",
-				f->path, sec_desc[j].name, (unsigned) s->entsize,
-				(unsigned) sec_desc[j].entsize);
+				f->path, desc[j].name, (unsigned) s->entsize,
+				(unsigned) desc[j].entsize);
 		if (s->offset % 8 || s->size % 8 || s->size % s->entsize)
 			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
 				"%s: section %s: misaligned offset or size",
-				f->path, sec_desc[j].name);
+				f->path, desc[j].name);
 		if (s->offset < h->body_start || s->offset > h->file_size ||
 		    s->size > h->file_size - s->offset)
 			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
 				"%s: section %s: outside the file (offset %llu, "
-				"size %llu)", f->path, sec_desc[j].name,
+				"size %llu)", f->path, desc[j].name,
 				U64(s->offset), U64(s->size));
 	}
-	for (j = 0; j < NSEC_DESC; j++)
+	for (j = 0; j < HTR_NSECTIONS; j++)
 		if (!found[j])
 			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
 				"%s: section %s missing", f->path,
-				sec_desc[j].name);
-	for (i = 0; i < NSEC_DESC; i++)
-		for (j = i + 1; j < NSEC_DESC; j++) {
+				desc[j].name);
+	for (i = 0; i < HTR_NSECTIONS; i++)
+		for (j = i + 1; j < HTR_NSECTIONS; j++) {
 			const struct htr_disk_section *a = found[i], *b = found[j];
 
 			if (a->size && b->size && a->offset < b->offset + b->size &&
 			    b->offset < a->offset + a->size)
 				return htr_err__set(&f->err, HTR_ERR_CORRUPT,
 					"%s: sections %s and %s overlap",
-					f->path, sec_desc[i].name,
-					sec_desc[j].name);
+					f->path, desc[i].name,
+					desc[j].name);
 		}
 
 	f->blocks = (const struct htr_disk_block *) (f->map + found[0]->offset);
@@ -159,7 +156,7 @@ static int check_sections(struct htr_file *f, const struct htr_disk_header *h)
 	if (f->nfuncs > HTR_FUNC_NONE)
 		return corrupt(f, "too many functions");
 	if (f->nblocks == 0) {
-		if (h->first_root != HTR_NONE32 || h->nroots || h->max_depth)
+		if (h->first_root != HTR_NONE || h->nroots || h->max_depth)
 			return corrupt(f, "roots or depth without blocks");
 	} else {
 		const struct htr_disk_block *lb = &f->blocks[f->nblocks - 1];
@@ -171,7 +168,7 @@ static int check_sections(struct htr_file *f, const struct htr_disk_header *h)
 		if (!h->max_depth || h->max_depth > f->nblocks)
 			return corrupt(f, "bad maximum depth");
 		/* Post-order: the last block is the last root. */
-		if (lb->parent != HTR_NONE32 || lb->next_sibling != HTR_NONE32)
+		if (lb->parent != HTR_NONE || lb->next_sibling != HTR_NONE)
 			return corrupt(f, "last block is not the last root");
 		if (htr_disk__get48(lb->last) >= h->ninsns)
 			return corrupt(f, "last block ends past the instructions");

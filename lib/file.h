@@ -75,4 +75,15 @@ struct htr_file_image {
 int htr_file__image_next(const struct htr_file *file, uint64_t *pos,
 			 struct htr_file_image *im);
 
+/* The sections of the format, in id order (htr_file__sections[id - 1]):
+ * id, record size (1: variable-size image records) and the name messages
+ * use.  The reader checks a file's table against it; the writer writes
+ * the blocks and then its spools in this order. */
+#define HTR_NSECTIONS 6
+struct htr_file__section {
+	uint32_t id, entsize;
+	const char *name;
+};
+extern const struct htr_file__section htr_file__sections[HTR_NSECTIONS];
+
 #endif

@@ -9,15 +9,17 @@
 #define HTR_LIB_FORMAT_H
 
 #include "le.h"
+#include "htr/tree.h"   /* HTR_NONE: "no block", on disk too */
 
 #include <stdint.h>
 
 #define HTR_MAGIC "HTRTREE\0"          /* 8 bytes */
 #define HTR_FORMAT_VERSION 1u
 #define HTR_ENDIAN_TAG 0x01020304u     /* reads 0x04030201 on the wrong end */
-#define HTR_NONE32 0xffffffffu         /* no block */
 #define HTR_FUNC_NONE 0xffffffu        /* no known entry (late start) */
-#define HTR_MAX_BLOCKS 0xfffffffeu     /* 2^32 - 2: HTR_NONE32 is reserved */
+/* The old name of HTR_NONE; only lib/treebuild.c still spells it. */
+#define HTR_NONE32 HTR_NONE
+#define HTR_MAX_BLOCKS 0xfffffffeu     /* 2^32 - 2: HTR_NONE is reserved */
 #define HTR_MAX_ID ((1ull << 48) - 1)  /* instruction IDs are 48-bit */
 
 enum htr_section_id {
@@ -39,7 +41,7 @@ struct htr_disk_header {
 	uint64_t file_size;           /* the whole file; catches truncation */
 	uint64_t ninsns;              /* instruction IDs are 0..ninsns-1 */
 	uint64_t nblocks;
-	uint32_t first_root;          /* first root block, HTR_NONE32 if none */
+	uint32_t first_root;          /* first root block, HTR_NONE if none */
 	uint32_t max_depth;           /* deepest block nesting (root = 1) */
 	uint64_t trace_size;          /* identity of the input trace */
 	uint64_t trace_hash;          /* htr_hash__bytes over the trace */
@@ -66,8 +68,8 @@ struct htr_disk_section {
 struct htr_disk_block {
 	uint8_t first[6];             /* 48-bit first instruction ID */
 	uint8_t last[6];              /* 48-bit last instruction ID */
-	uint32_t parent;              /* HTR_NONE32 for a root */
-	uint32_t first_child;         /* HTR_NONE32 if none */
+	uint32_t parent;              /* HTR_NONE for a root */
+	uint32_t first_child;         /* HTR_NONE if none */
 	uint32_t next_sibling;        /* chronological; roots are chained too */
 	uint32_t nchildren;
 	uint32_t func_flags;          /* bits 0-23: index into HTR_SEC_FUNCS or
@@ -104,6 +106,7 @@ struct htr_disk_image {
 
 _Static_assert(sizeof(struct htr_disk_header) == 256, "header size");
 _Static_assert(sizeof(struct htr_disk_section) == 24, "section size");
+_Static_assert(HTR_NONE == 0xffffffffu, "no block is 0xffffffff on disk");
 _Static_assert(sizeof(struct htr_disk_block) == 32, "block size");
 _Static_assert(sizeof(struct htr_disk_gap) == 24, "gap size");
 

@@ -12,7 +12,7 @@
 
 static inline bool valid_link(const struct htr_file *f, uint32_t v)
 {
-	return v == HTR_NONE32 || v < f->nblocks;
+	return v == HTR_NONE || v < f->nblocks;
 }
 
 uint32_t htr_block_count(const struct htr_file *file)
@@ -54,7 +54,7 @@ int htr_block_get(const struct htr_file *file, uint32_t block,
 	if (bi.first > bi.last || bi.last >= file->hdr->ninsns ||
 	    !valid_link(file, b->parent) || !valid_link(file, b->first_child) ||
 	    !valid_link(file, b->next_sibling) || b->nchildren > block ||
-	    (b->nchildren == 0) != (b->first_child == HTR_NONE32))
+	    (b->nchildren == 0) != (b->first_child == HTR_NONE))
 		return HTR_ERR_CORRUPT;
 	return htr_abi__out(info, size, &bi, sizeof(bi),
 			    HTR_ABI_SIZE0(struct htr_block_info, flags));
@@ -105,7 +105,7 @@ int64_t htr_block_depth(const struct htr_file *file, uint32_t block)
 
 	if (!b)
 		return HTR_ERR_RANGE;
-	while (b->parent != HTR_NONE32) {
+	while (b->parent != HTR_NONE) {
 		b = htr_file__block(file, b->parent);
 		if (!b || (uint64_t) depth >= file->nblocks)
 			return HTR_ERR_CORRUPT;
@@ -132,17 +132,17 @@ static int step(struct walk *w)
 	return ++w->steps > w->limit ? HTR_ERR_CORRUPT : 0;
 }
 
-/* The first child of @b, checked; HTR_NONE32 if none; sets *@rc. */
+/* The first child of @b, checked; HTR_NONE if none; sets *@rc. */
 static uint32_t down(struct walk *w, uint32_t b, int *rc)
 {
 	const struct htr_disk_block *r = &w->f->blocks[b], *c;
 
-	if (r->first_child == HTR_NONE32)
-		return HTR_NONE32;
+	if (r->first_child == HTR_NONE)
+		return HTR_NONE;
 	c = htr_file__block(w->f, r->first_child);
 	if (!c || c->parent != b || (*rc = step(w))) {
 		*rc = HTR_ERR_CORRUPT;
-		return HTR_NONE32;
+		return HTR_NONE;
 	}
 	return r->first_child;
 }
@@ -151,12 +151,12 @@ static uint32_t across(struct walk *w, uint32_t b, int *rc)
 {
 	const struct htr_disk_block *r = &w->f->blocks[b], *s;
 
-	if (r->next_sibling == HTR_NONE32)
-		return HTR_NONE32;
+	if (r->next_sibling == HTR_NONE)
+		return HTR_NONE;
 	s = htr_file__block(w->f, r->next_sibling);
 	if (!s || s->parent != r->parent || (*rc = step(w))) {
 		*rc = HTR_ERR_CORRUPT;
-		return HTR_NONE32;
+		return HTR_NONE;
 	}
 	return r->next_sibling;
 }
@@ -167,7 +167,7 @@ static uint32_t up(struct walk *w, uint32_t b, int *rc)
 
 	if (!htr_file__block(w->f, p) || (*rc = step(w))) {
 		*rc = HTR_ERR_CORRUPT;
-		return HTR_NONE32;
+		return HTR_NONE;
 	}
 	return p;
 }
@@ -186,7 +186,7 @@ static int advance(struct walk *w, uint32_t *cur, uint32_t *level,
 	next = across(w, *cur, rc);
 	if (*rc)
 		return -1;
-	if (next != HTR_NONE32) {
+	if (next != HTR_NONE) {
 		*cur = next;
 		return 1;
 	}
@@ -213,7 +213,7 @@ int htr_tree_visit(const struct htr_file *file, uint32_t from,
 	if (subtree && from >= file->nblocks)
 		return HTR_ERR_RANGE;
 	cur = subtree ? from : file->hdr->first_root;
-	if (cur == HTR_NONE32)
+	if (cur == HTR_NONE)
 		return 0;
 	if (!htr_file__block(file, cur))
 		return HTR_ERR_CORRUPT;
@@ -221,7 +221,7 @@ int htr_tree_visit(const struct htr_file *file, uint32_t from,
 	w.steps = 0;
 	w.limit = 2 * file->nblocks + 2;
 
-	/* (A record's HTR_NONE32 parent is the API's HTR_NONE.) */
+	/* (A record's HTR_NONE parent is the API's HTR_NONE.) */
 	if (order == HTR_PREORDER) {
 		for (;;) {
 			v = fn(file, cur, file->blocks[cur].parent, level,
@@ -232,7 +232,7 @@ int htr_tree_visit(const struct htr_file *file, uint32_t from,
 				next = down(&w, cur, &rc);
 				if (rc)
 					return rc;
-				if (next != HTR_NONE32) {
+				if (next != HTR_NONE) {
 					cur = next;
 					level++;
 					continue;
@@ -249,7 +249,7 @@ int htr_tree_visit(const struct htr_file *file, uint32_t from,
 	/* Post-order: descend to the first leaf, then leave each block
 	 * after its children. */
 	for (;;) {
-		while ((next = down(&w, cur, &rc)) != HTR_NONE32) {
+		while ((next = down(&w, cur, &rc)) != HTR_NONE) {
 			cur = next;
 			level++;
 		}
@@ -300,7 +300,7 @@ int htr_block_for_insn(const struct htr_file *file, uint64_t id,
 			*block = i;
 			return 0;
 		}
-		if (b->parent == HTR_NONE32)
+		if (b->parent == HTR_NONE)
 			return HTR_ERR_NOTFOUND;
 		if (b->parent >= file->nblocks || ++steps > file->nblocks)
 			return HTR_ERR_CORRUPT;

@@ -11,6 +11,7 @@
  */
 #include "writer.h"
 
+#include "file.h"
 #include "htr/tree.h"
 
 #include <dirent.h>
@@ -31,16 +32,12 @@
 
 enum { SP_FUNCS, SP_GAPS, SP_TSC, SP_SYNC, SP_IMAGES, SP_COUNT };
 
-static const struct {
-	uint32_t id, entsize;
-	const char *name;
-} spool_desc[SP_COUNT] = {
-	[SP_FUNCS] = { HTR_SEC_FUNCS, sizeof(uint64_t), "functions" },
-	[SP_GAPS] = { HTR_SEC_GAPS, sizeof(struct htr_disk_gap), "gaps" },
-	[SP_TSC] = { HTR_SEC_TSC, sizeof(struct htr_disk_tsc), "tsc" },
-	[SP_SYNC] = { HTR_SEC_SYNC, sizeof(struct htr_disk_sync), "sync" },
-	[SP_IMAGES] = { HTR_SEC_IMAGES, 1, "images" },
-};
+/* Spool i is section htr_file__sections[1 + i]: the blocks come first,
+ * written in place, then the spools in id order. */
+_Static_assert(SP_COUNT + 1 == HTR_NSECTIONS, "a spool per section");
+_Static_assert(HTR_SEC_FUNCS == 2 + SP_FUNCS && HTR_SEC_GAPS == 2 + SP_GAPS &&
+	       HTR_SEC_TSC == 2 + SP_TSC && HTR_SEC_SYNC == 2 + SP_SYNC &&
+	       HTR_SEC_IMAGES == 2 + SP_IMAGES, "spools in section id order");
 
 /* A section being collected: a buffer that spills into an unlinked file. */
 struct spool {
@@ -308,7 +305,7 @@ int htr_writer__block(struct htr_writer *w, const struct htr_disk_block *b,
 				w->path, (unsigned long) w->nblocks,
 				(unsigned long long) last,
 				(unsigned long long) w->last_last));
-	if ((b->nchildren == 0) != (b->first_child == HTR_NONE32) ||
+	if ((b->nchildren == 0) != (b->first_child == HTR_NONE) ||
 	    (b->nchildren && (b->first_child >= w->nblocks ||
 			      b->nchildren > w->nblocks)))
 		return fail(w, htr_err__set(&w->err, HTR_ERR_INVALID,
@@ -321,9 +318,9 @@ int htr_writer__block(struct htr_writer *w, const struct htr_disk_block *b,
 	memset(&rec, 0, sizeof(rec));
 	memcpy(rec.first, b->first, 6);
 	memcpy(rec.last, b->last, 6);
-	rec.parent = HTR_NONE32;
+	rec.parent = HTR_NONE;
 	rec.first_child = b->first_child;
-	rec.next_sibling = HTR_NONE32;
+	rec.next_sibling = HTR_NONE;
 	rec.nchildren = b->nchildren;
 	rec.func_flags = b->func_flags;
 
@@ -581,9 +578,9 @@ static int link_one(struct htr_writer *w, struct link_state *ls,
 	if (depth > ls->max_depth)
 		ls->max_depth = depth;
 	if (!ls->depth) {
-		if (ls->next_root != HTR_NONE32 && last >= ls->next_root_first)
+		if (ls->next_root != HTR_NONE && last >= ls->next_root_first)
 			return link_error(w, i, "overlaps the next root");
-		b->parent = HTR_NONE32;
+		b->parent = HTR_NONE;
 		b->next_sibling = ls->next_root;
 		ls->next_root = i;
 		ls->next_root_first = first;
@@ -593,7 +590,7 @@ static int link_one(struct htr_writer *w, struct link_state *ls,
 
 		if (first < f->first)
 			return link_error(w, i, "starts before its parent");
-		if (f->last_seen != HTR_NONE32 && last >= f->seen_first)
+		if (f->last_seen != HTR_NONE && last >= f->seen_first)
 			return link_error(w, i, "overlaps its next sibling");
 		b->parent = f->block;
 		b->next_sibling = f->last_seen;
@@ -627,12 +624,12 @@ static int link_one(struct htr_writer *w, struct link_state *ls,
 		f = &ls->stack[ls->depth++];
 		f->block = i;
 		f->remaining = b->nchildren;
-		f->last_seen = HTR_NONE32;
+		f->last_seen = HTR_NONE;
 		f->first_child = b->first_child;
 		f->level = depth;
 		f->first = first;
 		f->seen_first = 0;
-	} else if (b->first_child != HTR_NONE32) {
+	} else if (b->first_child != HTR_NONE) {
 		return link_error(w, i, "first_child without children");
 	}
 	return 0;
@@ -642,7 +639,7 @@ static int link_tree(struct htr_writer *w, uint32_t *first_root,
 		     uint32_t *max_depth, uint64_t *nroots)
 {
 	const uint64_t per = HTR_WRITER_BUF / sizeof(struct htr_disk_block);
-	struct link_state ls = { .next_root = HTR_NONE32 };
+	struct link_state ls = { .next_root = HTR_NONE };
 	uint64_t hi = w->nblocks;
 	int rc = 0;
 
@@ -728,16 +725,16 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 	/* Sections: blocks in place, then each spool, 8-byte aligned
 	 * (every record size is a multiple of 8). */
 	memset(table, 0, sizeof(table));
-	table[0].id = HTR_SEC_BLOCKS;
-	table[0].entsize = sizeof(struct htr_disk_block);
+	table[0].id = htr_file__sections[0].id;
+	table[0].entsize = htr_file__sections[0].entsize;
 	table[0].offset = HTR_WRITER_RESERVE;
 	table[0].size = w->nblocks * sizeof(struct htr_disk_block);
 	off = HTR_WRITER_RESERVE + table[0].size;
 	if (lseek(w->fd, (off_t) off, SEEK_SET) < 0)
 		return fail(w, htr_err__sys(&w->err, "%s: seek", w->tmp));
 	for (i = 0; i < SP_COUNT; i++) {
-		table[1 + i].id = spool_desc[i].id;
-		table[1 + i].entsize = spool_desc[i].entsize;
+		table[1 + i].id = htr_file__sections[1 + i].id;
+		table[1 + i].entsize = htr_file__sections[1 + i].entsize;
 		table[1 + i].offset = off;
 		table[1 + i].size = w->sp[i].size;
 		if ((rc = copy_spool(w, &w->sp[i])))

@@ -39,7 +39,7 @@ int htr_writer__open_flags(struct htr_writer **out, const char *path,
  * Returns the new block's index through @index (may be NULL).
  * HTR_ERR_LIMIT past HTR_MAX_BLOCKS blocks; HTR_ERR_INVALID if first >
  * last, last is below the previous block's (not post-order), or
- * first_child/nchildren are impossible (first_child must be HTR_NONE32
+ * first_child/nchildren are impossible (first_child must be HTR_NONE
  * exactly when nchildren is 0).
  *
  * Every error is sticky: later calls return it and commit fails.  Gaps

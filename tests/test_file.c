@@ -109,7 +109,7 @@ static uint64_t write_random(const char *p, uint32_t n, uint64_t seed)
 			id++;
 		if (count < n && depth < 60 && below(2)) {
 			st[depth].first = id;
-			st[depth].first_child = HTR_NONE32;
+			st[depth].first_child = HTR_NONE;
 			st[depth].nchildren = 0;
 			depth++;
 			count++;
@@ -580,7 +580,7 @@ Test(file, killed_writer_leaves_nothing_that_opens)
 			memset(&b, 0, sizeof(b));
 			htr_disk__put48(b.first, i);
 			htr_disk__put48(b.last, i);
-			b.first_child = HTR_NONE32;
+			b.first_child = HTR_NONE;
 			b.func_flags = HTR_FUNC_NONE;
 			if (htr_writer__block(w, &b, NULL))
 				_exit(3);
@@ -611,7 +611,7 @@ Test(file, free_without_commit_removes_everything)
 	/* An older file at the path survives a failed rewrite. */
 	write_random(path, 20, 9);
 	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
-	put_block(w, 0, 5, HTR_NONE32, 0, HTR_FUNC_NONE);
+	put_block(w, 0, 5, HTR_NONE, 0, HTR_FUNC_NONE);
 	for (i = 0; i < 50000; i++)     /* past the spool buffer */
 		cr_assert_eq(htr_writer__tsc(w, i, i), 0);
 	cr_assert_eq(dir_entries(), 2);
@@ -710,11 +710,11 @@ Test(file, writer_rejects_bad_input)
 	memset(&b, 0, sizeof(b));
 	htr_disk__put48(b.first, 5);
 	htr_disk__put48(b.last, 4);
-	b.first_child = HTR_NONE32;
+	b.first_child = HTR_NONE;
 	cr_assert_eq(htr_writer__block(w, &b, NULL), HTR_ERR_INVALID);
 	htr_writer__free(w);
 	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
-	put_block(w, 5, 9, HTR_NONE32, 0, 0);
+	put_block(w, 5, 9, HTR_NONE, 0, 0);
 	htr_disk__put48(b.first, 1);
 	htr_disk__put48(b.last, 8);
 	cr_assert_eq(htr_writer__block(w, &b, NULL), HTR_ERR_INVALID);
@@ -722,8 +722,8 @@ Test(file, writer_rejects_bad_input)
 
 	/* Children claims that do not match the blocks. */
 	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
-	put_block(w, 1, 1, HTR_NONE32, 0, 0);
-	put_block(w, 2, 2, HTR_NONE32, 0, 0);
+	put_block(w, 1, 1, HTR_NONE, 0, 0);
+	put_block(w, 2, 2, HTR_NONE, 0, 0);
 	put_block(w, 0, 3, 0, 1, 0);     /* its only child is block 1 */
 	cr_assert_eq(htr_writer__commit(w, &m), HTR_ERR_CORRUPT);
 	cr_assert(strstr(htr_writer__err(w)->msg, "first_child"), "%s",
@@ -732,21 +732,21 @@ Test(file, writer_rejects_bad_input)
 	cr_assert_eq(access(path, F_OK), -1);
 
 	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
-	put_block(w, 1, 1, HTR_NONE32, 0, 0);
+	put_block(w, 1, 1, HTR_NONE, 0, 0);
 	put_block(w, 0, 3, 0, 1, 0);
 	put_block(w, 0, 4, 0, 1, 0);     /* block 0 cannot be its child */
 	cr_assert_eq(htr_writer__commit(w, &m), HTR_ERR_CORRUPT);
 	htr_writer__free(w);
 
 	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
-	put_block(w, 1, 3, HTR_NONE32, 0, 0);
-	put_block(w, 3, 4, HTR_NONE32, 0, 0);  /* overlaps the previous */
+	put_block(w, 1, 3, HTR_NONE, 0, 0);
+	put_block(w, 3, 4, HTR_NONE, 0, 0);  /* overlaps the previous */
 	cr_assert_eq(htr_writer__commit(w, &m), HTR_ERR_CORRUPT);
 	htr_writer__free(w);
 
 	/* A block past ninsns. */
 	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
-	put_block(w, 1, 100, HTR_NONE32, 0, 0);
+	put_block(w, 1, 100, HTR_NONE, 0, 0);
 	cr_assert_eq(htr_writer__commit(w, &m), HTR_ERR_INVALID);
 	htr_writer__free(w);
 
@@ -775,7 +775,7 @@ Test(file, large_spooled_sections)
 			 (unsigned long long) i);
 		cr_assert_eq(htr_writer__image(w, 1, i << 20, 0, 100, name), 0);
 	}
-	put_block(w, 0, 599999, HTR_NONE32, 0, 99999);
+	put_block(w, 0, 599999, HTR_NONE, 0, 99999);
 	memset(&m, 0, sizeof(m));
 	m.ninsns = 600000;
 	cr_assert_eq(htr_writer__commit(w, &m), 0, "%s",
@@ -820,8 +820,8 @@ Test(file, writer_memory_is_bounded, .timeout = 300)
 	for (i = 0; i + 1 < n; i += 3) {
 		uint64_t id = (uint64_t) i * 4 + 1;
 
-		put_block(w, id + 1, id + 1, HTR_NONE32, 0, 0);
-		put_block(w, id + 2, id + 2, HTR_NONE32, 0, 0);
+		put_block(w, id + 1, id + 1, HTR_NONE, 0, 0);
+		put_block(w, id + 2, id + 2, HTR_NONE, 0, 0);
 		put_block(w, id, id + 3, i, 2, 0);
 		if (i % 30000 == 0)
 			cr_assert_eq(htr_writer__tsc(w, id, i), 0);

@@ -137,7 +137,7 @@ static void ret(struct gtree *g)
 	memset(&b, 0, sizeof(b));
 	htr_disk__put48(b.first, n->first);
 	htr_disk__put48(b.last, n->last);
-	b.first_child = n->first_child == NONE ? HTR_NONE32 :
+	b.first_child = n->first_child == NONE ? HTR_NONE :
 			g->n[n->first_child].post;
 	b.nchildren = n->nchildren;
 	b.func_flags = n->func_flags;
