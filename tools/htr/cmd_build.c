@@ -2,7 +2,9 @@
 #include "cmd.h"
 
 #include "htr/htr.h"
+#include "perfdata.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <inttypes.h>
@@ -15,9 +17,16 @@
 static const char usage_text[] =
 "usage: htr build TRACE --elf FILE[@BASE]... [--raw FILE[:OFF[:SIZE]]@VADDR]...\n"
 "                 [--cpu FAMILY/MODEL[/STEPPING]|auto] [-o OUT] [options]\n"
+"       htr build FILE.data [--tid N] [--symfs DIR] [-o OUT] [options]\n"
 "\n"
 "Decode the raw Intel PT trace TRACE with libipt and write its call tree to\n"
 "OUT (default: TRACE with its extension replaced by .htr).\n"
+"\n"
+"A perf.data (perf record -e intel_pt//u --per-thread, htr record) is\n"
+"recognized by its magic: each thread's trace becomes OUT.TID.htr (default\n"
+"OUT: FILE without its extension), with the image from the recorded\n"
+"mappings and the timing parameters and CPU from the file.  A module that\n"
+"cannot be found is a warning; its code becomes decode gaps.\n"
 "\n"
 "  -e, --elf FILE[@BASE]   an ELF; at its link address, or with its lowest\n"
 "                          PT_LOAD at BASE (position-independent code)\n"
@@ -29,7 +38,10 @@ static const char usage_text[] =
 "      --nom-freq N        nominal core:bus ratio (for CYC)\n"
 "      --cpuid-0x15-eax N, --cpuid-0x15-ebx N\n"
 "                          the TSC:CTC ratio CPUID leaf 0x15 reports\n"
-"  -o, --output OUT        where to write the .htr file\n"
+"  -o, --output OUT        where to write the .htr file (perf.data: the\n"
+"                          prefix of the OUT.TID.htr files)\n"
+"      --tid N             perf.data: only the thread N\n"
+"      --symfs DIR         perf.data: look for the modules under DIR\n"
 "  -q, --quiet             no progress, no summary\n"
 "  -h, --help              show this help\n"
 "\n"
@@ -140,7 +152,7 @@ static int spec_is(const char *spec, const char *out)
  * the tree is not what the user wants (wrong image, missing timing
  * options), none a failure. */
 static void warn_result(const char *trace, const char *out,
-			const struct htr_build_stats *st)
+			const struct htr_build_stats *st, int perf)
 {
 	struct htr_file *f = NULL;
 	struct htr_gap_info g, first;
@@ -172,11 +184,13 @@ static void warn_result(const char *trace, const char *out,
 	if (nerr)
 		fprintf(stderr, "htr: build: warning: %" PRIu64 " decode "
 			"error%s%s, the first at trace offset 0x%" PRIx64
-			": %s; are the --elf/--raw files the recorded code at "
-			"its load addresses? ('htr gaps %s' lists them)\n",
+			": %s; %s ('htr gaps %s' lists them)\n",
 			nerr, nerr == 1 ? "" : "s",
 			nrun ? " (the decoder ran away)" : "", first.offset,
-			htr_gap_reason(&first), out);
+			htr_gap_reason(&first), perf ? "are the modules the "
+			"recorded ones (a missing module's code is a gap)?" :
+			"are the --elf/--raw files the recorded code at its "
+			"load addresses?", out);
 	else if (!st->insns)
 		fprintf(stderr, "htr: build: warning: %s: no instruction "
 			"decoded\n", trace);
@@ -202,9 +216,308 @@ static int parse_cpu(const char *s, struct htr_build_opts *o)
 	return -1;
 }
 
+/* Whether @path starts with perf.data's magic. */
+static int is_perfdata(const char *path)
+{
+	char magic[8];
+	FILE *f = fopen(path, "rb");
+	int r = 0;
+
+	if (f) {
+		r = fread(magic, 1, sizeof(magic), f) == sizeof(magic) &&
+		    !memcmp(magic, "PERFILE2", 8);
+		fclose(f);
+	}
+	return r;
+}
+
+/* OUT of a perf.data build: -o, or the file without its extension. */
+static char *perf_prefix(const char *trace, const char *out)
+{
+	const char *slash = strrchr(trace, '/');
+	const char *dot = strrchr(trace, '.');
+	size_t stem = dot && (!slash || dot > slash + 1) ? (size_t) (dot - trace)
+							 : strlen(trace);
+
+	return out ? strdup(out) : strndup(trace, stem);
+}
+
+struct perf_build {
+	const char *trace, *symfs;
+	const char **elfs, **raws;
+	size_t nelf, nraw;
+	const struct htr_build_opts *user;   /* the command line's */
+	struct progress *pr;
+	int quiet;
+	char **warned;                       /* module paths warned of */
+	size_t nwarned;
+};
+
+/* One warning per missing module, whatever the number of threads. */
+static void warn_module(struct perf_build *pb, const char *path,
+			const char *fmt, const char *why)
+{
+	size_t i;
+	char **w;
+
+	for (i = 0; i < pb->nwarned; i++)
+		if (!strcmp(pb->warned[i], path))
+			return;
+	w = realloc(pb->warned, (pb->nwarned + 1) * sizeof(*w));
+	if (w) {
+		pb->warned = w;
+		w[pb->nwarned] = strdup(path);
+		if (w[pb->nwarned])
+			pb->nwarned++;
+	}
+	fprintf(stderr, "htr: build: warning: %s: ", pb->trace);
+	fprintf(stderr, fmt, path, why);
+	fputc('\n', stderr);
+}
+
+/* The image of thread @t: its process's executable mappings. */
+static int perf_image(struct perf_build *pb, struct htr_builder *b,
+		      const struct htr_perfdata *pd,
+		      const struct htr_perf_thread *t)
+{
+	struct htr_err err;
+	uint64_t *bases = calloc(pd->nmodules + 1, sizeof(*bases));
+	size_t i, j;
+	char *file;
+
+	if (!bases)
+		return fail("build", "out of memory");
+	for (i = 0; i < pd->nmodules; i++) {
+		const struct htr_perf_module *m = &pd->modules[i];
+		int dup = 0;
+
+		if (!htr_perfdata__thread_has(pd, t, m))
+			continue;
+		if (m->path[0] != '/') {        /* [vdso], //anon, ... */
+			if (strcmp(m->path, "//anon") &&
+			    strncmp(m->path, "[stack", 6) &&
+			    strcmp(m->path, "[heap]"))
+				warn_module(pb, m->path, "%s: no file to read "
+					    "its code from%s: its code becomes "
+					    "decode gaps", "");
+			continue;
+		}
+		if (pb->symfs) {
+			file = malloc(strlen(pb->symfs) + strlen(m->path) + 1);
+			if (file)
+				sprintf(file, "%s%s", pb->symfs, m->path);
+		} else {
+			file = strdup(m->path);
+		}
+		if (!file) {
+			free(bases);
+			return fail("build", "out of memory");
+		}
+		memset(&err, 0, sizeof(err));
+		if (access(file, R_OK) < 0) {
+			warn_module(pb, file, "module %s not found (%s): its "
+				    "code becomes decode gaps", strerror(errno));
+			free(file);
+			continue;
+		}
+		if (htr_perfdata__elf_base(file, m, &bases[i], &err) < 0) {
+			warn_module(pb, file, "module %s: %s; its code becomes "
+				    "decode gaps", err.msg);
+			free(file);
+			continue;
+		}
+		/* One ELF per (file, base): perf records a mapping per
+		 * segment. */
+		for (j = 0; j < i && !dup; j++)
+			dup = bases[j] == bases[i] && pd->modules[j].path &&
+			      !strcmp(pd->modules[j].path, m->path) &&
+			      htr_perfdata__thread_has(pd, t, &pd->modules[j]);
+		if (!dup && htr_builder_add_elf_at(b, file, &bases[i]) < 0)
+			warn_module(pb, file, "module %s: %s; its code becomes "
+				    "decode gaps", htr_builder_last_error(b));
+		free(file);
+	}
+	free(bases);
+	for (i = 0; i < pb->nelf; i++)
+		if (htr_builder_add_elf(b, pb->elfs[i]) < 0)
+			return fail("build", "%s", htr_builder_last_error(b));
+	for (i = 0; i < pb->nraw; i++)
+		if (htr_builder_add_raw(b, pb->raws[i]) < 0)
+			return fail("build", "%s", htr_builder_last_error(b));
+	return 0;
+}
+
+/* Build thread @t of @pd into @out. */
+static int perf_thread(struct perf_build *pb, const struct htr_perfdata *pd,
+		       const struct htr_perf_thread *t, const char *out)
+{
+	const struct htr_build_opts *u = pb->user;
+	struct htr_build_opts opts = *u;
+	struct htr_build_stats st;
+	struct htr_builder *b = NULL;
+	struct timespec start, end;
+	uint8_t *buf = NULL;
+	const uint8_t *trace;
+	char name[128];
+	size_t i, at;
+	int err, rc = HTR_EXIT_FAIL;
+
+	/* The file's parameters, unless given on the command line. */
+	if (!u->cpu_family && !strcmp(pd->cpu_vendor, "GenuineIntel")) {
+		opts.cpu_family = pd->cpu_family;
+		opts.cpu_model = pd->cpu_model;
+		opts.cpu_stepping = pd->cpu_stepping;
+	}
+	if (!u->cpuid_0x15_eax && !u->cpuid_0x15_ebx) {
+		opts.cpuid_0x15_eax = pd->pt.tsc_ctc_d;
+		opts.cpuid_0x15_ebx = pd->pt.tsc_ctc_n;
+	}
+	if (!u->mtc_freq && pd->pt.mtc)
+		opts.mtc_freq = pd->pt.mtc_freq;
+	if (!u->nom_freq)
+		opts.nom_freq = (uint8_t) (pd->pt.max_nonturbo_ratio > 255 ?
+					   255 : pd->pt.max_nonturbo_ratio);
+	snprintf(name, sizeof(name), "%s tid %u", pb->trace, t->tid);
+	if (same_file(pb->trace, out))
+		return usage_error("build", "%s: the output would overwrite "
+				   "the trace; give another -o", out);
+	if (t->nchunks == 1) {
+		trace = pd->data + t->chunks[0].offset;
+	} else {
+		/* Several AUXTRACE buffers: one contiguous trace. */
+		buf = malloc((size_t) t->pt_bytes);
+		if (!buf)
+			return fail("build", "%s: out of memory", name);
+		for (i = 0, at = 0; i < t->nchunks; i++) {
+			memcpy(buf + at, pd->data + t->chunks[i].offset,
+			       (size_t) t->chunks[i].size);
+			at += (size_t) t->chunks[i].size;
+		}
+		trace = buf;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	err = htr_builder_alloc(&b, &opts);
+	if (err < 0) {
+		rc = fail("build", "%s", htr_errstr(err));
+		goto done;
+	}
+	if (perf_image(pb, b, pd, t) != 0)
+		goto done;
+	memset(&st, 0, sizeof(st));
+	err = htr_builder_run_buffer(b, trace, (size_t) t->pt_bytes, out, &st,
+				     sizeof(st));
+	if (pb->pr->printed && pb->pr->tty)
+		fputc('\n', stderr);
+	if (err == HTR_ERR_CANCELED && stop_signal) {
+		fprintf(stderr, "htr: build: %s: interrupted, nothing written\n",
+			out);
+		htr_builder_free(b);
+		free(buf);
+		signal(stop_signal, SIG_DFL);
+		raise(stop_signal);
+		return HTR_EXIT_FAIL;
+	}
+	if (err < 0) {
+		rc = fail("build", "%s: %s", name, htr_builder_last_error(b)[0] ?
+			  htr_builder_last_error(b) : htr_errstr(err));
+		goto done;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	if (!pb->quiet) {
+		struct stat sb;
+		double sec = seconds(&start, &end);
+		uint64_t fsize = stat(out, &sb) == 0 ? (uint64_t) sb.st_size : 0;
+
+		fprintf(stderr, "htr: build: %s (pid %u, %s) -> %s: %" PRIu64
+			" insns, %" PRIu64 " blocks, depth %u, %" PRIu64
+			" gaps, %" PRIu64 " bytes, %.2f s\n", name, t->pid,
+			t->comm[0] ? t->comm : "?", out, st.insns, st.blocks,
+			st.max_depth, st.gaps, fsize, sec);
+	}
+	if (t->aux_truncated || t->aux_lost)
+		fprintf(stderr, "htr: build: warning: %s: perf lost trace data "
+			"(%" PRIu64 " AUX records truncated, %" PRIu64
+			" partial or collided): the tree has gaps there\n",
+			name, t->aux_truncated, t->aux_lost);
+	warn_result(name, out, &st, 1);
+	rc = HTR_EXIT_OK;
+done:
+	htr_builder_free(b);
+	free(buf);
+	return rc;
+}
+
+/* htr build FILE.data: one .htr per thread. */
+static int build_perf(struct perf_build *pb, const char *outarg, int has_tid,
+		      uint32_t tid)
+{
+	struct htr_perfdata *pd = NULL;
+	struct htr_err err;
+	char *prefix = NULL, *out = NULL;
+	size_t i, built = 0;
+	int rc = HTR_EXIT_OK, r;
+
+	memset(&err, 0, sizeof(err));
+	if (htr_perfdata__open(&pd, pb->trace, &err) < 0)
+		return fail("build", "%s", err.msg);
+	if (pd->pt.per_cpu_mmaps || (pd->per_cpu_buffers && !pd->nthreads)) {
+		rc = fail("build", "%s: a CPU-wide recording (per-cpu trace "
+			  "buffers) is not supported yet; record with perf "
+			  "record --per-thread", pb->trace);
+		goto done;
+	}
+	if (pd->pt.snapshot_mode)
+		fprintf(stderr, "htr: build: warning: %s: snapshot mode: each "
+			"thread's snapshots are decoded one after the other\n",
+			pb->trace);
+	prefix = perf_prefix(pb->trace, outarg);
+	if (!prefix) {
+		rc = fail("build", "out of memory");
+		goto done;
+	}
+	for (i = 0; i < pd->nthreads; i++) {
+		const struct htr_perf_thread *t = &pd->threads[i];
+
+		if (!t->pt_bytes || (has_tid && t->tid != tid))
+			continue;
+		free(out);
+		out = malloc(strlen(prefix) + 32);
+		if (!out) {
+			rc = fail("build", "out of memory");
+			goto done;
+		}
+		sprintf(out, "%s.%u.htr", prefix, t->tid);
+		r = perf_thread(pb, pd, t, out);
+		if (r != HTR_EXIT_OK)
+			rc = r;
+		else
+			built++;
+		if (stop_signal)
+			break;
+	}
+	if (!built && rc == HTR_EXIT_OK) {
+		if (has_tid)
+			rc = fail("build", "%s: no Intel PT trace of thread %u",
+				  pb->trace, tid);
+		else
+			rc = fail("build", "%s: no Intel PT trace of any "
+				  "thread", pb->trace);
+	}
+done:
+	for (i = 0; i < pb->nwarned; i++)
+		free(pb->warned[i]);
+	free(pb->warned);
+	pb->warned = NULL;
+	pb->nwarned = 0;
+	free(prefix);
+	free(out);
+	htr_perfdata__close(pd);
+	return rc;
+}
+
 int cmd_build(int argc, char **argv)
 {
-	enum { O_CPU = 256, O_MTC, O_NOM, O_EAX, O_EBX };
+	enum { O_CPU = 256, O_MTC, O_NOM, O_EAX, O_EBX, O_TID, O_SYMFS };
 	static const struct option lopts[] = {
 		{ "elf", required_argument, NULL, 'e' },
 		{ "raw", required_argument, NULL, 'r' },
@@ -214,6 +527,8 @@ int cmd_build(int argc, char **argv)
 		{ "cpuid-0x15-eax", required_argument, NULL, O_EAX },
 		{ "cpuid-0x15-ebx", required_argument, NULL, O_EBX },
 		{ "output", required_argument, NULL, 'o' },
+		{ "tid", required_argument, NULL, O_TID },
+		{ "symfs", required_argument, NULL, O_SYMFS },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -224,7 +539,10 @@ int cmd_build(int argc, char **argv)
 	struct progress pr;
 	struct timespec end;
 	const char **elfs = NULL, **raws = NULL;
+	const char *symfs = NULL;
 	char *out = NULL, *defout = NULL;
+	int has_tid = 0;
+	uint32_t tid = 0;
 	size_t nelf = 0, nraw = 0, i;
 	int c, quiet = 0, rc = HTR_EXIT_FAIL, err;
 	uint64_t v;
@@ -255,6 +573,18 @@ int cmd_build(int argc, char **argv)
 				goto done;
 			}
 			break;
+		case O_TID:
+			if (parse_u64(optarg, &v) < 0 || v > UINT32_MAX) {
+				rc = usage_error("build", "--tid: bad value '%s'",
+						 optarg);
+				goto done;
+			}
+			has_tid = 1;
+			tid = (uint32_t) v;
+			break;
+		case O_SYMFS:
+			symfs = optarg;
+			break;
 		case O_MTC: case O_NOM: case O_EAX: case O_EBX:
 			if (parse_u64(optarg, &v) < 0 ||
 			    ((c == O_MTC || c == O_NOM) && v > 255) ||
@@ -284,6 +614,43 @@ int cmd_build(int argc, char **argv)
 	if (optind + 1 != argc) {
 		rc = usage_error("build", optind == argc ? "no TRACE given"
 				 : "more than one TRACE given");
+		goto done;
+	}
+	if (is_perfdata(argv[optind])) {
+		struct perf_build pb;
+
+		memset(&pb, 0, sizeof(pb));
+		memset(&pr, 0, sizeof(pr));
+		clock_gettime(CLOCK_MONOTONIC, &pr.start);
+		pr.last = pr.start;
+		pr.tty = isatty(2);
+		pr.quiet = quiet;
+		opts.progress = on_progress;
+		opts.payload = &pr;
+		pb.trace = argv[optind];
+		pb.symfs = symfs;
+		pb.elfs = elfs;
+		pb.raws = raws;
+		pb.nelf = nelf;
+		pb.nraw = nraw;
+		pb.user = &opts;
+		pb.pr = &pr;
+		pb.quiet = quiet;
+		{
+			struct sigaction sa;
+
+			memset(&sa, 0, sizeof(sa));
+			sa.sa_handler = on_signal;
+			sigemptyset(&sa.sa_mask);
+			sigaction(SIGINT, &sa, NULL);
+			sigaction(SIGTERM, &sa, NULL);
+		}
+		rc = build_perf(&pb, out, has_tid, tid);
+		goto done;
+	}
+	if (has_tid || symfs) {
+		rc = usage_error("build", "--tid and --symfs are for perf.data "
+				 "input");
 		goto done;
 	}
 	if (!nelf && !nraw) {
@@ -373,7 +740,7 @@ int cmd_build(int argc, char **argv)
 			st.blocks ? (double) fsize / (double) st.blocks : 0.0,
 			t, t > 0 ? (double) st.insns / t / 1e6 : 0.0);
 	}
-	warn_result(argv[optind], out, &st);
+	warn_result(argv[optind], out, &st, 0);
 	rc = HTR_EXIT_OK;
 done:
 	htr_builder_free(b);
