@@ -489,6 +489,12 @@ int htr_cursor_seek(struct htr_cursor *c, uint64_t id)
 	c->gap_next = 0;
 	c->tsc_hint = HTR_TSC_HINT_INIT;
 	while (c->id < id || !c->left) {
+		/* Blocks wholly before @id are skipped, not split. */
+		if (c->left && c->id + c->left <= id) {
+			c->id += c->left;
+			c->left = 0;
+			continue;
+		}
 		if (c->left && c->id < id) {
 			if ((rc = split(c, &x)) < 0)
 				return rc;
