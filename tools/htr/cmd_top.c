@@ -60,18 +60,35 @@ static int add(const struct htr_func_stats *st, void *payload)
 	return 0;
 }
 
-static int sort_key;   /* 0 inclusive, 1 local, 2 calls */
-
-static int cmp(const void *x, const void *y)
+/* Largest first, then by name: one comparator per --sort key (qsort
+ * passes no context, and a global would hold the key). */
+static int by_key(uint64_t ka, uint64_t kb, const struct row *a,
+		  const struct row *b)
 {
-	const struct row *a = x, *b = y;
-	uint64_t ka, kb;
-
-	ka = sort_key == 0 ? a->inclusive : sort_key == 1 ? a->local : a->calls;
-	kb = sort_key == 0 ? b->inclusive : sort_key == 1 ? b->local : b->calls;
 	if (ka != kb)
 		return ka > kb ? -1 : 1;
 	return strcmp(a->name, b->name);
+}
+
+static int cmp_inclusive(const void *x, const void *y)
+{
+	const struct row *a = x, *b = y;
+
+	return by_key(a->inclusive, b->inclusive, a, b);
+}
+
+static int cmp_local(const void *x, const void *y)
+{
+	const struct row *a = x, *b = y;
+
+	return by_key(a->local, b->local, a, b);
+}
+
+static int cmp_calls(const void *x, const void *y)
+{
+	const struct row *a = x, *b = y;
+
+	return by_key(a->calls, b->calls, a, b);
 }
 
 int cmd_top(int argc, char **argv)
@@ -91,19 +108,19 @@ int cmd_top(int argc, char **argv)
 	int ch, json = 0, rc = HTR_EXIT_FAIL;
 	int got;
 	const char *path;
+	int (*cmp)(const void *, const void *) = cmp_inclusive;
 
 	memset(&c, 0, sizeof(c));
-	sort_key = 0;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "s:n:jh", lopts, NULL)) != -1) {
 		switch (ch) {
 		case 's':
 			if (!strcmp(optarg, "inclusive"))
-				sort_key = 0;
+				cmp = cmp_inclusive;
 			else if (!strcmp(optarg, "local"))
-				sort_key = 1;
+				cmp = cmp_local;
 			else if (!strcmp(optarg, "calls"))
-				sort_key = 2;
+				cmp = cmp_calls;
 			else
 				return usage_error("top", "--sort: expected "
 						   "inclusive, local or calls, "

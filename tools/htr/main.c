@@ -3,6 +3,7 @@
 
 #include "htr/htr.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -55,15 +56,26 @@ int usage_error(const char *cmd, const char *fmt, ...)
 	return HTR_EXIT_USAGE;
 }
 
+/* One of three number parsers, each for its own syntax: this one reads
+ * the CLI's IDs, counts and frequencies (hex with 0x, else decimal: no
+ * octal, signs or spaces); lib/image.c's reads the numbers inside
+ * FILE@BASE and FILE:OFF:SIZE@VADDR without copying them; htr-synth's
+ * (tools/synth/main.c) takes counts as people type them (1M, 2.5e6). */
 int parse_u64(const char *s, uint64_t *out)
 {
 	char *end;
 	unsigned long long v;
+	int hex;
 
-	if (!s || !*s || *s == '-')
+	if (!s)
+		return -1;
+	hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+	if (hex)
+		s += 2;
+	if (!(hex ? isxdigit((unsigned char) *s) : isdigit((unsigned char) *s)))
 		return -1;
 	errno = 0;
-	v = strtoull(s, &end, 0);
+	v = strtoull(s, &end, hex ? 16 : 10);
 	if (errno || *end)
 		return -1;
 	*out = v;
