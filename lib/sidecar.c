@@ -172,9 +172,18 @@ static int open_env(struct htr_store *st, uint64_t nblocks)
 	}
 	if (!trusted(st))
 		return 1;
-	/* LMDB trusts its file: check every page it could reach first. */
+	/* LMDB trusts its file: check every page it could reach first.
+	 * Another process may be creating it or committing to it as we read
+	 * (a file shorter than its metas, a meta half written, pages reused
+	 * under our walk): damage that lasts is damage, so look again a few
+	 * times before saying so. */
 	snprintf(data, sizeof(data), "%s/data.mdb", st->sidecar);
-	mrc = htr_lmdb__check(data, &st->err);
+	for (m = 0; ; m++) {
+		mrc = htr_lmdb__check(data, &st->err);
+		if (mrc != HTR_ERR_CORRUPT || m == 5)
+			break;
+		usleep(20000u << m);
+	}
 	if (mrc < 0) {
 		char why[sizeof(st->err.msg)];
 
