@@ -17,8 +17,6 @@
 #define HTR_FORMAT_VERSION 1u
 #define HTR_ENDIAN_TAG 0x01020304u     /* reads 0x04030201 on the wrong end */
 #define HTR_FUNC_NONE 0xffffffu        /* no known entry (late start) */
-/* The old name of HTR_NONE; only lib/treebuild.c still spells it. */
-#define HTR_NONE32 HTR_NONE
 #define HTR_MAX_BLOCKS 0xfffffffeu     /* 2^32 - 2: HTR_NONE is reserved */
 #define HTR_MAX_ID ((1ull << 48) - 1)  /* instruction IDs are 48-bit */
 

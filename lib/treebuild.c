@@ -148,7 +148,7 @@ int htr_tb__alloc(struct htr_tb **out, struct htr_writer *w)
 	}
 	memset(&t->st[0], 0, sizeof(t->st[0]));
 	t->st[0].func = HTR_FUNC_NONE;
-	t->st[0].first_child = HTR_NONE32;
+	t->st[0].first_child = HTR_NONE;
 	t->st[0].flags = HTR_BLOCK_LATE;
 	t->depth = 1;
 	*out = t;
@@ -197,7 +197,7 @@ static int push(struct htr_tb *t, uint64_t ret_ip, int far)
 	f->first = t->id;
 	f->ret_ip = ret_ip;
 	f->func = HTR_FUNC_NONE;
-	f->first_child = HTR_NONE32;
+	f->first_child = HTR_NONE;
 	f->entry_pending = 1;
 	f->far = (uint8_t) far;
 	return 0;
@@ -259,7 +259,7 @@ static int emit(struct htr_tb *t, const struct frame *f, uint64_t last,
 	rc = htr_writer__block(t->w, &b, &idx);
 	if (rc < 0)
 		return rc;
-	if (parent->first_child == HTR_NONE32)
+	if (parent->first_child == HTR_NONE)
 		parent->first_child = idx;
 	parent->nchildren++;
 	return 0;
@@ -276,7 +276,7 @@ static int pop(struct htr_tb *t, uint64_t last, unsigned flags)
 	if (f->far && f->func == HTR_FUNC_NONE && t->depth > 1) {
 		struct frame *parent = &t->st[t->depth - 2];
 
-		if (parent->first_child == HTR_NONE32)
+		if (parent->first_child == HTR_NONE)
 			parent->first_child = f->first_child;
 		parent->nchildren += f->nchildren;
 		t->depth--;
@@ -296,7 +296,7 @@ static int late_return(struct htr_tb *t, uint64_t last)
 	memset(&t->st[0], 0, sizeof(t->st[0]));
 	t->st[0].first = top.first;
 	t->st[0].func = HTR_FUNC_NONE;
-	t->st[0].first_child = HTR_NONE32;
+	t->st[0].first_child = HTR_NONE;
 	/* It spans what the old one spanned, gaps included. */
 	t->st[0].flags = HTR_BLOCK_LATE | (top.flags & HTR_BLOCK_GAP);
 	return emit(t, &top, last, 0, &t->st[0]);
@@ -545,7 +545,7 @@ int htr_tb__finish(struct htr_tb *t)
 		struct frame root;
 
 		memset(&root, 0, sizeof(root));
-		root.first_child = HTR_NONE32;
+		root.first_child = HTR_NONE;
 		rc = emit(t, &t->st[0], last, HTR_BLOCK_TRUNCATED, &root);
 		if (rc < 0)
 			return rc;
