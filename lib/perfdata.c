@@ -1053,3 +1053,81 @@ out:
 	close(fd);
 	return rc;
 }
+
+/* The notes in @n bytes at @p: the GNU build-id, if any. */
+static void find_build_id(const uint8_t *p, uint64_t n, uint8_t id[20],
+			  size_t *size)
+{
+	uint64_t off = 0, namesz, descsz, type, name_end, desc_end;
+
+	while (n - off >= 12) {
+		namesz = le(p + off, 4);
+		descsz = le(p + off + 4, 4);
+		type = le(p + off + 8, 4);
+		name_end = off + 12 + ((namesz + 3) & ~(uint64_t) 3);
+		if (name_end > n)
+			return;
+		desc_end = name_end + ((descsz + 3) & ~(uint64_t) 3);
+		if (desc_end > n || name_end + descsz > n)
+			return;
+		if (type == 3 && namesz == 4 && !memcmp(p + off + 12, "GNU", 4) &&
+		    descsz) {          /* NT_GNU_BUILD_ID */
+			*size = descsz > 20 ? 20 : (size_t) descsz;
+			memcpy(id, p + name_end, *size);
+			return;
+		}
+		off = desc_end;
+	}
+}
+
+int htr_perfdata__elf_build_id(const char *path, uint8_t id[20],
+			       size_t *size, struct htr_err *err)
+{
+	uint8_t eh[64], ph[56], *notes = NULL;
+	uint64_t phoff, i;
+	unsigned phentsize, phnum;
+	int fd, rc = 0;
+
+	*size = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return htr_err__sys(err, "%s", path);
+	if (pread(fd, eh, sizeof(eh), 0) != (ssize_t) sizeof(eh) ||
+	    memcmp(eh, "\177ELF", 4) || eh[4] != 2 || eh[5] != 1) {
+		rc = htr_err__set(err, HTR_ERR_FORMAT, "%s: not a 64-bit "
+				  "little-endian ELF file", path);
+		goto out;
+	}
+	phoff = le(eh + 32, 8);
+	phentsize = (unsigned) le(eh + 54, 2);
+	phnum = (unsigned) le(eh + 56, 2);
+	if (phentsize < sizeof(ph) || phoff > UINT64_MAX / 2)
+		goto out;
+	for (i = 0; i < phnum && !*size; i++) {
+		uint64_t off, filesz;
+
+		if (pread(fd, ph, sizeof(ph), (off_t) (phoff + i * phentsize))
+		    != (ssize_t) sizeof(ph))
+			break;
+		if (le(ph, 4) != 4)        /* PT_NOTE */
+			continue;
+		off = le(ph + 8, 8);
+		filesz = le(ph + 32, 8);
+		if (!filesz || filesz > 65536 || off > UINT64_MAX / 2)
+			continue;
+		notes = malloc((size_t) filesz);
+		if (!notes) {
+			rc = htr_err__set(err, HTR_ERR_NOMEM, "%s: out of "
+					  "memory", path);
+			goto out;
+		}
+		if (pread(fd, notes, (size_t) filesz, (off_t) off) ==
+		    (ssize_t) filesz)
+			find_build_id(notes, filesz, id, size);
+		free(notes);
+		notes = NULL;
+	}
+out:
+	close(fd);
+	return rc;
+}

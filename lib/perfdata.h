@@ -131,4 +131,13 @@ int htr_perfdata__thread_has(const struct htr_perfdata *pd,
 int htr_perfdata__elf_base(const char *path, const struct htr_perf_module *m,
 			   uint64_t *base, struct htr_err *err);
 
+/*
+ * The GNU build-id of the ELF at @path (its PT_NOTE segments): up to 20
+ * bytes into @id, their number into *@size (0: the file has none).
+ * Returns 0, HTR_ERR_IO, HTR_ERR_FORMAT (not an ELF64 little-endian
+ * file); the message is in @err.
+ */
+int htr_perfdata__elf_build_id(const char *path, uint8_t id[20],
+			       size_t *size, struct htr_err *err);
+
 #endif

@@ -17,7 +17,8 @@
 static const char usage_text[] =
 "usage: htr build TRACE --elf FILE[@BASE]... [--raw FILE[:OFF[:SIZE]]@VADDR]...\n"
 "                 [--cpu FAMILY/MODEL[/STEPPING]|auto] [-o OUT] [options]\n"
-"       htr build FILE.data [--tid N] [--symfs DIR] [-o OUT] [options]\n"
+"       htr build FILE.data [--tid N] [--symfs DIR] [--buildid-dir DIR]\n"
+"                 [-o OUT] [options]\n"
 "\n"
 "Decode the raw Intel PT trace TRACE with libipt and write its call tree to\n"
 "OUT (default: TRACE with its extension replaced by .htr).\n"
@@ -26,7 +27,8 @@ static const char usage_text[] =
 "recognized by its magic: each thread's trace becomes OUT.TID.htr (default\n"
 "OUT: FILE without its extension), with the image from the recorded\n"
 "mappings and the timing parameters and CPU from the file.  A module that\n"
-"cannot be found is a warning; its code becomes decode gaps.\n"
+"cannot be found, or whose build-id is not the recorded one, is a warning;\n"
+"its code becomes decode gaps.\n"
 "\n"
 "  -e, --elf FILE[@BASE]   an ELF; at its link address, or with its lowest\n"
 "                          PT_LOAD at BASE (position-independent code)\n"
@@ -42,6 +44,9 @@ static const char usage_text[] =
 "                          prefix of the OUT.TID.htr files)\n"
 "      --tid N             perf.data: only the thread N\n"
 "      --symfs DIR         perf.data: look for the modules under DIR\n"
+"      --buildid-dir DIR   perf.data: perf's build-id cache, for modules\n"
+"                          whose file is missing or has another build-id\n"
+"                          (default: ~/.debug)\n"
 "  -q, --quiet             no progress, no summary\n"
 "  -h, --help              show this help\n"
 "\n"
@@ -243,7 +248,7 @@ static char *perf_prefix(const char *trace, const char *out)
 }
 
 struct perf_build {
-	const char *trace, *symfs;
+	const char *trace, *symfs, *buildid_dir;
 	const char **elfs, **raws;
 	size_t nelf, nraw;
 	const struct htr_build_opts *user;   /* the command line's */
@@ -273,6 +278,61 @@ static void warn_module(struct perf_build *pb, const char *path,
 	fprintf(stderr, "htr: build: warning: %s: ", pb->trace);
 	fprintf(stderr, fmt, path, why);
 	fputc('\n', stderr);
+}
+
+/* Whether @file holds the build-id @id of @n bytes. */
+static int has_build_id(const char *file, const uint8_t *id, size_t n)
+{
+	uint8_t got[20];
+	size_t gn = 0;
+	struct htr_err err;
+
+	memset(&err, 0, sizeof(err));
+	return htr_perfdata__elf_build_id(file, got, &gn, &err) == 0 &&
+	       gn == n && !memcmp(got, id, n);
+}
+
+/*
+ * A module with a recorded build-id: keep *@file if it matches, else
+ * take the build-id cache's copy (DIR/.build-id/XX/REST/elf, or the
+ * older DIR/.build-id/XX/REST); with neither, a file that exists but
+ * differs is skipped with a warning.  Returns 0 (use *@file: it matches,
+ * or is missing and the caller says so), 1 (skipped, warned), -1 (out of
+ * memory).
+ */
+static int check_build_id(struct perf_build *pb,
+			  const struct htr_perf_module *m, char **file)
+{
+	const char *dir = pb->buildid_dir;
+	char hex[41], *cached;
+	size_t i, n = m->build_id_size;
+	int exists = access(*file, R_OK) == 0;
+
+	if (exists && has_build_id(*file, m->build_id, n))
+		return 0;
+	for (i = 0; i < n; i++)
+		sprintf(hex + 2 * i, "%02x", m->build_id[i]);
+	if (dir) {
+		cached = malloc(strlen(dir) + 64);
+		if (!cached)
+			return -1;
+		sprintf(cached, "%s/.build-id/%.2s/%s/elf", dir, hex, hex + 2);
+		if (access(cached, R_OK) < 0)
+			sprintf(cached, "%s/.build-id/%.2s/%s", dir, hex,
+				hex + 2);
+		if (access(cached, R_OK) == 0 &&
+		    has_build_id(cached, m->build_id, n)) {
+			free(*file);
+			*file = cached;
+			return 0;
+		}
+		free(cached);
+	}
+	if (!exists)
+		return 0;
+	warn_module(pb, *file, "module %s: its build-id is not the recorded "
+		    "%s: its code becomes decode gaps", hex);
+	return 1;
 }
 
 /* The image of thread @t: its process's executable mappings. */
@@ -314,6 +374,19 @@ static int perf_image(struct perf_build *pb, struct htr_builder *b,
 			return fail("build", "out of memory");
 		}
 		memset(&err, 0, sizeof(err));
+		if (m->build_id_size) {
+			int r = check_build_id(pb, m, &file);
+
+			if (r < 0) {
+				free(bases);
+				free(file);
+				return fail("build", "out of memory");
+			}
+			if (r > 0) {
+				free(file);
+				continue;
+			}
+		}
 		if (access(file, R_OK) < 0) {
 			warn_module(pb, file, "module %s not found (%s): its "
 				    "code becomes decode gaps", strerror(errno));
@@ -517,7 +590,8 @@ done:
 
 int cmd_build(int argc, char **argv)
 {
-	enum { O_CPU = 256, O_MTC, O_NOM, O_EAX, O_EBX, O_TID, O_SYMFS };
+	enum { O_CPU = 256, O_MTC, O_NOM, O_EAX, O_EBX, O_TID, O_SYMFS,
+	       O_BUILDID };
 	static const struct option lopts[] = {
 		{ "elf", required_argument, NULL, 'e' },
 		{ "raw", required_argument, NULL, 'r' },
@@ -529,6 +603,7 @@ int cmd_build(int argc, char **argv)
 		{ "output", required_argument, NULL, 'o' },
 		{ "tid", required_argument, NULL, O_TID },
 		{ "symfs", required_argument, NULL, O_SYMFS },
+		{ "buildid-dir", required_argument, NULL, O_BUILDID },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -539,7 +614,8 @@ int cmd_build(int argc, char **argv)
 	struct progress pr;
 	struct timespec end;
 	const char **elfs = NULL, **raws = NULL;
-	const char *symfs = NULL;
+	const char *symfs = NULL, *buildid_dir = NULL;
+	char *home_debug = NULL;
 	char *out = NULL, *defout = NULL;
 	int has_tid = 0;
 	uint32_t tid = 0;
@@ -585,6 +661,9 @@ int cmd_build(int argc, char **argv)
 		case O_SYMFS:
 			symfs = optarg;
 			break;
+		case O_BUILDID:
+			buildid_dir = optarg;
+			break;
 		case O_MTC: case O_NOM: case O_EAX: case O_EBX:
 			if (parse_u64(optarg, &v) < 0 ||
 			    ((c == O_MTC || c == O_NOM) && v > 255) ||
@@ -629,6 +708,13 @@ int cmd_build(int argc, char **argv)
 		opts.payload = &pr;
 		pb.trace = argv[optind];
 		pb.symfs = symfs;
+		pb.buildid_dir = buildid_dir;
+		if (!buildid_dir && getenv("HOME")) {
+			home_debug = malloc(strlen(getenv("HOME")) + 8);
+			if (home_debug)
+				sprintf(home_debug, "%s/.debug", getenv("HOME"));
+			pb.buildid_dir = home_debug;
+		}
 		pb.elfs = elfs;
 		pb.raws = raws;
 		pb.nelf = nelf;
@@ -648,9 +734,9 @@ int cmd_build(int argc, char **argv)
 		rc = build_perf(&pb, out, has_tid, tid);
 		goto done;
 	}
-	if (has_tid || symfs) {
-		rc = usage_error("build", "--tid and --symfs are for perf.data "
-				 "input");
+	if (has_tid || symfs || buildid_dir) {
+		rc = usage_error("build", "--tid, --symfs and --buildid-dir are "
+				 "for perf.data input");
 		goto done;
 	}
 	if (!nelf && !nraw) {
@@ -744,6 +830,7 @@ int cmd_build(int argc, char **argv)
 	rc = HTR_EXIT_OK;
 done:
 	htr_builder_free(b);
+	free(home_debug);
 	free(defout);
 	free(elfs);
 	free(raws);
