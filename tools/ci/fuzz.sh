@@ -26,7 +26,8 @@ quietly ninja -C "$bdir"
 # Seeds: the sample's .htr, trace and ELF, and small synthesized ones.
 seeds="$bdir/seeds"
 if [ ! -d "$seeds" ]; then
-	mkdir -p "$seeds/htr" "$seeds/trace" "$seeds/elf" "$seeds/sidecar"
+	mkdir -p "$seeds/htr" "$seeds/trace" "$seeds/elf" "$seeds/sidecar" \
+		"$seeds/perfdata"
 	# Small files the mutator can reach every part of (max_len below):
 	# a few thousand instructions of two scenarios.
 	for sc in mixed real; do
@@ -48,14 +49,22 @@ if [ ! -d "$seeds" ]; then
 	[ -f "$seeds/s.htr.lmdb/data.mdb" ] &&
 		cp "$seeds/s.htr.lmdb/data.mdb" "$seeds/sidecar/"
 	rm -rf "$seeds/s.htr" "$seeds/s.htr.lmdb"
+	# A small perf.data (htr record of /bin/true: every record kind the
+	# reader knows, 19 KiB), when qemu-user is there to make one.
+	if command -v qemu-x86_64 >/dev/null 2>&1; then
+		build/tools/htr/htr record -q -o "$seeds/true.data" -- \
+			/bin/true >/dev/null 2>&1 &&
+			mv "$seeds/true.data" "$seeds/perfdata/" || true
+		rm -f "$seeds"/true.data*
+	fi
 fi
 
 mkdir -p "$bdir/crashes"
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export ASAN_OPTIONS=detect_leaks=1
 status=0
-for t in htr trace elf sidecar; do
-	mkdir -p "$bdir/corpus/$t"
+for t in htr trace elf sidecar perfdata; do
+	mkdir -p "$bdir/corpus/$t" "$seeds/$t"
 	log="$bdir/fuzz_$t.log"
 	if "$bdir/tests/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=10 \
 		-rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \

@@ -1,0 +1,314 @@
+#!/bin/sh
+# htr build FILE.data: programs of tests/record/ are recorded twice, as a
+# perf.data (htr record -o) and as raw traces (htr record --raw), and
+# built both ways.  Each thread's tree from the perf.data must equal the
+# recorder's ground truth of that thread (record-cmp; the truth names the
+# tid), and the trees must be the same both ways (htr dump --json of each
+# thread's .htr, matched as a set since tids differ between the runs) for
+# one-thread programs; with threads the two runs may be scheduled
+# differently, so a difference there is printed, not failed.  perf
+# inject's rewrites (its own writer, file and pipe format) must give the
+# same trees as the recording they come from.  Then damaged perf.data files: the reader on
+# every truncation point and 20000 random byte flips in process
+# (test_perfdata_check), htr build on a sample of truncations, a wrong
+# AUXTRACE size, a missing module, a module under --symfs: one-line errors
+# or warnings, the right exit codes, no crash.
+#
+# usage: test_perfdata.sh HTR CHECK RECORD-CMP
+# exit: 0 all as expected, 1 a failure, 77 skipped (a tool is missing)
+set -u
+htr=$1
+check=$2
+cmp=$3
+here=$(cd "$(dirname "$0")" && pwd)
+src=$here/record
+
+if ! command -v qemu-x86_64 >/dev/null 2>&1; then
+	echo "SKIP: qemu-x86_64 is not installed (Debian package qemu-user)"
+	exit 77
+fi
+if ! command -v cc >/dev/null 2>&1; then
+	echo "SKIP: no system C compiler (cc)"
+	exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT INT TERM
+# htr build looks in ~/.debug (perf's build-id cache), perf reads
+# ~/.perfconfig: an empty home keeps the user's out.
+mkdir "$work/home"
+export HOME="$work/home"
+fails=0
+fail() {
+	echo "FAIL: $*"
+	fails=$((fails + 1))
+}
+
+cc -O0 -g -o "$work/calls-O0" "$src/calls.c" || fail "cannot compile calls.c"
+cc -O2 -g -pthread -o "$work/threads-O2" "$src/threads.c" ||
+	fail "cannot compile threads.c"
+cc -O0 -g -o "$work/dlopen-O0" "$src/dlopen.c" -ldl ||
+	fail "cannot compile dlopen.c"
+cc -O0 -g -shared -fPIC -o "$work/libdl-O0.so" "$src/dllib.c" ||
+	fail "cannot compile dllib.c"
+[ $fails -eq 0 ] || exit 1
+
+# The sorted hashes of the trees of the .htr files given.
+trees() {
+	for f in "$@"; do
+		"$htr" dump --json "$f" | cksum
+	done | sort
+}
+
+# $1 name, then htr record's options and the program: record both ways,
+# build both ways, compare.
+same() {
+	name=$1
+	shift
+	d=$work/c.$name
+	mkdir "$d"
+	if ! "$htr" record -q -o "$d/rec.data" "$@" >/dev/null 2>"$d/err" ||
+	   ! "$htr" record -q --raw "$d/raw" "$@" >/dev/null 2>>"$d/err"; then
+		fail "$name: record: $(head -1 "$d/err")"
+		return
+	fi
+	if ! "$htr" build -q "$d/rec.data" 2>"$d/build.err"; then
+		fail "$name: htr build rec.data: $(head -1 "$d/build.err")"
+		return
+	fi
+	if [ -s "$d/build.err" ]; then
+		fail "$name: htr build rec.data warns: $(head -1 "$d/build.err")"
+	fi
+	for pt in "$d"/raw/t*.pt; do
+		t=$(basename "$pt" .pt)
+		# shellcheck disable=SC2046
+		"$htr" build -q "$pt" $(cat "$d/raw/build.args") \
+			-o "$d/raw.$t.htr" 2>>"$d/build.err" ||
+			fail "$name: htr build $t.pt: $(tail -1 "$d/build.err")"
+	done
+	for truth in "$d"/rec.data.t*.truth; do
+		tid=$(awk '$1 == "tid" { print $3; exit }' "$truth")
+		if [ ! -f "$d/rec.$tid.htr" ]; then
+			fail "$name: no rec.$tid.htr for $(basename "$truth")"
+		elif ! res=$("$cmp" "$truth" "$d/rec.$tid.htr" 2>&1); then
+			fail "$name: tid $tid against its truth: $res"
+		fi
+	done
+	np=$(ls "$d"/rec.*.htr 2>/dev/null | wc -l)
+	nr=$(ls "$d"/raw.t*.htr 2>/dev/null | wc -l)
+	if [ "$np" -ne "$nr" ]; then
+		fail "$name: $np threads from perf.data, $nr raw"
+		return
+	fi
+	if [ "$(trees "$d"/rec.*.htr)" = "$(trees "$d"/raw.t*.htr)" ]; then
+		echo "ok      $name: $np thread(s), each its truth, the same trees both ways"
+	elif [ "$np" -gt 1 ]; then
+		echo "ok      $name: $np threads, each its truth (the raw run was scheduled differently)"
+	else
+		fail "$name: the trees differ from the raw recording's"
+	fi
+}
+
+same calls-O0 -- "$work/calls-O0"
+same threads-O2 -- "$work/threads-O2"
+same dlopen-O0 -- "$work/dlopen-O0" "$work/libdl-O0.so"
+same filter-O0 --filter "$work/calls-O0" -- "$work/calls-O0"
+
+# perf's own writer: `perf inject` rewrites a recording in the file format
+# and in the pipe format (skipped without perf).
+if command -v perf >/dev/null 2>&1; then
+	for c in calls-O0 threads-O2; do
+		d=$work/c.$c
+		for kind in file pipe; do
+			if [ $kind = file ]; then
+				perf inject -f -i "$d/rec.data" \
+					-o "$d/$kind.data" 2>"$work/err"
+			else
+				perf inject -f -i "$d/rec.data" \
+					-o - >"$d/$kind.data" 2>"$work/err"
+			fi || { fail "$c: perf inject ($kind): $(head -1 "$work/err")"; continue; }
+			if ! "$htr" build -q "$d/$kind.data" 2>"$work/err"; then
+				fail "$c: htr build of perf's $kind format: $(head -1 "$work/err")"
+			elif [ "$(trees "$d"/$kind.*.htr)" = "$(trees "$d"/rec.*.htr)" ]; then
+				echo "ok      $c: perf inject's $kind format, the same trees"
+			else
+				fail "$c: perf inject's $kind format: the trees differ"
+			fi
+		done
+	done
+else
+	echo "SKIP    perf inject (perf is not installed)"
+fi
+
+# --tid: only that thread.
+d=$work/c.threads-O2
+tid=$(ls "$d"/rec.*.htr | head -1 | sed 's/.*rec\.\([0-9]*\)\.htr/\1/')
+mkdir "$work/tid"
+if "$htr" build -q --tid "$tid" -o "$work/tid/x" "$d/rec.data" &&
+   [ "$(ls "$work/tid")" = "x.$tid.htr" ]; then
+	echo "ok      --tid $tid: one file"
+else
+	fail "--tid $tid: $(ls "$work/tid" | tr '\n' ' ')"
+fi
+"$htr" build -q --tid 1 -o "$work/tid/y" "$d/rec.data" 2>"$work/err"
+rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l <"$work/err")" -eq 1 ] &&
+	echo "ok      --tid of no thread: $(cat "$work/err")" ||
+	fail "--tid 1: exit $rc, $(cat "$work/err")"
+
+# The reader in process: every truncation point, random flips (of the
+# pipe format too, when perf made one).
+data=$work/c.calls-O0/rec.data
+for f in "$data" "$work/c.calls-O0/pipe.data"; do
+	[ -f "$f" ] || continue
+	if "$check" "$f" >"$work/check.out"; then
+		echo "ok      reader, $(basename "$f"): $(tr '\n' ' ' <"$work/check.out")"
+	else
+		fail "reader, $(basename "$f"): $(grep FAIL "$work/check.out" | head -3)"
+	fi
+done
+
+# $1 what, $2 expected exit status (a case pattern: 0|1 takes either),
+# $3 file, then options: the build must exit so, every stderr line one message of htr build, no output on
+# failure.
+damaged() {
+	what=$1 want=$2 f=$3
+	shift 3
+	rm -rf "$work/out"
+	mkdir "$work/out"
+	"$htr" build -q -o "$work/out/o" "$@" "$f" >/dev/null 2>"$work/err"
+	rc=$?
+	case "|$want|" in
+	*"|$rc|"*) ;;
+	*)	fail "$what: exit $rc (want $want): $(head -2 "$work/err")"
+		return 1 ;;
+	esac
+	if false; then
+		fail "$what: exit $rc (want $want): $(head -2 "$work/err")"
+		return 1
+	fi
+	if grep -qv '^htr: build: ' "$work/err"; then
+		fail "$what: stray output: $(grep -v '^htr: build: ' "$work/err" | head -2)"
+		return 1
+	fi
+	if [ $rc -ne 0 ] && [ "$(wc -l <"$work/err")" -ne 1 ]; then
+		fail "$what: $(wc -l <"$work/err") error lines"
+		return 1
+	fi
+	if [ $rc -ne 0 ] && [ -n "$(ls "$work/out")" ]; then
+		fail "$what: output left: $(ls "$work/out")"
+		return 1
+	fi
+	return 0
+}
+
+# htr build on truncations: a sample through the header, the attrs, the
+# sideband, the trace and the features (under 8 bytes there is no magic:
+# the file is taken for a raw trace).
+size=$(stat -c %s "$data")
+n=0 bad=0
+for cut in 8 15 16 103 104 $(seq 105 37 "$size"); do
+	[ "$cut" -lt "$size" ] || continue
+	head -c "$cut" "$data" >"$work/cut.data"
+	# a cut in a feature the reader skips still reads: 0 or 1
+	"$htr" build -q -o "$work/cutout" "$work/cut.data" >/dev/null \
+		2>"$work/err"
+	rc=$?
+	n=$((n + 1))
+	if [ $rc -gt 1 ] || grep -qv '^htr: build: ' "$work/err" ||
+	   { [ $rc -eq 1 ] && [ "$(wc -l <"$work/err")" -ne 1 ]; }; then
+		bad=$((bad + 1))
+		[ $bad -le 3 ] && fail "cut at $cut: exit $rc: $(head -2 "$work/err")"
+	fi
+	rm -f "$work"/cutout*
+done
+[ $bad -eq 0 ] && echo "ok      htr build on $n truncated copies"
+
+# A wrong AUXTRACE size: past the end (an error), and 8 bytes too many (the
+# next record is misread: an error or a build with gaps, never a crash).
+"$check" --bad-auxtrace "$data" "$work/huge.data" 0x100000000 &&
+	damaged "AUXTRACE size past the end" 1 "$work/huge.data" &&
+	echo "ok      AUXTRACE size past the end: $(cat "$work/err")"
+"$check" --bad-auxtrace "$data" "$work/plus8.data" 8 &&
+	damaged "AUXTRACE size + 8" "0|1" "$work/plus8.data" &&
+	echo "ok      AUXTRACE size + 8: exit $rc $(head -1 "$work/err")"
+"$check" --bad-auxtrace "$data" "$work/minus8.data" -8 &&
+	damaged "AUXTRACE size - 8" "0|1" "$work/minus8.data" &&
+	echo "ok      AUXTRACE size - 8: exit $rc $(head -1 "$work/err")"
+printf 'PERFILE2 and then nothing of the kind, not even a header' \
+	>"$work/junk.data"
+damaged "garbage after the magic" 1 "$work/junk.data" &&
+	echo "ok      garbage after the magic: $(cat "$work/err")"
+
+# A missing module: the dlopen'ed library is gone; a warning naming it,
+# the build goes on (its code is a gap).
+mkdir "$work/miss"
+cp "$work/libdl-O0.so" "$work/miss/libgone.so"
+if "$htr" record -q -o "$work/miss/m.data" -- "$work/dlopen-O0" \
+	"$work/miss/libgone.so" >/dev/null 2>"$work/err"; then
+	rm "$work/miss/libgone.so"
+	if damaged "missing module" 0 "$work/miss/m.data" &&
+	   grep -q "warning: .*libgone.so not found" "$work/err" &&
+	   [ "$(grep -c libgone.so "$work/err")" -eq 1 ]; then
+		echo "ok      missing module: $(grep libgone "$work/err")"
+	else
+		fail "missing module: $(cat "$work/err")"
+	fi
+	# --symfs: the modules under a directory (a copy of the tree).
+	mkdir -p "$work/symfs$work/miss"
+	cp "$work/libdl-O0.so" "$work/symfs$work/miss/libgone.so"
+	for f in "$work/dlopen-O0" $(sed -n 's/^module \([^ ]*\) .*/\1/p' \
+		"$work/c.dlopen-O0/raw/record.txt"); do
+		mkdir -p "$work/symfs$(dirname "$f")"
+		cp "$f" "$work/symfs$f" 2>/dev/null
+	done
+	if damaged "--symfs" 0 "$work/miss/m.data" --symfs "$work/symfs" &&
+	   [ ! -s "$work/err" ]; then
+		echo "ok      --symfs: every module found"
+	else
+		fail "--symfs: $(head -2 "$work/err")"
+	fi
+else
+	fail "record for the missing module: $(head -1 "$work/err")"
+fi
+
+# A build-id mismatch: the library is rebuilt after the recording (another
+# build-id); a warning naming it, its code is a gap.  Then perf's build-id
+# cache (--buildid-dir, the ~/.debug layout) holds the recorded one: no
+# warning, and the tree is the truth's again.
+mkdir "$work/bid"
+cp "$work/libdl-O0.so" "$work/bid/libbid.so"
+if "$htr" record -q -o "$work/bid/b.data" -- "$work/dlopen-O0" \
+	"$work/bid/libbid.so" >/dev/null 2>"$work/err"; then
+	id=$(readelf -n "$work/bid/libbid.so" 2>/dev/null |
+		sed -n 's/.*Build ID: *//p')
+	mv "$work/bid/libbid.so" "$work/bid/orig.so"
+	cc -O2 -g -shared -fPIC -o "$work/bid/libbid.so" "$src/dllib.c"
+	if damaged "build-id mismatch" 0 "$work/bid/b.data" &&
+	   grep -q "warning: .*libbid.so: its build-id is not the recorded $id" \
+		"$work/err" && [ "$(wc -l <"$work/err")" -ge 1 ]; then
+		echo "ok      build-id mismatch: $(grep libbid "$work/err")"
+	else
+		fail "build-id mismatch: $(cat "$work/err")"
+	fi
+	if [ -n "$id" ]; then
+		c=$work/cache/.build-id/$(echo "$id" | cut -c1-2)/$(echo "$id" | cut -c3-)
+		mkdir -p "$c"
+		cp "$work/bid/orig.so" "$c/elf"
+		tid=$(awk '$1 == "tid" { print $3; exit }' "$work/bid/b.data.t0.truth")
+		if damaged "--buildid-dir" 0 "$work/bid/b.data" \
+			--buildid-dir "$work/cache" && [ ! -s "$work/err" ] &&
+		   res=$("$cmp" "$work/bid/b.data.t0.truth" "$work/out/o.$tid.htr" 2>&1); then
+			echo "ok      --buildid-dir: the cached module, the truth's tree"
+		else
+			fail "--buildid-dir: $(head -2 "$work/err") $res"
+		fi
+	fi
+else
+	fail "record for the build-id mismatch: $(head -1 "$work/err")"
+fi
+
+if [ $fails -ne 0 ]; then
+	echo "$fails failure(s)"
+	exit 1
+fi
+echo "all ok"
