@@ -139,6 +139,17 @@ else
 	echo "SKIP    perf inject (perf is not installed)"
 fi
 
+# A thread's trace in several AUXTRACE buffers (perf writes one per
+# buffer-full): the first buffer split in two gives the same tree.
+d=$work/c.calls-O0
+if "$check" --split "$d/rec.data" "$d/split.data" &&
+   "$htr" build -q "$d/split.data" 2>"$work/err" &&
+   [ "$(trees "$d"/split.*.htr)" = "$(trees "$d"/rec.*.htr)" ]; then
+	echo "ok      a trace split over two AUXTRACE records: the same tree"
+else
+	fail "split AUXTRACE: $(head -2 "$work/err")"
+fi
+
 # --tid: only that thread.
 d=$work/c.threads-O2
 tid=$(ls "$d"/rec.*.htr | head -1 | sed 's/.*rec\.\([0-9]*\)\.htr/\1/')

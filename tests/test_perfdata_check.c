@@ -8,6 +8,12 @@
  *   test_perfdata_check --bad-auxtrace FILE OUT DELTA
  *                                        write FILE with the first
  *                                        AUXTRACE record's size + DELTA
+ *   test_perfdata_check --split FILE OUT
+ *                                        write FILE with the first
+ *                                        AUXTRACE buffer split in two
+ *                                        records (a thread's trace in
+ *                                        several buffers, as perf writes
+ *                                        long recordings)
  *
  * Each read is also checked: every thread's trace chunk lies in the file.
  * exit: 0 ok, 1 a failure
@@ -104,6 +110,80 @@ static size_t first_auxtrace(const uint8_t *p, size_t size)
 	return 0;
 }
 
+static void put64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+/* File format only: every section offset past the insertion point moves
+ * by the 48 bytes of the new AUXTRACE header. */
+static int split(const char *in, const char *out)
+{
+	uint8_t *p, *q;
+	size_t size, at, cut, k, nfeat = 0;
+	uint64_t psize, aoff, alen, asz, doff, dlen, i, toff;
+	FILE *f;
+
+	p = slurp(in, &size);
+	if (!p || !(at = first_auxtrace(p, size)) || get64(p + 8) != 104) {
+		printf("FAIL: %s: no AUXTRACE record in a file-format perf.data\n",
+		       in);
+		return 1;
+	}
+	psize = get64(p + at + 8);
+	if (psize < 16) {
+		printf("FAIL: %s: AUXTRACE buffer too small to split\n", in);
+		return 1;
+	}
+	cut = at + 48 + (size_t) (psize / 3);       /* any byte will do */
+	q = malloc(size + 48);
+	if (!q)
+		return 1;
+	memcpy(q, p, cut);
+	memcpy(q + cut, p + at, 48);                /* the second header */
+	memcpy(q + cut + 48, p + cut, size - cut);
+	put64(q + at + 8, psize / 3);
+	put64(q + cut + 8, psize - psize / 3);
+	put64(q + cut + 16, get64(p + at + 16) + psize / 3);   /* offset */
+	/* header: data grows; attrs' ids and the features move if after */
+	asz = get64(p + 16);
+	aoff = get64(p + 24);
+	alen = get64(p + 32);
+	doff = get64(p + 40);
+	dlen = get64(p + 48);
+	put64(q + 48, dlen + 48);
+	if (aoff > cut)
+		put64(q + 24, aoff + 48);
+	for (i = 0; asz >= 16 && i < alen / asz; i++) {
+		size_t e = (size_t) (aoff + i * asz + asz - 16);
+		size_t e2 = e > cut ? e + 48 : e;
+
+		if (get64(p + e) > cut)
+			put64(q + e2, get64(p + e) + 48);
+	}
+	for (k = 0; k < 256; k++)
+		nfeat += (get64(p + 72 + (k / 64) * 8) >> (k % 64)) & 1;
+	toff = doff + dlen + 48;                    /* in q */
+	for (k = 0; k < nfeat; k++)
+		put64(q + toff + 16 * k, get64(q + toff + 16 * k) + 48);
+	f = fopen(out, "wb");
+	if (!f || fwrite(q, 1, size + 48, f) != size + 48 || fclose(f)) {
+		printf("FAIL: cannot write %s\n", out);
+		return 1;
+	}
+	free(q);
+	free(p);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	uint8_t *p, *q;
@@ -132,6 +212,8 @@ int main(int argc, char **argv)
 		free(p);
 		return 0;
 	}
+	if (argc == 4 && !strcmp(argv[1], "--split"))
+		return split(argv[2], argv[3]);
 	if (argc != 2) {
 		fprintf(stderr, "usage: test_perfdata_check FILE\n");
 		return 2;
