@@ -11,6 +11,7 @@
 #include "htr/cursor.h"
 
 #include "abi.h"
+#include "decode.h"
 #include "err.h"
 #include "le.h"
 
@@ -308,16 +309,6 @@ static int gap_before(struct htr_cursor *c, uint64_t id, int *runaway)
 	return kind;
 }
 
-static int is_psb(const uint8_t *p)
-{
-	int i;
-
-	for (i = 0; i < 16; i += 2)
-		if (p[i] != 0x02 || p[i + 1] != 0x82)
-			return 0;
-	return 1;
-}
-
 /*
  * The decoder read a PSB+ while decoding (a status update), as the build's
  * decoder did at the same point: the build gave the next block the ID it
@@ -330,14 +321,8 @@ static void passed_psb(struct htr_cursor *c)
 	uint64_t pos = 0, i, lo, hi;
 
 	(void) pt_blk_get_offset(c->dec, &pos);
-	if (pos > c->trace_size)
-		pos = c->trace_size;
-	if (pos < 16)
-		return;
-	for (i = pos - 16 + 1; i-- > 0 && pos - i < (1u << 16);)
-		if (c->trace[i] == 0x02 && is_psb(c->trace + i))
-			break;
-	if (i == UINT64_MAX || pos - i >= (1u << 16) || i == c->psb)
+	i = htr_decode__psb_before(c->trace, c->trace_size, pos, 0);
+	if (i == UINT64_MAX || i == c->psb)
 		return;
 	lo = c->sync;
 	hi = c->nsync;

@@ -219,24 +219,32 @@ static int is_psb(const uint8_t *p)
 	return 1;
 }
 
+uint64_t htr_decode__psb_before(const uint8_t *trace, uint64_t size,
+				uint64_t pos, uint64_t low)
+{
+	uint64_t i;
+
+	if (pos > size)
+		pos = size;
+	if (pos < 16 || pos - 16 < low)
+		return UINT64_MAX;
+	if (pos - low > PSB_SEARCH_MAX)
+		low = pos - PSB_SEARCH_MAX;
+	for (i = pos - 16 + 1; i-- > low;)
+		if (trace[i] == 0x02 && is_psb(trace + i))
+			return i;
+	return UINT64_MAX;
+}
+
 /* A status update: libipt read a PSB+ while decoding (2.0.5 has no other
  * sign of it; pt_blk_get_sync_offset changes only when it syncs).  The PSB
  * is the last one before the decoder's position, after the last known. */
 static int psb_passed(struct dec *s)
 {
-	uint64_t pos = cur_offset(s), low = s->has_sync ? s->sync_off + 1 : 0;
-	uint64_t i;
+	uint64_t i = htr_decode__psb_before(s->trace, s->size, cur_offset(s),
+					    s->has_sync ? s->sync_off + 1 : 0);
 
-	if (pos > s->size)
-		pos = s->size;
-	if (pos < 16 || pos - 16 < low)
-		return 0;
-	if (pos - low > PSB_SEARCH_MAX)
-		low = pos - PSB_SEARCH_MAX;
-	for (i = pos - 16 + 1; i-- > low;)
-		if (s->trace[i] == 0x02 && is_psb(s->trace + i))
-			return note_sync_at(s, i);
-	return 0;
+	return i == UINT64_MAX ? 0 : note_sync_at(s, i);
 }
 
 static int gap(struct dec *s, int kind, uint64_t offset, int code)

@@ -68,6 +68,13 @@ struct htr_decode_sink {
 
 #define HTR_DECODE_RUNAWAY (1u << 22)
 
+/* The offset of the last PSB that starts in [@low, @pos - 16] of @trace
+ * (@size bytes), looking back 64 KiB at most; UINT64_MAX if none.  libipt
+ * 2.0.5 says it read a PSB+ while decoding only with a status update: this
+ * is which one. */
+uint64_t htr_decode__psb_before(const uint8_t *trace, uint64_t size,
+				uint64_t pos, uint64_t low);
+
 struct htr_decode_cfg {
 	const uint8_t *trace;      /* the raw trace (mapped by the caller) */
 	uint64_t size;
