@@ -86,30 +86,24 @@ static void show(const struct tree *t)
 			t->b[i].flags);
 }
 
-/* Write @code at @base and @t as files, build, read the tree back. */
-static void build(const uint8_t *code, size_t size, uint64_t base,
-		  const struct trace *t, struct tree *out)
+/* Write @code as DIR/code.bin and @t as DIR/trace.pt, after a @hole of
+ * bytes without a PSB (a sparse file). */
+static void write_case(const uint8_t *code, size_t size, const struct trace *t,
+		       off_t hole)
 {
-	char img[256], pt[256], htr[256], spec[300];
+	char path[256];
 	uint8_t buf[4096];
 	struct pt_encoder *enc;
 	struct pt_config cfg;
-	struct htr_builder *b;
-	struct htr_file *f;
-	struct htr_file_info fi;
 	uint64_t len = 0;
 	FILE *fp;
-	uint32_t i;
 	int k;
 
-	snprintf(img, sizeof(img), "%s/code.bin", dir);
-	snprintf(pt, sizeof(pt), "%s/trace.pt", dir);
-	snprintf(htr, sizeof(htr), "%s/trace.htr", dir);
-	fp = fopen(img, "wb");
+	snprintf(path, sizeof(path), "%s/code.bin", dir);
+	fp = fopen(path, "wb");
 	cr_assert_not_null(fp);
 	cr_assert_eq(fwrite(code, 1, size, fp), size);
 	fclose(fp);
-
 	pt_config_init(&cfg);
 	cfg.begin = buf;
 	cfg.end = buf + sizeof(buf);
@@ -119,18 +113,47 @@ static void build(const uint8_t *code, size_t size, uint64_t base,
 		cr_assert_geq(pt_enc_next(enc, &t->pkt[k]), 0, "packet %d", k);
 	cr_assert_geq(pt_enc_get_offset(enc, &len), 0);
 	pt_free_encoder(enc);
-	fp = fopen(pt, "wb");
+	snprintf(path, sizeof(path), "%s/trace.pt", dir);
+	fp = fopen(path, "wb");
 	cr_assert_not_null(fp);
+	cr_assert_eq(fseeko(fp, hole, SEEK_SET), 0);
 	cr_assert_eq(fwrite(buf, 1, len, fp), len);
 	fclose(fp);
+}
 
+/* Build DIR/trace.pt over DIR/code.bin at @base into DIR/trace.htr;
+ * asserts success. */
+static void run_case(uint64_t base, const struct htr_build_opts *opts,
+		     struct htr_build_stats *st)
+{
+	char img[256], pt[256], htr[256], spec[300];
+	struct htr_builder *b;
+
+	snprintf(img, sizeof(img), "%s/code.bin", dir);
+	snprintf(pt, sizeof(pt), "%s/trace.pt", dir);
+	snprintf(htr, sizeof(htr), "%s/trace.htr", dir);
 	snprintf(spec, sizeof(spec), "%s@0x%llx", img, (unsigned long long) base);
-	cr_assert_eq(htr_builder_alloc(&b, NULL), 0);
+	cr_assert_eq(htr_builder_alloc(&b, opts), 0);
 	cr_assert_eq(htr_builder_add_raw(b, spec), 0);
-	cr_assert_eq(htr_builder_run(b, pt, htr, NULL, 0), 0, "%s",
-		     htr_builder_last_error(b));
+	if (st)
+		memset(st, 0, sizeof(*st));
+	cr_assert_eq(htr_builder_run(b, pt, htr, st, st ? sizeof(*st) : 0), 0,
+		     "%s", htr_builder_last_error(b));
 	htr_builder_free(b);
+}
 
+/* Build @code at @base under @t, read the tree back. */
+static void build(const uint8_t *code, size_t size, uint64_t base,
+		  const struct trace *t, struct tree *out)
+{
+	char htr[256];
+	struct htr_file *f;
+	struct htr_file_info fi;
+	uint32_t i;
+
+	write_case(code, size, t, 0);
+	run_case(base, NULL, NULL);
+	snprintf(htr, sizeof(htr), "%s/trace.htr", dir);
 	cr_assert_eq(htr_file_open(&f, htr, NULL), 0, "%s", htr_last_error(f));
 	fi.size = sizeof(fi);
 	cr_assert_eq(htr_file_info(f, &fi, sizeof(fi)), 0);
@@ -493,18 +516,10 @@ Test(rules, runaway_is_bounded)
 {
 	static const uint8_t code[] = { 0xe8, 0xfb, 0xff, 0xff, 0xff };
 	struct trace t = { .n = 0 };
-	char img[256], pt[256], htr[256], spec[300];
-	uint8_t buf[256];
-	struct pt_encoder *enc;
-	struct pt_config cfg;
-	struct htr_builder *b;
+	char htr[256];
 	struct htr_build_stats st;
 	struct htr_file *f;
 	struct htr_gap_info g;
-	uint64_t len = 0;
-	FILE *fp;
-	int k;
-
 	struct pt_packet *tnt;
 
 	/* An unread TNT keeps libipt from calling this the trace's end (it
@@ -514,36 +529,12 @@ Test(rules, runaway_is_bounded)
 	tnt = add(&t, ppt_tnt_8);
 	tnt->payload.tnt.bit_size = 1;
 	tnt->payload.tnt.payload = 1;
-	snprintf(img, sizeof(img), "%s/self.bin", dir);
-	snprintf(pt, sizeof(pt), "%s/self.pt", dir);
-	snprintf(htr, sizeof(htr), "%s/self.htr", dir);
-	fp = fopen(img, "wb");
-	cr_assert_not_null(fp);
-	cr_assert_eq(fwrite(code, 1, sizeof(code), fp), sizeof(code));
-	fclose(fp);
-	pt_config_init(&cfg);
-	cfg.begin = buf;
-	cfg.end = buf + sizeof(buf);
-	enc = pt_alloc_encoder(&cfg);
-	for (k = 0; k < t.n; k++)
-		cr_assert_geq(pt_enc_next(enc, &t.pkt[k]), 0);
-	pt_enc_get_offset(enc, &len);
-	pt_free_encoder(enc);
-	fp = fopen(pt, "wb");
-	cr_assert_not_null(fp);
-	cr_assert_eq(fwrite(buf, 1, len, fp), len);
-	fclose(fp);
-
-	snprintf(spec, sizeof(spec), "%s@0x1000", img);
-	cr_assert_eq(htr_builder_alloc(&b, NULL), 0);
-	cr_assert_eq(htr_builder_add_raw(b, spec), 0);
-	memset(&st, 0, sizeof(st));
-	cr_assert_eq(htr_builder_run(b, pt, htr, &st, sizeof(st)), 0, "%s",
-		     htr_builder_last_error(b));
-	htr_builder_free(b);
+	write_case(code, sizeof(code), &t, 0);
+	run_case(0x1000, NULL, &st);
 	cr_assert_geq(st.insns, 1u << 22);
 	cr_assert_leq(st.insns, 1u << 23);
 	cr_assert_geq(st.folded, st.insns - (1u << 18) - 1);
+	snprintf(htr, sizeof(htr), "%s/trace.htr", dir);
 	cr_assert_eq(htr_file_open(&f, htr, NULL), 0);
 	cr_assert_eq(htr_gap_count(f), 1);
 	g.size = sizeof(g);
@@ -573,55 +564,22 @@ static int count_progress(const struct htr_build_progress *p, void *payload)
  */
 Test(rules, progress_while_searching)
 {
-	uint8_t code[0x10], buf[256];
+	uint8_t code[0x10];
 	struct trace t = { .n = 0 };
-	char img[256], pt[256], htr[256], spec[300];
-	struct pt_encoder *enc;
-	struct pt_config cfg;
 	struct htr_build_opts opts;
 	struct htr_build_stats st;
-	struct htr_builder *b;
-	uint64_t len = 0, seen[2] = { 0, 0 };
-	const off_t hole = 200 << 20;
-	FILE *fp;
-	int k;
+	uint64_t seen[2] = { 0, 0 };
 
 	memset(code, 0x90, sizeof(code));
 	memcpy(code + 4, "\xff\xe0", 2);
 	start(&t, 64);
 	ip(&t, ppt_tip_pge, 0x1000);
 	ip(&t, ppt_tip_pgd, 0);
-	snprintf(img, sizeof(img), "%s/p.bin", dir);
-	snprintf(pt, sizeof(pt), "%s/p.pt", dir);
-	snprintf(htr, sizeof(htr), "%s/p.htr", dir);
-	fp = fopen(img, "wb");
-	cr_assert_not_null(fp);
-	cr_assert_eq(fwrite(code, 1, sizeof(code), fp), sizeof(code));
-	fclose(fp);
-	pt_config_init(&cfg);
-	cfg.begin = buf;
-	cfg.end = buf + sizeof(buf);
-	enc = pt_alloc_encoder(&cfg);
-	for (k = 0; k < t.n; k++)
-		cr_assert_geq(pt_enc_next(enc, &t.pkt[k]), 0);
-	pt_enc_get_offset(enc, &len);
-	pt_free_encoder(enc);
-	fp = fopen(pt, "wb");
-	cr_assert_not_null(fp);
-	cr_assert_eq(fseeko(fp, hole, SEEK_SET), 0);
-	cr_assert_eq(fwrite(buf, 1, len, fp), len);
-	fclose(fp);
-
+	write_case(code, sizeof(code), &t, 200 << 20);
 	htr_build_opts_init(&opts);
 	opts.progress = count_progress;
 	opts.payload = seen;
-	snprintf(spec, sizeof(spec), "%s@0x1000", img);
-	cr_assert_eq(htr_builder_alloc(&b, &opts), 0);
-	cr_assert_eq(htr_builder_add_raw(b, spec), 0);
-	memset(&st, 0, sizeof(st));
-	cr_assert_eq(htr_builder_run(b, pt, htr, &st, sizeof(st)), 0, "%s",
-		     htr_builder_last_error(b));
-	htr_builder_free(b);
+	run_case(0x1000, &opts, &st);
 	cr_assert_eq(st.insns, 5);
 	cr_assert_geq(seen[0], 3, "%llu progress reports",
 		      (unsigned long long) seen[0]);
