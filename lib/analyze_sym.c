@@ -26,7 +26,7 @@
 
 /* Version of the stored results; bump on any change of their meaning or
  * layout.  (A new "tsc" makes them stale by itself: a dependency.) */
-#define HTR_SYM_VERSION 2u
+#define HTR_SYM_VERSION 3u   /* 3: MODULE!name with several modules */
 /* Block lists are stored in pieces of this many entries. */
 #define HTR_SYM_PIECE 16384u
 /* Longest name used as a key as is; longer ones are shortened. */

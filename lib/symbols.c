@@ -627,6 +627,7 @@ int htr_syms__name(const struct htr_syms *syms, uint64_t addr, char *buf,
 {
 	const struct sym *e = NULL;
 	const struct range *r;
+	const char *mod = "";
 	size_t lo = 0, hi;
 	int exact = 0;
 
@@ -647,8 +648,14 @@ int htr_syms__name(const struct htr_syms *syms, uint64_t addr, char *buf,
 		exact = 1;
 	if (!buf || !size)
 		return exact;
+	/* With several modules the same name may mean different code
+	 * (two static helpers, two copies of a library): name the module,
+	 * "libc.so.6!memcpy", so they never merge. */
+	if (e && syms->nmods > 1)
+		mod = syms->pool + syms->mods[e->mod].name;
 	if (exact) {
-		snprintf(buf, size, "%s", syms->pool + e->name);
+		snprintf(buf, size, "%s%s%s", mod, *mod ? "!" : "",
+			 syms->pool + e->name);
 		return 1;
 	}
 	r = syms ? find_range(syms, addr) : NULL;
@@ -660,8 +667,8 @@ int htr_syms__name(const struct htr_syms *syms, uint64_t addr, char *buf,
 		else    /* up to the next symbol, inside the same range */
 			inside = r && r->mod == e->mod && e->addr >= r->lo;
 		if (inside) {
-			snprintf(buf, size, "%s+0x%llx", syms->pool + e->name,
-				 U64(addr - e->addr));
+			snprintf(buf, size, "%s%s%s+0x%llx", mod, *mod ? "!" : "",
+				 syms->pool + e->name, U64(addr - e->addr));
 			return 0;
 		}
 	}

@@ -54,7 +54,9 @@ unsigned htr_syms__unreadable(const struct htr_file *file);
 /*
  * The name of the function at @addr into @buf (always NUL-terminated,
  * truncated to @size).  Exact symbol start: its (demangled) name; inside a
- * symbol: "name+0xOFF"; otherwise "MODULE+0xOFFSET" or "0xADDR".
+ * symbol: "name+0xOFF"; otherwise "MODULE+0xOFFSET" or "0xADDR".  When
+ * the image has several modules, symbol names carry their module:
+ * "MODULE!name", "MODULE!name+0xOFF".
  * Returns 1 if a symbol starts exactly at @addr, 0 otherwise.
  */
 int htr_syms__name(const struct htr_syms *syms, uint64_t addr, char *buf,

@@ -90,6 +90,14 @@ if command -v python3 >/dev/null; then
 		echo "ok: gaps --json parses" ||
 		{ echo "FAIL: gaps --json is not JSON"; fails=$((fails + 1)); }
 fi
+# Several modules: names carry their module (MODULE!name).
+if cp "$E" "$dir/second.elf" && "$htr" build -q $timing "$T" --elf "$E" \
+	--elf "$dir/second.elf@0x7f0000000000" -o "$dir/two.htr" &&
+   "$htr" top --limit 3 "$dir/two.htr" 2>/dev/null | grep -q ' t\.elf!'; then
+	echo "ok: names carry their module when there are several"
+else
+	echo "FAIL: no MODULE!name in a two-module top"; fails=$((fails + 1))
+fi
 # An ELF without symbols: names fall back to MODULE+0xOFFSET, and the
 # results reload instead of "vanishing".
 if command -v strip >/dev/null; then
