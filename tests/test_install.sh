@@ -27,8 +27,13 @@ flags=$(pkg-config --cflags --libs htr) || fail "pkg-config --cflags --libs htr"
 case "$flags" in *"$tmp/root"*) ;; *) fail "flags do not point at the install: $flags";; esac
 echo "ok: pkg-config --cflags --libs htr: $flags"
 libdir=$(pkg-config --variable=libdir htr)
+# A sanitizer build's library needs its runtime first in the program.
+san=
+nm -D "$libdir/libhtr.so" 2>/dev/null | grep -q __asan_init &&
+	san=-fsanitize=address,undefined
 for ex in heaviest stream; do
-	cc -std=c11 -Wall -Wextra -pedantic -Werror "$src/examples/$ex.c" \
+	# shellcheck disable=SC2086
+	cc -std=c11 -Wall -Wextra -pedantic -Werror $san "$src/examples/$ex.c" \
 		$flags -o "$tmp/$ex" || fail "cc $ex.c against the install"
 done
 echo "ok: both examples compile against the installed headers and library"
