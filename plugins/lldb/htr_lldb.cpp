@@ -1,0 +1,1071 @@
+// libhtr-lldb: the `htr` commands inside LLDB (plugin load libhtr-lldb.so).
+//
+// `htr build` saves the loaded trace (SBTrace::SaveToDisk) into a temporary
+// bundle, reads its JSON (per-thread raw traces, CPU) with LLDB's own JSON
+// parser (SBStructuredData), takes the code image from the target's modules
+// and builds one .htr per thread with libhtr.  The result is remembered for
+// the session (per process) and, through an identity key stored beside each
+// .htr, reused by later sessions.  `htr dump` and `htr top` print what the
+// CLI's `htr dump` / `htr top` print, with function names from LLDB
+// (SBTarget::ResolveLoadAddress + SBSymbolContext) where it has them.
+#include <lldb/API/LLDB.h>
+
+#include "htr/htr.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <elf.h>
+#include <fcntl.h>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+namespace lldb {
+__attribute__((visibility("default"))) bool
+PluginInitialize(lldb::SBDebugger debugger);
+}
+
+namespace {
+
+// ---------------------------------------------------------------- helpers
+
+std::string fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+std::string fmt(const char *f, ...)
+{
+	char buf[4096];
+	va_list ap;
+
+	va_start(ap, f);
+	vsnprintf(buf, sizeof(buf), f, ap);
+	va_end(ap);
+	return buf;
+}
+
+bool parse_u64(const char *s, uint64_t *v)
+{
+	char *end;
+
+	if (!s || !*s || *s == '-')
+		return false;
+	errno = 0;
+	*v = strtoull(s, &end, 0);
+	return !errno && !*end;
+}
+
+bool mkdirs(const std::string &path)
+{
+	std::string cur;
+	size_t i = 0;
+
+	while (i <= path.size()) {
+		size_t j = path.find('/', i);
+
+		if (j == std::string::npos)
+			j = path.size();
+		cur = path.substr(0, j);
+		if (!cur.empty() && mkdir(cur.c_str(), 0777) < 0 &&
+		    errno != EEXIST)
+			return false;
+		i = j + 1;
+	}
+	struct stat st;
+	return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool read_file(const std::string &path, std::string *out)
+{
+	std::ifstream in(path, std::ios::binary);
+	std::ostringstream ss;
+
+	if (!in)
+		return false;
+	ss << in.rdbuf();
+	*out = ss.str();
+	return true;
+}
+
+void rm_rf(const std::string &dir)
+{
+	// The bundle SaveToDisk wrote: trace.json, threads/*, cpus/*, ...
+	std::string cmd = "rm -rf '" + dir + "'";
+	if (dir.find('\'') == std::string::npos && !dir.empty())
+		(void) !system(cmd.c_str());
+}
+
+// 64-bit FNV-1a over words: the identity key of a trace's bytes.
+uint64_t hash_bytes(uint64_t h, const unsigned char *p, size_t n)
+{
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+
+		memcpy(&w, p + i, 8);
+		h = (h ^ w) * 0x100000001b3ull;
+		h ^= h >> 29;
+	}
+	for (; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+bool hash_file(const std::string &path, uint64_t *h, uint64_t *size)
+{
+	int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+	struct stat st;
+
+	if (fd < 0)
+		return false;
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		return false;
+	}
+	*size = (uint64_t) st.st_size;
+	*h = 0xcbf29ce484222325ull;
+	if (st.st_size > 0) {
+		void *m = mmap(nullptr, (size_t) st.st_size, PROT_READ,
+			       MAP_PRIVATE, fd, 0);
+		if (m == MAP_FAILED) {
+			close(fd);
+			return false;
+		}
+		*h = hash_bytes(*h, (const unsigned char *) m,
+				(size_t) st.st_size);
+		munmap(m, (size_t) st.st_size);
+	}
+	close(fd);
+	return true;
+}
+
+// Lowest PT_LOAD p_vaddr of an ELF64 file (libhtr's "@BASE" is where it
+// lands).  false if not a readable ELF64.
+bool elf_lowest_load(const std::string &path, uint64_t *vaddr)
+{
+	std::ifstream in(path, std::ios::binary);
+	Elf64_Ehdr eh;
+	bool found = false;
+
+	if (!in || !in.read((char *) &eh, sizeof(eh)) ||
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_phentsize != sizeof(Elf64_Phdr))
+		return false;
+	for (unsigned i = 0; i < eh.e_phnum; i++) {
+		Elf64_Phdr ph;
+
+		in.seekg((std::streamoff) (eh.e_phoff + i * sizeof(ph)));
+		if (!in.read((char *) &ph, sizeof(ph)))
+			return false;
+		if (ph.p_type == PT_LOAD && (!found || ph.p_vaddr < *vaddr)) {
+			*vaddr = ph.p_vaddr;
+			found = true;
+		}
+	}
+	return found;
+}
+
+std::string sd_string(lldb::SBStructuredData d)
+{
+	size_t n = d.GetStringValue(nullptr, 0);
+	std::string s(n + 1, '\0');
+
+	d.GetStringValue(&s[0], s.size());
+	s.resize(n);
+	return s;
+}
+
+// ------------------------------------------------------- session state
+
+struct ThreadHtr {
+	uint64_t tid;
+	std::string path;
+};
+
+struct Built {
+	std::string target_path;   // the executable, to notice a new target
+	std::vector<ThreadHtr> threads;
+};
+
+// Per process (SBProcess::GetUniqueID), for the session.
+std::map<uint32_t, Built> g_built;
+
+struct Module {
+	std::string path;
+	uint64_t base;     // where the lowest PT_LOAD lands
+	uint64_t size, mtime;
+};
+
+// The current target, process and trace, or an error in @result.
+bool current(lldb::SBDebugger &dbg, lldb::SBCommandReturnObject &result,
+	     lldb::SBTarget *target, lldb::SBProcess *process)
+{
+	*target = dbg.GetSelectedTarget();
+	if (!target->IsValid()) {
+		result.SetError("no target: load a trace first "
+				"(trace load BUNDLE.json)");
+		return false;
+	}
+	*process = target->GetProcess();
+	if (!process->IsValid()) {
+		result.SetError("no process: load a trace first "
+				"(trace load BUNDLE.json)");
+		return false;
+	}
+	return true;
+}
+
+std::vector<Module> target_modules(lldb::SBTarget &target)
+{
+	std::vector<Module> mods;
+
+	for (uint32_t i = 0; i < target.GetNumModules(); i++) {
+		lldb::SBModule m = target.GetModuleAtIndex(i);
+		char path[4096];
+		lldb::SBAddress hdr = m.GetObjectFileHeaderAddress();
+		uint64_t load, file, low;
+		struct stat st;
+
+		if (!m.GetFileSpec().GetPath(path, sizeof(path)))
+			continue;
+		if (!hdr.IsValid())
+			continue;
+		load = hdr.GetLoadAddress(target);
+		file = hdr.GetFileAddress();
+		if (load == LLDB_INVALID_ADDRESS || file == LLDB_INVALID_ADDRESS)
+			continue;   // not loaded
+		if (!elf_lowest_load(path, &low) || stat(path, &st) < 0)
+			continue;
+		mods.push_back({ path, low + (load - file), (uint64_t) st.st_size,
+				 (uint64_t) st.st_mtime });
+	}
+	return mods;
+}
+
+// ---------------------------------------------------------- htr build
+
+const char build_help[] =
+	"Build one .htr file per thread of the loaded Intel PT trace.";
+const char build_syntax[] =
+	"htr build [--thread TID] [-o DIR]\n"
+	"\n"
+	"Save the loaded trace (trace load BUNDLE.json) to a temporary bundle,\n"
+	"decode each thread's raw Intel PT trace with libhtr, with the code of\n"
+	"the target's modules at their load addresses and the bundle's CPU, and\n"
+	"write DIR/thread-TID.htr.  DIR defaults to\n"
+	"$XDG_CACHE_HOME/htr-lldb/KEY (~/.cache/htr-lldb/KEY), KEY a hash of\n"
+	"the traces and modules.  Beside each file, thread-TID.htr.key records\n"
+	"the identity of its input (trace bytes, CPU, module paths, load\n"
+	"addresses, sizes and times): a later `htr build` on the same input\n"
+	"reuses the file instead of decoding again, and says so.  The result\n"
+	"is remembered for the session: `htr dump` and `htr top` read it.\n"
+	"\n"
+	"  -t, --thread TID  build only this thread\n"
+	"  -o, --output DIR  write the .htr files into DIR\n"
+	"Per-CPU traces (bundles with \"cpus\") are not supported yet.\n";
+
+class BuildCmd : public lldb::SBCommandPluginInterface {
+public:
+	bool DoExecute(lldb::SBDebugger dbg, char **argv,
+		       lldb::SBCommandReturnObject &result) override;
+};
+
+bool BuildCmd::DoExecute(lldb::SBDebugger dbg, char **argv,
+			 lldb::SBCommandReturnObject &result)
+{
+	std::string outdir;
+	uint64_t only_tid = 0;
+	bool have_tid = false;
+
+	for (int i = 0; argv && argv[i]; i++) {
+		std::string a = argv[i];
+
+		if ((a == "-o" || a == "--output") && argv[i + 1]) {
+			outdir = argv[++i];
+		} else if ((a == "-t" || a == "--thread") && argv[i + 1]) {
+			if (!parse_u64(argv[++i], &only_tid)) {
+				result.SetError(fmt("htr build: --thread: bad "
+						    "value '%s'", argv[i]).c_str());
+				return false;
+			}
+			have_tid = true;
+		} else {
+			result.SetError(fmt("htr build: unexpected argument "
+					    "'%s' (see: help htr build)",
+					    argv[i]).c_str());
+			return false;
+		}
+	}
+
+	lldb::SBTarget target;
+	lldb::SBProcess process;
+	if (!current(dbg, result, &target, &process))
+		return false;
+	lldb::SBTrace trace = target.GetTrace();
+	if (!trace.IsValid()) {
+		result.SetError("no trace loaded: load one with "
+				"'trace load BUNDLE.json' (live tracing with "
+				"'process trace start' is saved the same way)");
+		return false;
+	}
+
+	// The raw traces: save the bundle and read its description.
+	char tmpl[] = "/tmp/htr-lldb-XXXXXX";
+	if (!mkdtemp(tmpl)) {
+		result.SetError(fmt("htr build: cannot create a temporary "
+				    "directory: %s", strerror(errno)).c_str());
+		return false;
+	}
+	std::string tmp = tmpl;
+	struct Cleanup {
+		std::string d;
+		~Cleanup() { rm_rf(d); }
+	} cleanup{ tmp };
+
+	lldb::SBError err;
+	lldb::SBFileSpec desc = trace.SaveToDisk(err, lldb::SBFileSpec(tmp.c_str()),
+						 false);
+	if (err.Fail()) {
+		result.SetError(fmt("htr build: saving the trace failed: %s",
+				    err.GetCString()).c_str());
+		return false;
+	}
+	char descpath[4096];
+	desc.GetPath(descpath, sizeof(descpath));
+	std::string json;
+	if (!read_file(descpath, &json)) {
+		result.SetError(fmt("htr build: cannot read %s", descpath).c_str());
+		return false;
+	}
+	lldb::SBStructuredData root;
+	err = root.SetFromJSON(json.c_str());
+	if (err.Fail() || !root.IsValid()) {
+		result.SetError(fmt("htr build: bad trace description %s: %s",
+				    descpath, err.GetCString()).c_str());
+		return false;
+	}
+	if (sd_string(root.GetValueForKey("type")) != "intel-pt") {
+		result.SetError("htr build: not an Intel PT trace");
+		return false;
+	}
+	lldb::SBStructuredData cpus = root.GetValueForKey("cpus");
+	if (cpus.IsValid() && cpus.GetSize() > 0) {
+		result.SetError("htr build: per-CPU traces are not supported "
+				"yet (the bundle has \"cpus\")");
+		return false;
+	}
+
+	struct htr_build_opts opts;
+	htr_build_opts_init(&opts);
+	opts.no_fsync = 1;
+	lldb::SBStructuredData cpu = root.GetValueForKey("cpuInfo");
+	if (cpu.IsValid() && sd_string(cpu.GetValueForKey("vendor")) ==
+	    "GenuineIntel") {
+		opts.cpu_family = (int) cpu.GetValueForKey("family")
+					  .GetUnsignedIntegerValue(0);
+		opts.cpu_model = (int) cpu.GetValueForKey("model")
+					 .GetUnsignedIntegerValue(0);
+		opts.cpu_stepping = (int) cpu.GetValueForKey("stepping")
+					    .GetUnsignedIntegerValue(0);
+	}
+
+	// This process's threads (the bundle is one process: the target's).
+	lldb::SBStructuredData procs = root.GetValueForKey("processes");
+	std::vector<std::pair<uint64_t, std::string>> traces;   // tid, file
+	for (size_t p = 0; procs.IsValid() && p < procs.GetSize(); p++) {
+		lldb::SBStructuredData th = procs.GetItemAtIndex(p)
+						 .GetValueForKey("threads");
+		for (size_t t = 0; th.IsValid() && t < th.GetSize(); t++) {
+			lldb::SBStructuredData e = th.GetItemAtIndex(t);
+			uint64_t tid = e.GetValueForKey("tid")
+					.GetUnsignedIntegerValue(0);
+			std::string f = sd_string(e.GetValueForKey("iptTrace"));
+
+			if (f.empty() || (have_tid && tid != only_tid))
+				continue;
+			if (f[0] != '/')
+				f = tmp + "/" + f;
+			traces.emplace_back(tid, f);
+		}
+	}
+	if (traces.empty()) {
+		result.SetError(have_tid ?
+				fmt("htr build: thread %" PRIu64 " has no trace",
+				    only_tid).c_str() :
+				"htr build: the trace holds no per-thread trace");
+		return false;
+	}
+
+	std::vector<Module> mods = target_modules(target);
+	if (mods.empty()) {
+		result.SetError("htr build: the target has no loaded module "
+				"whose file can be read");
+		return false;
+	}
+
+	// Identity: modules and CPU, then each trace's bytes.
+	std::string common = fmt("htr-lldb 1\ncpu %d/%d/%d\n", opts.cpu_family,
+				 opts.cpu_model, opts.cpu_stepping);
+	for (const Module &m : mods)
+		common += fmt("module %s 0x%" PRIx64 " %" PRIu64 " %" PRIu64 "\n",
+			      m.path.c_str(), m.base, m.size, m.mtime);
+	std::vector<std::string> keys;
+	uint64_t all = hash_bytes(0xcbf29ce484222325ull,
+				  (const unsigned char *) common.data(),
+				  common.size());
+	for (auto &tr : traces) {
+		uint64_t h, size;
+
+		if (!hash_file(tr.second, &h, &size)) {
+			result.SetError(fmt("htr build: cannot read the trace of "
+					    "thread %" PRIu64, tr.first).c_str());
+			return false;
+		}
+		keys.push_back(common + fmt("thread %" PRIu64 " trace %" PRIu64
+					    " %016" PRIx64 "\n", tr.first, size, h));
+		all = hash_bytes(all, (const unsigned char *) keys.back().data(),
+				 keys.back().size());
+	}
+	if (outdir.empty()) {
+		const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+		std::string cache = xdg && *xdg ? xdg :
+				    std::string(home && *home ? home : "/tmp") +
+				    "/.cache";
+		outdir = cache + fmt("/htr-lldb/%016" PRIx64, all);
+	}
+	if (!mkdirs(outdir)) {
+		result.SetError(fmt("htr build: cannot create %s: %s",
+				    outdir.c_str(), strerror(errno)).c_str());
+		return false;
+	}
+
+	{
+		char *abs = realpath(outdir.c_str(), nullptr);
+		if (abs) {
+			outdir = abs;
+			free(abs);
+		}
+	}
+
+	Built built;
+	char exe[4096] = "";
+	target.GetExecutable().GetPath(exe, sizeof(exe));
+	built.target_path = exe;
+	std::string out;
+	for (size_t i = 0; i < traces.size(); i++) {
+		uint64_t tid = traces[i].first;
+		std::string htr = outdir + fmt("/thread-%" PRIu64 ".htr", tid);
+		std::string keyfile = htr + ".key", old;
+		struct htr_file *f = nullptr;
+
+		// Reuse: same identity key, and the file opens.
+		if (read_file(keyfile, &old) && old == keys[i] &&
+		    htr_file_open(&f, htr.c_str(), nullptr) == 0) {
+			struct htr_file_info fi;
+			fi.size = sizeof(fi);
+			htr_file_info(f, &fi, sizeof(fi));
+			out += fmt("thread %" PRIu64 ": reused %s (identity "
+				   "matches: %" PRIu64 " instructions, %" PRIu64
+				   " blocks)\n", tid, htr.c_str(), fi.ninsns,
+				   fi.nblocks);
+			htr_file_close(f);
+			built.threads.push_back({ tid, htr });
+			continue;
+		}
+		htr_file_close(f);
+		unlink(keyfile.c_str());
+
+		struct htr_builder *b = nullptr;
+		struct htr_build_stats st;
+		int rc = htr_builder_alloc(&b, &opts);
+		for (size_t k = 0; rc == 0 && k < mods.size(); k++)
+			rc = htr_builder_add_elf_at(b, mods[k].path.c_str(),
+						    &mods[k].base);
+		if (rc == 0)
+			rc = htr_builder_run(b, traces[i].second.c_str(),
+					     htr.c_str(), &st, sizeof(st));
+		if (rc < 0) {
+			std::string msg = b ? htr_builder_last_error(b) : "";
+			if (msg.empty())
+				msg = htr_errstr(rc);
+			htr_builder_free(b);
+			result.SetError(fmt("htr build: thread %" PRIu64 ": %s",
+					    tid, msg.c_str()).c_str());
+			return false;
+		}
+		htr_builder_free(b);
+		{
+			std::ofstream k(keyfile, std::ios::binary | std::ios::trunc);
+			k << keys[i];
+		}
+		out += fmt("thread %" PRIu64 ": built %s (%" PRIu64
+			   " instructions, %" PRIu64 " blocks, %" PRIu64
+			   " gaps)\n", tid, htr.c_str(), st.insns, st.blocks,
+			   st.gaps);
+		if (st.timing_unusable)
+			out += fmt("thread %" PRIu64 ": note: the trace has "
+				   "MTC/CYC packets but the bundle gives no "
+				   "timing parameters: time moves only at each "
+				   "PSB\n", tid);
+		built.threads.push_back({ tid, htr });
+	}
+	if (have_tid) {
+		// Keep what an earlier build remembered for other threads.
+		auto it = g_built.find(process.GetUniqueID());
+		if (it != g_built.end() && it->second.target_path == exe)
+			for (const ThreadHtr &t : it->second.threads)
+				if (t.tid != only_tid)
+					built.threads.push_back(t);
+	}
+	g_built[process.GetUniqueID()] = built;
+	result.Printf("%s", out.c_str());
+	result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
+	return true;
+}
+
+// ----------------------------------------------- reading a built .htr
+
+// The .htr of @tid (or the selected thread) of the current process.
+bool open_built(lldb::SBDebugger &dbg, lldb::SBCommandReturnObject &result,
+		const char *cmd, bool have_tid, uint64_t tid,
+		lldb::SBTarget *target, struct htr_file **f)
+{
+	lldb::SBProcess process;
+
+	*f = nullptr;
+	if (!current(dbg, result, target, &process))
+		return false;
+	if (!target->GetTrace().IsValid()) {
+		result.SetError("no trace loaded: load one with "
+				"'trace load BUNDLE.json', then 'htr build'");
+		return false;
+	}
+	auto it = g_built.find(process.GetUniqueID());
+	if (it == g_built.end()) {
+		result.SetError(fmt("htr %s: no .htr for this trace yet: run "
+				    "'htr build' first", cmd).c_str());
+		return false;
+	}
+	if (!have_tid) {
+		lldb::SBThread th = process.GetSelectedThread();
+		tid = th.IsValid() ? th.GetThreadID() : it->second.threads[0].tid;
+	}
+	for (const ThreadHtr &t : it->second.threads) {
+		if (t.tid != tid)
+			continue;
+		int rc = htr_file_open(f, t.path.c_str(), nullptr);
+		if (rc < 0) {
+			result.SetError(fmt("htr %s: %s", cmd, *f ?
+					    htr_last_error(*f) :
+					    htr_errstr(rc)).c_str());
+			htr_file_close(*f);
+			*f = nullptr;
+			return false;
+		}
+		return true;
+	}
+	result.SetError(fmt("htr %s: no .htr for thread %" PRIu64 " (built: "
+			    "run 'htr build' for it)", cmd, tid).c_str());
+	return false;
+}
+
+bool open_an(lldb::SBCommandReturnObject &result, const char *cmd,
+	     struct htr_file *f, struct htr_analysis **an)
+{
+	int rc = htr_analysis_open(an, f, nullptr);
+
+	if (rc < 0) {
+		result.SetError(fmt("htr %s: %s", cmd, *an ?
+				    htr_analysis_last_error(*an) :
+				    htr_errstr(rc)).c_str());
+		return false;
+	}
+	return true;
+}
+
+// Function names from LLDB, per entry address; libhtr's where LLDB has
+// none.
+class Namer {
+public:
+	Namer(lldb::SBTarget t, struct htr_analysis *an) : target_(t), an_(an) {}
+
+	// Name of @block (entry @entry, function index @func).
+	const std::string &name(uint32_t block, uint32_t func, uint64_t entry)
+	{
+		static const std::string unknown = "?";
+
+		if (func == HTR_NONE)
+			return unknown;
+		auto it = cache_.find(func);
+		if (it != cache_.end())
+			return it->second;
+		std::string n = lookup(entry);
+		if (n.empty()) {
+			const char *lib = nullptr;
+			if (an_ && htr_block_name(an_, block, &lib) == 0 && lib)
+				n = lib;
+			else
+				n = fmt("0x%" PRIx64, entry);
+		}
+		return cache_.emplace(func, n).first->second;
+	}
+
+	std::string lookup(uint64_t entry)
+	{
+		lldb::SBAddress a = target_.ResolveLoadAddress(entry);
+		if (!a.IsValid())
+			return "";
+		lldb::SBSymbolContext sc = a.GetSymbolContext(
+			lldb::eSymbolContextFunction | lldb::eSymbolContextSymbol);
+		const char *n = nullptr;
+		lldb::SBAddress start;
+		lldb::SBFunction fn = sc.GetFunction();
+		if (fn.IsValid()) {
+			n = fn.GetDisplayName();
+			if (!n)
+				n = fn.GetName();
+			start = fn.GetStartAddress();
+		} else {
+			lldb::SBSymbol sym = sc.GetSymbol();
+			if (!sym.IsValid())
+				return "";
+			n = sym.GetDisplayName();
+			if (!n)
+				n = sym.GetName();
+			start = sym.GetStartAddress();
+		}
+		if (!n || !*n)
+			return "";
+		uint64_t s = start.IsValid() ? start.GetLoadAddress(target_) :
+			     LLDB_INVALID_ADDRESS;
+		if (s != LLDB_INVALID_ADDRESS && s != entry && s < entry)
+			return fmt("%s+0x%" PRIx64, n, entry - s);
+		return n;
+	}
+
+private:
+	lldb::SBTarget target_;
+	struct htr_analysis *an_;
+	std::map<uint32_t, std::string> cache_;
+};
+
+const char *flags_str(uint32_t flags, char *buf, size_t size)
+{
+	static const struct { uint32_t bit; const char *name; } names[] = {
+		{ HTR_BLOCK_LATE, "late" },
+		{ HTR_BLOCK_TRUNCATED, "truncated" },
+		{ HTR_BLOCK_GAP, "gap" },
+		{ HTR_BLOCK_IMPLICIT, "implicit-return" },
+		{ HTR_BLOCK_UNWOUND, "unwound" },
+	};
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (const auto &nm : names)
+		if (flags & nm.bit)
+			n += (size_t) snprintf(buf + n, n < size ? size - n : 0,
+					       "%s%s", n ? "," : "", nm.name);
+	if (!buf[0])
+		snprintf(buf, size, "-");
+	return buf;
+}
+
+// Emit text in chunks (SBCommandReturnObject::Printf formats into a fixed
+// buffer per call).
+void emit(lldb::SBCommandReturnObject &result, std::string &buf, bool last)
+{
+	if (buf.size() >= (1u << 16) || (last && !buf.empty())) {
+		result.Printf("%s", buf.c_str());
+		buf.clear();
+	}
+}
+
+// Common options: --thread TID.
+struct Args {
+	bool have_tid = false;
+	uint64_t tid = 0;
+};
+
+// ----------------------------------------------------------- htr dump
+
+const char dump_help[] = "Print the call tree of the built .htr "
+			 "(names from LLDB).";
+const char dump_syntax[] =
+	"htr dump [--tsc] [--depth N] [--from ID] [--thread TID]\n"
+	"\n"
+	"Print the call tree, one line per block, indented by depth:\n"
+	"  FIRST..LAST  ENTRY  FLAGS  NAME\n"
+	"as the CLI's `htr dump FILE.htr`, plus NAME: the function LLDB finds\n"
+	"at ENTRY (DWARF function, else symbol; libhtr's name where LLDB has\n"
+	"none; '?' where ENTRY is).  FIRST and LAST are instruction IDs, FLAGS\n"
+	"any of late, truncated, gap, implicit-return, unwound.\n"
+	"With --tsc, each line is instead\n"
+	"  NAME  LOCAL  TOTAL  PCT%\n"
+	"LOCAL and TOTAL the block's local and cumulative TSC ticks, PCT its\n"
+	"total as a share of the outermost block printed above it (the CLI's\n"
+	"`htr dump --tsc`, names from LLDB).  Figures come from the sidecar\n"
+	"FILE.htr.lmdb/, computed on first use.\n"
+	"\n"
+	"  -t, --tsc         print names and TSC ticks\n"
+	"  -d, --depth N     print N levels at most (1: roots only)\n"
+	"  -f, --from ID     print the subtree of the deepest block containing\n"
+	"                    instruction ID\n"
+	"      --thread TID  the thread (default: the selected one)\n"
+	"Run 'htr build' first.\n";
+
+struct DumpState {
+	struct htr_analysis *an = nullptr;
+	Namer *namer = nullptr;
+	uint64_t max_level = UINT64_MAX, top_total = 0;
+	std::string buf;
+	lldb::SBCommandReturnObject *result = nullptr;
+	int err = 0;
+	bool an_error = false;
+};
+
+void put_u64(std::string &s, uint64_t v)
+{
+	char d[24];
+	size_t i = sizeof(d);
+
+	do {
+		d[--i] = (char) ('0' + v % 10);
+		v /= 10;
+	} while (v);
+	s.append(d + i, sizeof(d) - i);
+}
+
+int dump_visit(const struct htr_file *f, uint32_t block, uint32_t parent,
+	       uint32_t level, void *payload)
+{
+	DumpState *d = (DumpState *) payload;
+	struct htr_block_info bi;
+	char flags[64];
+
+	(void) parent;
+	if (level >= d->max_level)
+		return HTR_VISIT_SKIP;
+	bi.size = sizeof(bi);
+	int rc = htr_block_get(f, block, &bi, sizeof(bi));
+	if (rc < 0) {
+		d->err = rc;
+		return 1;
+	}
+	const std::string &name = d->namer->name(block, bi.func, bi.entry);
+	d->buf.append(2 * (size_t) level, ' ');
+	if (d->an) {
+		uint64_t total, children, local;
+
+		if (htr_tsc_get(d->an, block, &total, &children, &local) < 0) {
+			d->an_error = true;
+			return 1;
+		}
+		if (level == 0)
+			d->top_total = total;
+		uint64_t tenths = d->top_total ?
+			(uint64_t) (1000.0 * (double) total /
+				    (double) d->top_total + 0.5) : 1000;
+		d->buf += name;
+		d->buf += "  ";
+		put_u64(d->buf, local);
+		d->buf += "  ";
+		put_u64(d->buf, total);
+		d->buf += "  ";
+		put_u64(d->buf, tenths / 10);
+		d->buf += ".";
+		put_u64(d->buf, tenths % 10);
+		d->buf += "%\n";
+	} else {
+		d->buf += fmt("%" PRIu64 "..%" PRIu64 "  ", bi.first, bi.last);
+		if (bi.func == HTR_NONE)
+			d->buf += "?";
+		else
+			d->buf += fmt("0x%" PRIx64, bi.entry);
+		d->buf += "  ";
+		d->buf += flags_str(bi.flags, flags, sizeof(flags));
+		d->buf += "  ";
+		d->buf += name;
+		d->buf += "\n";
+	}
+	emit(*d->result, d->buf, false);
+	return 0;
+}
+
+bool parse_thread(char **argv, int *i, Args *a,
+		  lldb::SBCommandReturnObject &result, const char *cmd)
+{
+	if (strcmp(argv[*i], "--thread") != 0 || !argv[*i + 1])
+		return false;
+	if (!parse_u64(argv[++*i], &a->tid)) {
+		result.SetError(fmt("htr %s: --thread: bad value '%s'", cmd,
+				    argv[*i]).c_str());
+		a->have_tid = false;
+		return true;
+	}
+	a->have_tid = true;
+	return true;
+}
+
+class DumpCmd : public lldb::SBCommandPluginInterface {
+public:
+	bool DoExecute(lldb::SBDebugger dbg, char **argv,
+		       lldb::SBCommandReturnObject &result) override
+	{
+		Args a;
+		DumpState d;
+		bool tsc = false, have_from = false;
+		uint64_t from_id = 0, v;
+
+		for (int i = 0; argv && argv[i]; i++) {
+			std::string s = argv[i];
+			if (s == "-t" || s == "--tsc") {
+				tsc = true;
+			} else if ((s == "-d" || s == "--depth") && argv[i + 1]) {
+				if (!parse_u64(argv[++i], &v) || !v) {
+					result.SetError(fmt("htr dump: --depth: "
+							    "bad value '%s'",
+							    argv[i]).c_str());
+					return false;
+				}
+				d.max_level = v;
+			} else if ((s == "-f" || s == "--from") && argv[i + 1]) {
+				if (!parse_u64(argv[++i], &from_id)) {
+					result.SetError(fmt("htr dump: --from: "
+							    "bad value '%s'",
+							    argv[i]).c_str());
+					return false;
+				}
+				have_from = true;
+			} else if (parse_thread(argv, &i, &a, result, "dump")) {
+				if (!a.have_tid)
+					return false;
+			} else {
+				result.SetError(fmt("htr dump: unexpected "
+						    "argument '%s' (see: help htr "
+						    "dump)", argv[i]).c_str());
+				return false;
+			}
+		}
+		lldb::SBTarget target;
+		struct htr_file *f;
+		if (!open_built(dbg, result, "dump", a.have_tid, a.tid, &target,
+				&f))
+			return false;
+		uint32_t from = HTR_NONE;
+		bool ok = false;
+		int rc;
+		// Names fall back to libhtr's, so open the analysis always.
+		if (!open_an(result, "dump", f, &d.an))
+			goto out;
+		{
+			Namer namer(target, d.an);
+			d.namer = &namer;
+			d.result = &result;
+			if (!tsc) {
+				// keep d.an for names only
+			}
+			if (have_from) {
+				rc = htr_block_for_insn(f, from_id, &from);
+				if (rc < 0) {
+					result.SetError(fmt("htr dump: instruction "
+							    "%" PRIu64 ": %s", from_id,
+							    rc == HTR_ERR_NOTFOUND ?
+							    "not inside any block" :
+							    htr_errstr(rc)).c_str());
+					goto out;
+				}
+			}
+			struct htr_analysis *an = d.an;
+			if (!tsc)
+				d.an = nullptr;   // plain lines
+			rc = htr_tree_visit(f, from, HTR_PREORDER, dump_visit, &d);
+			d.an = an;
+			emit(result, d.buf, true);
+			if (d.an_error) {
+				result.SetError(fmt("htr dump: %s",
+						    htr_analysis_last_error(d.an))
+							.c_str());
+				goto out;
+			}
+			if (d.err < 0 || rc < 0) {
+				result.SetError(fmt("htr dump: %s", htr_errstr(
+						    d.err < 0 ? d.err : rc)).c_str());
+				goto out;
+			}
+		}
+		ok = true;
+		result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
+	out:
+		htr_analysis_close(d.an);
+		htr_file_close(f);
+		return ok;
+	}
+};
+
+// ------------------------------------------------------------ htr top
+
+const char top_help[] = "Per-function calls and TSC ticks of the built "
+			".htr (names from LLDB).";
+const char top_syntax[] =
+	"htr top [--sort inclusive|local|calls] [--limit N] [--thread TID]\n"
+	"\n"
+	"Per function, one line, largest first:\n"
+	"  INCLUSIVE  LOCAL  CALLS  SLOWEST  NAME\n"
+	"INCLUSIVE: TSC ticks of its invocations, recursion counted once (an\n"
+	"invocation inside another of the same function adds nothing); LOCAL:\n"
+	"ticks spent in the function itself; CALLS: invocations; SLOWEST: the\n"
+	"block index of its invocation with the largest total.  The figures are\n"
+	"the CLI's `htr top FILE.htr`; NAME is the function LLDB finds at the\n"
+	"entry of the slowest invocation (libhtr's name where LLDB has none).\n"
+	"\n"
+	"  -s, --sort KEY    inclusive (default), local or calls\n"
+	"  -n, --limit N     print N functions at most (default 20; 0: all)\n"
+	"      --thread TID  the thread (default: the selected one)\n"
+	"Run 'htr build' first.\n";
+
+struct Row {
+	std::string lib_name;
+	uint64_t calls, inclusive, local;
+	uint32_t slowest;
+};
+
+int top_add(const struct htr_func_stats *st, void *payload)
+{
+	auto *v = (std::vector<Row> *) payload;
+
+	v->push_back({ st->name, st->calls, st->inclusive, st->local,
+		       st->slowest });
+	return 0;
+}
+
+class TopCmd : public lldb::SBCommandPluginInterface {
+public:
+	bool DoExecute(lldb::SBDebugger dbg, char **argv,
+		       lldb::SBCommandReturnObject &result) override
+	{
+		Args a;
+		uint64_t limit = 20, v;
+		int key = 0;   // 0 inclusive, 1 local, 2 calls
+
+		for (int i = 0; argv && argv[i]; i++) {
+			std::string s = argv[i];
+			if ((s == "-s" || s == "--sort") && argv[i + 1]) {
+				std::string k = argv[++i];
+				if (k == "inclusive")
+					key = 0;
+				else if (k == "local")
+					key = 1;
+				else if (k == "calls")
+					key = 2;
+				else {
+					result.SetError(fmt("htr top: --sort: "
+							    "expected inclusive, "
+							    "local or calls, not "
+							    "'%s'", k.c_str()).c_str());
+					return false;
+				}
+			} else if ((s == "-n" || s == "--limit") && argv[i + 1]) {
+				if (!parse_u64(argv[++i], &v)) {
+					result.SetError(fmt("htr top: --limit: bad "
+							    "value '%s'",
+							    argv[i]).c_str());
+					return false;
+				}
+				limit = v ? v : UINT64_MAX;
+			} else if (parse_thread(argv, &i, &a, result, "top")) {
+				if (!a.have_tid)
+					return false;
+			} else {
+				result.SetError(fmt("htr top: unexpected argument "
+						    "'%s' (see: help htr top)",
+						    argv[i]).c_str());
+				return false;
+			}
+		}
+		lldb::SBTarget target;
+		struct htr_file *f;
+		struct htr_analysis *an = nullptr;
+		std::vector<Row> rows;
+		bool ok = false;
+		if (!open_built(dbg, result, "top", a.have_tid, a.tid, &target, &f))
+			return false;
+		if (!open_an(result, "top", f, &an))
+			goto out;
+		{
+			int got = htr_func_visit(an, nullptr, HTR_MATCH_GLOB,
+						 top_add, &rows);
+			if (got < 0 && got != HTR_ERR_NOTFOUND) {
+				result.SetError(fmt("htr top: %s",
+						    htr_analysis_last_error(an))
+							.c_str());
+				goto out;
+			}
+			// The CLI's order: by key, ties by libhtr's name.
+			std::sort(rows.begin(), rows.end(),
+				  [key](const Row &x, const Row &y) {
+				uint64_t kx = key == 0 ? x.inclusive :
+					      key == 1 ? x.local : x.calls;
+				uint64_t ky = key == 0 ? y.inclusive :
+					      key == 1 ? y.local : y.calls;
+				if (kx != ky)
+					return kx > ky;
+				return strcmp(x.lib_name.c_str(),
+					      y.lib_name.c_str()) < 0;
+			});
+			Namer namer(target, an);
+			size_t n = rows.size() < limit ? rows.size() : (size_t) limit;
+			std::string buf;
+			if (n)
+				buf += fmt("%14s %14s %10s %10s  %s\n", "INCLUSIVE",
+					   "LOCAL", "CALLS", "SLOWEST", "NAME");
+			for (size_t i = 0; i < n; i++) {
+				const Row &r = rows[i];
+				struct htr_block_info bi;
+				std::string name = r.lib_name;
+
+				bi.size = sizeof(bi);
+				if (r.lib_name != "?" &&
+				    htr_block_get(f, r.slowest, &bi, sizeof(bi)) == 0)
+					name = namer.name(r.slowest, bi.func, bi.entry);
+				buf += fmt("%14" PRIu64 " %14" PRIu64 " %10" PRIu64
+					   " %10u  %s\n", r.inclusive, r.local,
+					   r.calls, r.slowest, name.c_str());
+				emit(result, buf, false);
+			}
+			emit(result, buf, true);
+		}
+		ok = true;
+		result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
+	out:
+		htr_analysis_close(an);
+		htr_file_close(f);
+		return ok;
+	}
+};
+
+} // namespace
+
+bool lldb::PluginInitialize(lldb::SBDebugger debugger)
+{
+	lldb::SBCommandInterpreter ci = debugger.GetCommandInterpreter();
+	lldb::SBCommand htr = ci.AddMultiwordCommand(
+		"htr", "Hierarchical trace representation (libhtr) of the loaded "
+		"Intel PT trace: build an .htr once, then dump the call tree "
+		"and per-function figures from it.  Start with 'htr build'.");
+
+	if (!htr.IsValid())
+		return false;
+	htr.AddCommand("build", new BuildCmd, build_help, build_syntax);
+	htr.AddCommand("dump", new DumpCmd, dump_help, dump_syntax);
+	htr.AddCommand("top", new TopCmd, top_help, top_syntax);
+	return true;
+}
