@@ -4,12 +4,16 @@
  * trusting, sizing and counting transactions live here; what the
  * analyzers store, keyed by their names, is lib/results.c.
  */
+/* F_OFD_SETLK: a lock owned by our own file description, so taking and
+ * dropping it never touches locks LMDB holds in this process. */
+#define _GNU_SOURCE
 #include "analyze.h"
 #include "abi.h"
 #include "le.h"
 #include "lmdbcheck.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +155,32 @@ static int trusted(struct htr_store *st)
 	return 1;
 }
 
+/* Whether another process may have the environment open, and so be
+ * writing to data.mdb as we check it: LMDB holds a lock on lock.mdb for
+ * as long as an environment is open. */
+static int maybe_in_use(const struct htr_store *st)
+{
+#ifdef F_OFD_SETLK
+	struct flock fl;
+	char path[4200];
+	int fd, busy;
+
+	snprintf(path, sizeof(path), "%s/lock.mdb", st->sidecar);
+	fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return errno != ENOENT;
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	busy = fcntl(fd, F_OFD_SETLK, &fl) < 0;
+	close(fd);             /* drops our lock, and only ours */
+	return busy;
+#else
+	(void) st;
+	return 1;
+#endif
+}
+
 /* Opening the environment; 1: unusable (note set), 0, or negative. */
 static int open_env(struct htr_store *st, uint64_t nblocks)
 {
@@ -175,12 +205,12 @@ static int open_env(struct htr_store *st, uint64_t nblocks)
 	/* LMDB trusts its file: check every page it could reach first.
 	 * Another process may be creating it or committing to it as we read
 	 * (a file shorter than its metas, a meta half written, pages reused
-	 * under our walk): damage that lasts is damage, so look again a few
-	 * times before saying so. */
+	 * under our walk): while another process has it open, damage that
+	 * lasts is damage, so look again a few times before saying so. */
 	snprintf(data, sizeof(data), "%s/data.mdb", st->sidecar);
 	for (m = 0; ; m++) {
 		mrc = htr_lmdb__check(data, &st->err);
-		if (mrc != HTR_ERR_CORRUPT || m == 5)
+		if (mrc != HTR_ERR_CORRUPT || m == 5 || !maybe_in_use(st))
 			break;
 		usleep(20000u << m);
 	}
