@@ -306,44 +306,23 @@ static int check_freelist(struct chk *c, uint64_t pg, unsigned level,
 	return 0;
 }
 
-static int check_map(struct chk *c)
+/* The snapshot meta @meta describes: its trees and free list. */
+static int check_snapshot(struct chk *c, const uint8_t *meta)
 {
-	const uint8_t *m0 = c->map + PAGEHDR, *m1, *meta;
 	struct db freedb, maindb, subs[64];
-	uint64_t psize, t0, t1, lastpg, mapsize;
+	uint64_t lastpg = get(meta + META_LASTPG, 8);
+	uint64_t mapsize = get(meta + 16, 8);
 	size_t nsubs = 0, i;
 	int rc;
 
-	if (c->size < 2 * 512)
-		return bad(c, "shorter than two meta pages", 0);
-	psize = get(m0 + META_DBS, 4);
-	if (psize < 512 || psize > 65536 || (psize & (psize - 1)) ||
-	    c->size < 2 * psize)
-		return bad(c, "bad page size", 0);
-	c->psize = psize;
-	m1 = c->map + psize + PAGEHDR;
-	for (i = 0; i < 2; i++) {
-		const uint8_t *pg = c->map + i * psize;
-		const uint8_t *m = pg + PAGEHDR;
-
-		if (get(pg, 8) != i || !(get(pg + 10, 2) & P_META) ||
-		    get(m, 4) != MAGIC || get(m + 4, 4) != DATA_VERSION ||
-		    get(m + META_DBS, 4) != psize)
-			return bad(c, "bad meta page", i);
-	}
-	/* LMDB uses the newer meta. */
-	t0 = get(m0 + META_TXNID, 8);
-	t1 = get(m1 + META_TXNID, 8);
-	meta = t1 > t0 ? m1 : m0;
-	lastpg = get(meta + META_LASTPG, 8);
-	mapsize = get(meta + 16, 8);
-	if (lastpg < 1 || lastpg >= c->size / psize)
+	if (lastpg < 1 || lastpg >= c->size / c->psize)
 		return bad(c, "the last page lies past the end of the file",
 			   lastpg);
 	/* LMDB maps (and sizes tables by) what the meta asks for. */
-	if (mapsize < (lastpg + 1) * psize || mapsize > (1ull << 40))
+	if (mapsize < (lastpg + 1) * c->psize || mapsize > (1ull << 40))
 		return bad(c, "bad map size", 0);
 	c->npages = lastpg + 1;
+	free(c->seen);
 	c->seen = calloc((size_t) (c->npages + 7) / 8, 1);
 	if (!c->seen)
 		return htr_err__set(c->err, HTR_ERR_NOMEM, "out of memory");
@@ -360,6 +339,39 @@ static int check_map(struct chk *c)
 			return rc;
 	if (freedb.root != INVALID_PG)
 		return check_freelist(c, freedb.root, 1, freedb.depth);
+	return 0;
+}
+
+static int check_map(struct chk *c)
+{
+	uint64_t psize;
+	size_t i;
+	int rc;
+
+	if (c->size < 2 * 512)
+		return bad(c, "shorter than two meta pages", 0);
+	psize = get(c->map + PAGEHDR + META_DBS, 4);
+	if (psize < 512 || psize > 65536 || (psize & (psize - 1)) ||
+	    c->size < 2 * psize)
+		return bad(c, "bad page size", 0);
+	c->psize = psize;
+	for (i = 0; i < 2; i++) {
+		const uint8_t *pg = c->map + i * psize;
+		const uint8_t *m = pg + PAGEHDR;
+
+		if (get(pg, 8) != i || !(get(pg + 10, 2) & P_META) ||
+		    get(m, 4) != MAGIC || get(m + 4, 4) != DATA_VERSION ||
+		    get(m + META_DBS, 4) != psize)
+			return bad(c, "bad meta page", i);
+	}
+	/* Both snapshots: LMDB usually reads the newer, but takes the meta
+	 * the lock file's transaction ID names, which can be the older (a
+	 * writer that died mid-commit; a fuzzer found it).  In a sound file
+	 * both are whole trees: pages an older snapshot still uses are only
+	 * reused two commits later, after its meta was overwritten. */
+	for (i = 0; i < 2; i++)
+		if ((rc = check_snapshot(c, c->map + i * psize + PAGEHDR)) != 0)
+			return rc;
 	return 0;
 }
 
