@@ -17,18 +17,34 @@ quietly() {
 }
 
 pkgs="gcc g++ time pkg-config meson ninja-build libipt-dev liblmdb-dev libelf-dev libiberty-dev libcriterion-dev qemu-user libzydis-dev linux-perf"
-missing=""
+# The LLDB plugin and its test (bookworm-security); without them both are
+# skipped, so they may fail to install without failing the set-up.
+optional="lldb-22 liblldb-22-dev"
+missing="" missing_opt=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
 		missing="$missing $p"
 done
-if [ -n "$missing" ]; then
-	echo "setup: installing$missing" >&2
+for p in $optional; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
+		missing_opt="$missing_opt $p"
+done
+if [ -n "$missing$missing_opt" ]; then
 	sudo=""
 	[ "$(id -u)" -eq 0 ] || sudo=sudo
 	$sudo apt-get update -qq
 	export DEBIAN_FRONTEND=noninteractive
+fi
+if [ -n "$missing" ]; then
+	echo "setup: installing$missing" >&2
 	quietly $sudo apt-get install -y -qq --no-install-recommends $missing
+fi
+if [ -n "$missing_opt" ]; then
+	echo "setup: installing$missing_opt (optional)" >&2
+	$sudo apt-get install -y -qq --no-install-recommends $missing_opt \
+		>/dev/null 2>&1 ||
+		echo "setup: could not install$missing_opt: the LLDB plugin" \
+			"and its test are skipped" >&2
 fi
 
 builddir=${HTR_BUILDDIR:-build}
