@@ -128,6 +128,59 @@ static int walk(struct chk *c, uint64_t pg, unsigned level,
 		const struct db *d, int main_db, struct db *subs,
 		size_t *nsubs, size_t maxsubs);
 
+struct span {
+	uint32_t off, len;
+};
+
+static int by_off(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* LMDB keeps a page's nodes packed from mp_upper to the page's end, each
+ * taking its header, key and data rounded up to even, and moves them by
+ * those sizes when it deletes one: nodes that overlap or leave holes make
+ * it write past the page (a fuzzer found it).  Check they tile exactly. */
+static int check_packed(struct chk *c, const uint8_t *p, uint64_t pg,
+			int leaf, uint64_t upper, uint64_t n)
+{
+	struct span *sp = malloc(n * sizeof(*sp));
+	uint64_t i, end = upper;
+	int rc = 0;
+
+	if (!sp)
+		return htr_err__set(c->err, HTR_ERR_NOMEM, "out of memory");
+	for (i = 0; i < n; i++) {
+		uint64_t off = get(p + PAGEHDR + 2 * i, 2), len;
+		const uint8_t *node = p + off;
+
+		if (off < upper || off + NODEHDR > c->psize || (off & 1)) {
+			free(sp);
+			return bad(c, "a node offset is out of bounds", pg);
+		}
+		len = NODEHDR + get(node + 6, 2);
+		if (leaf)
+			len += get(node + 4, 2) & F_BIGDATA ? 8 :
+			       get(node, 2) | get(node + 2, 2) << 16;
+		sp[i].off = (uint32_t) off;
+		sp[i].len = (uint32_t) ((len + 1) & ~1ull);
+		if (len > c->psize)
+			sp[i].len = (uint32_t) c->psize + 2;
+	}
+	qsort(sp, (size_t) n, sizeof(*sp), by_off);
+	for (i = 0; i < n && !rc; i++) {
+		if (sp[i].off != end)
+			rc = bad(c, "nodes overlap or leave a hole", pg);
+		end = (uint64_t) sp[i].off + sp[i].len;
+	}
+	if (!rc && end != c->psize)
+		rc = bad(c, "nodes do not reach the page's end", pg);
+	free(sp);
+	return rc;
+}
+
 /* One node of page @pg, at @off. */
 static int check_node(struct chk *c, uint64_t pg, unsigned level,
 		      const struct db *d, int main_db, struct db *subs,
@@ -200,6 +253,8 @@ static int walk(struct chk *c, uint64_t pg, unsigned level,
 		c->leaf++;
 	else
 		c->branch++;
+	if ((rc = check_packed(c, p, pg, leaf, upper, n)) != 0)
+		return rc;
 	for (i = 0; i < n; i++) {
 		uint64_t off = get(p + PAGEHDR + 2 * i, 2), ksize;
 		const uint8_t *node;
