@@ -19,6 +19,13 @@ if [ ! -f "$plugin" ]; then
 	exit 77
 fi
 
+# lldb-22 itself is not instrumented, so an ASan plugin cannot load into it
+# (the sanitizer runtime must come first in the process).
+if nm -D "$plugin" 2>/dev/null | grep -q '__asan_init'; then
+	echo "skipped: $plugin built with AddressSanitizer; lldb-22 cannot load it"
+	exit 77
+fi
+
 T=$(mktemp -d /tmp/htr-test-lldb.XXXXXX) || exit 1
 trap 'rm -rf "$T"' EXIT
 # The default output directory lives in the cache: keep it in $T.
