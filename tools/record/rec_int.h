@@ -2,6 +2,7 @@
 #ifndef HTR_RECORD_INT_H
 #define HTR_RECORD_INT_H
 
+#include "ptw.h"
 #include "record.h"
 
 #include <intel-pt.h>
@@ -79,36 +80,6 @@ int rec_image_scan(struct rec_image *im, uint64_t want, uint64_t now);
 const struct rec_insn *rec_image_insn(struct rec_image *im, uint64_t pc,
 				      uint64_t now);
 struct rec_mod *rec_image_mod(struct rec_image *im, uint64_t pc);
-
-/* ------------------------------------------------------------------ */
-/* packet writer (ptw.c) */
-
-struct rec_pw {
-	FILE *fp;
-	struct pt_encoder *enc;
-	uint8_t *buf;
-	size_t cap;
-	uint64_t flushed;
-	uint64_t last_ip;
-	int have_ip;
-	uint8_t tnt, tnt_n;
-	int err;
-};
-
-int rec_pw_init(struct rec_pw *w, FILE *fp);
-void rec_pw_fini(struct rec_pw *w);
-uint64_t rec_pw_offset(const struct rec_pw *w);
-void rec_pw_put(struct rec_pw *w, struct pt_packet *p);
-/* Returns 1 when this bit starts a new TNT packet. */
-int rec_pw_tnt_starts(const struct rec_pw *w);
-void rec_pw_tnt(struct rec_pw *w, int taken);
-void rec_pw_tnt_flush(struct rec_pw *w);
-void rec_pw_ip(struct rec_pw *w, enum pt_packet_type type, uint64_t ip);
-void rec_pw_ip_none(struct rec_pw *w, enum pt_packet_type type);
-void rec_pw_simple(struct rec_pw *w, enum pt_packet_type type);
-void rec_pw_tsc(struct rec_pw *w, uint64_t tsc);
-void rec_pw_mode_exec(struct rec_pw *w);
-int rec_pw_finish(struct rec_pw *w);
 
 /* ------------------------------------------------------------------ */
 /* one guest thread (thread.c) */

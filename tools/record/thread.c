@@ -54,7 +54,7 @@ struct rec_thread {
 	struct rec_ctx *c;
 	unsigned cpu;
 	FILE *pt_fp, *truth;
-	struct rec_pw w;
+	struct ptw w;
 	char pt_path[512], truth_path[512];
 	/* the instruction waiting for its successor */
 	struct rec_insn cur;
@@ -314,36 +314,36 @@ static void timing(struct rec_thread *t)
 	uint64_t now = t->c->clock;
 
 	if (now - t->dtime >= t->c->o->tsc_gran) {
-		rec_pw_tsc(&t->w, now);
+		ptw_tsc(&t->w, now);
 		t->dtime = now;
 	}
 }
 
 static void tnt(struct rec_thread *t, int taken)
 {
-	if (rec_pw_tnt_starts(&t->w))
+	if (ptw_tnt_starts(&t->w))
 		timing(t);
-	rec_pw_tnt(&t->w, taken);
+	ptw_tnt(&t->w, taken, 6);
 }
 
 static void tip(struct rec_thread *t, uint64_t ip)
 {
-	rec_pw_tnt_flush(&t->w);
+	ptw_tnt_flush(&t->w);
 	timing(t);
-	rec_pw_ip(&t->w, ppt_tip, ip);
+	ptw_ip(&t->w, ppt_tip, ip);
 }
 
 static void psb(struct rec_thread *t, uint64_t fup)
 {
-	rec_pw_simple(&t->w, ppt_psb);
+	ptw_simple(&t->w, ppt_psb);
 	/* PSB+ repeats the decoder's time: it reads PSB+ ahead. */
-	rec_pw_tsc(&t->w, t->dtime);
+	ptw_tsc(&t->w, t->dtime);
 	if (fup) {
-		rec_pw_mode_exec(&t->w);
-		rec_pw_ip(&t->w, ppt_fup, fup);
+		ptw_mode_exec(&t->w);
+		ptw_ip(&t->w, ppt_fup, fup);
 	}
-	rec_pw_simple(&t->w, ppt_psbend);
-	t->psb_last = rec_pw_offset(&t->w);
+	ptw_simple(&t->w, ppt_psbend);
+	t->psb_last = ptw_offset(&t->w);
 	/* Conservatively, nothing before a PSB+ is compressed after it. */
 	comp_reset(t);
 }
@@ -351,9 +351,9 @@ static void psb(struct rec_thread *t, uint64_t fup)
 static void disable(struct rec_thread *t, uint64_t ip, int suppressed)
 {
 	if (suppressed)
-		rec_pw_ip_none(&t->w, ppt_tip_pgd);
+		ptw_ip_suppressed(&t->w, ppt_tip_pgd);
 	else
-		rec_pw_ip(&t->w, ppt_tip_pgd, ip);
+		ptw_ip(&t->w, ppt_tip_pgd, ip);
 	t->on = 0;
 }
 
@@ -369,14 +369,14 @@ static void arrive(struct rec_thread *t, const struct rec_insn *in)
 				(unsigned long long) t->id);
 			t->gaps++;
 		}
-		rec_pw_mode_exec(&t->w);
-		rec_pw_ip(&t->w, ppt_tip_pge, in->pc);
+		ptw_mode_exec(&t->w);
+		ptw_ip(&t->w, ppt_tip_pge, in->pc);
 		comp_reset(t);
 		t->on = 1;
 		t->started = 1;
-	} else if (t->on && rec_pw_offset(&t->w) - t->psb_last >=
+	} else if (t->on && ptw_offset(&t->w) - t->psb_last >=
 		   t->c->o->psb_period) {
-		rec_pw_tnt_flush(&t->w);
+		ptw_tnt_flush(&t->w);
 		psb(t, in->pc);
 	}
 }
@@ -458,7 +458,7 @@ static void flow(struct rec_thread *t, const struct rec_insn *in, uint64_t next,
 static void interrupt(struct rec_thread *t, uint64_t next)
 {
 	if (t->on) {
-		rec_pw_ip(&t->w, ppt_fup, next);
+		ptw_ip(&t->w, ppt_fup, next);
 		disable(t, 0, 1);
 	}
 }
@@ -676,7 +676,7 @@ struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned cpu)
 		 c->tmpdir, cpu);
 	t->pt_fp = fopen(t->pt_path, "wb");
 	t->truth = fopen(t->truth_path, "w");
-	if (!t->pt_fp || !t->truth || rec_pw_init(&t->w, t->pt_fp) < 0) {
+	if (!t->pt_fp || !t->truth || ptw_init(&t->w, t->pt_fp) < 0) {
 		rec_fail(c, "%s: cannot write the thread's trace", c->tmpdir);
 		rec_thread_free(t);
 		return NULL;
@@ -727,7 +727,7 @@ int rec_thread_end(struct rec_thread *t)
 	fprintf(t->truth, "insns %llu\nblocks %llu\ngaps %llu\nend\n",
 		(unsigned long long) t->id, (unsigned long long) t->blocks,
 		(unsigned long long) t->gaps);
-	rc = rec_pw_finish(&t->w);
+	rc = ptw_finish(&t->w);
 	if (fclose(t->truth) != 0)
 		rc = -1;
 	t->truth = NULL;
@@ -746,7 +746,7 @@ void rec_thread_stats(const struct rec_thread *t, struct rec_thread_stats *s)
 	s->insns = t->id;
 	s->blocks = t->blocks;
 	s->gaps = t->gaps;
-	s->bytes = rec_pw_offset(&t->w);
+	s->bytes = ptw_offset(&t->w);
 	s->first_tsc = t->first_tsc;
 	s->last_tsc = t->dtime;
 }
@@ -760,7 +760,7 @@ void rec_thread_free(struct rec_thread *t)
 	if (t->pt_fp)
 		fclose(t->pt_fp);
 	if (t->w.enc)
-		rec_pw_fini(&t->w);
+		ptw_fini(&t->w);
 	free(t->st);
 	free(t->fkeys);
 	free(t->fvals);

@@ -300,7 +300,7 @@ static void psb(struct run *r, int enabled)
 {
 	struct pt_packet p;
 
-	ptw_psb(&r->w);
+	ptw_simple(&r->w, ppt_psb);
 	put_tsc_tma(r, r->dtime);
 	memset(&p, 0, sizeof(p));
 	p.type = ppt_cbr;

@@ -1,10 +1,10 @@
-/* Packet writer; see synth_int.h. */
-#include "synth_int.h"
+#include "ptw.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define PTW_BUF (1u << 20)
+/* Small enough for one writer per recorded thread. */
+#define PTW_BUF (1u << 18)
 
 int ptw_init(struct ptw *w, FILE *fp)
 {
@@ -22,6 +22,7 @@ int ptw_init(struct ptw *w, FILE *fp)
 	w->enc = pt_alloc_encoder(&cfg);
 	if (!w->enc) {
 		free(w->buf);
+		w->buf = NULL;
 		return -1;
 	}
 	return 0;
@@ -35,7 +36,7 @@ void ptw_fini(struct ptw *w)
 	w->buf = NULL;
 }
 
-static uint64_t pos(const struct ptw *w)
+static uint64_t pending(const struct ptw *w)
 {
 	uint64_t off = 0;
 
@@ -45,12 +46,12 @@ static uint64_t pos(const struct ptw *w)
 
 uint64_t ptw_offset(const struct ptw *w)
 {
-	return w->flushed + pos(w) + 0;
+	return w->flushed + pending(w);
 }
 
 static void flush(struct ptw *w)
 {
-	uint64_t n = pos(w);
+	uint64_t n = pending(w);
 
 	if (n && fwrite(w->buf, 1, n, w->fp) != n)
 		w->err = 1;
@@ -61,10 +62,15 @@ static void flush(struct ptw *w)
 void ptw_put(struct ptw *w, struct pt_packet *pkt)
 {
 	/* The largest packet is 16 bytes (PSB); keep room for any. */
-	if (w->bufsize - pos(w) < 64)
+	if (w->bufsize - pending(w) < 64)
 		flush(w);
 	if (pt_enc_next(w->enc, pkt) < 0)
 		w->err = 1;
+}
+
+int ptw_tnt_starts(const struct ptw *w)
+{
+	return w->tnt_n == 0;
 }
 
 void ptw_tnt_flush(struct ptw *w)
@@ -77,9 +83,9 @@ void ptw_tnt_flush(struct ptw *w)
 	p.type = w->tnt_max > 6 ? ppt_tnt_64 : ppt_tnt_8;
 	p.payload.tnt.bit_size = (uint8_t) w->tnt_n;
 	p.payload.tnt.payload = w->tnt;
-	ptw_put(w, &p);
 	w->tnt = 0;
 	w->tnt_n = 0;
+	ptw_put(w, &p);
 }
 
 void ptw_tnt(struct ptw *w, int taken, unsigned max)
@@ -98,13 +104,12 @@ void ptw_ip(struct ptw *w, enum pt_packet_type type, uint64_t ip)
 	ptw_tnt_flush(w);
 	memset(&p, 0, sizeof(p));
 	p.type = type;
-	p.payload.ip.ip = ip;
 	if (w->have_ip && (ip >> 16) == (w->last_ip >> 16)) {
 		p.payload.ip.ipc = pt_ipc_update_16;
-		p.payload.ip.ip = ip & 0xffff;
+		p.payload.ip.ip = ip & 0xffffu;
 	} else if (w->have_ip && (ip >> 32) == (w->last_ip >> 32)) {
 		p.payload.ip.ipc = pt_ipc_update_32;
-		p.payload.ip.ip = ip & 0xffffffffull;
+		p.payload.ip.ip = ip & 0xffffffffu;
 	} else {
 		p.payload.ip.ipc = pt_ipc_sext_48;
 		p.payload.ip.ip = ip & 0xffffffffffffull;
@@ -125,21 +130,47 @@ void ptw_ip_suppressed(struct ptw *w, enum pt_packet_type type)
 	ptw_put(w, &p);
 }
 
-void ptw_psb(struct ptw *w)
+void ptw_simple(struct ptw *w, enum pt_packet_type type)
 {
 	struct pt_packet p;
 
 	ptw_tnt_flush(w);
 	memset(&p, 0, sizeof(p));
-	p.type = ppt_psb;
+	p.type = type;
 	ptw_put(w, &p);
-	w->have_ip = 0;
-	w->last_ip = 0;
+	if (type == ppt_psb) {
+		w->have_ip = 0;
+		w->last_ip = 0;
+	}
+}
+
+void ptw_tsc(struct ptw *w, uint64_t tsc)
+{
+	struct pt_packet p;
+
+	memset(&p, 0, sizeof(p));
+	p.type = ppt_tsc;
+	p.payload.tsc.tsc = tsc;
+	ptw_put(w, &p);
+}
+
+void ptw_mode_exec(struct ptw *w)
+{
+	struct pt_packet p;
+
+	ptw_tnt_flush(w);
+	memset(&p, 0, sizeof(p));
+	p.type = ppt_mode;
+	p.payload.mode.leaf = pt_mol_exec;
+	p.payload.mode.bits.exec = pt_set_exec_mode(ptem_64bit);
+	ptw_put(w, &p);
 }
 
 int ptw_finish(struct ptw *w)
 {
 	ptw_tnt_flush(w);
 	flush(w);
+	if (fflush(w->fp) != 0)
+		w->err = 1;
 	return w->err ? -1 : 0;
 }
