@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -988,55 +989,71 @@ int htr_perfdata__thread_has(const struct htr_perfdata *pd,
 	return 0;
 }
 
+/* Opens @path as a 64-bit little-endian ELF file for libelf. Returns 0
+ * with *fd and *elf to close with close_elf(), or an error. */
+static int open_elf(const char *path, int *fd, Elf **elf,
+		    struct htr_err *err)
+{
+	const char *id;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return htr_err__set(err, HTR_ERR_FORMAT, "libelf: %s",
+				    elf_errmsg(-1));
+	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (*fd < 0)
+		return htr_err__sys(err, "%s", path);
+	*elf = elf_begin(*fd, ELF_C_READ, NULL);
+	id = *elf ? elf_getident(*elf, NULL) : NULL;
+	if (!id || elf_kind(*elf) != ELF_K_ELF || id[EI_CLASS] != ELFCLASS64 ||
+	    id[EI_DATA] != ELFDATA2LSB) {
+		elf_end(*elf);
+		close(*fd);
+		return htr_err__set(err, HTR_ERR_FORMAT, "%s: not a 64-bit "
+				    "little-endian ELF file", path);
+	}
+	return 0;
+}
+
+static void close_elf(int fd, Elf *elf)
+{
+	elf_end(elf);
+	close(fd);
+}
+
 int htr_perfdata__elf_base(const char *path, const struct htr_perf_module *m,
 			   uint64_t *base, struct htr_err *err)
 {
-	uint8_t eh[64], ph[56];
-	uint64_t phoff, lowest = UINT64_MAX, link = 0, i;
-	unsigned phentsize, phnum;
-	int fd, found = 0, rc = 0;
+	uint64_t lowest = UINT64_MAX, link = 0;
+	size_t n, i;
+	GElf_Phdr ph;
+	Elf *elf;
+	int fd, found = 0, rc;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return htr_err__sys(err, "%s", path);
-	if (pread(fd, eh, sizeof(eh), 0) != (ssize_t) sizeof(eh) ||
-	    memcmp(eh, "\177ELF", 4) || eh[4] != 2 || eh[5] != 1) {
-		rc = htr_err__set(err, HTR_ERR_FORMAT, "%s: not a 64-bit "
-				  "little-endian ELF file", path);
+	rc = open_elf(path, &fd, &elf, err);
+	if (rc < 0)
+		return rc;
+	if (elf_getphdrnum(elf, &n) != 0) {
+		rc = htr_err__set(err, HTR_ERR_FORMAT, "%s: bad program "
+				  "header table: %s", path, elf_errmsg(-1));
 		goto out;
 	}
-	phoff = le(eh + 32, 8);
-	phentsize = (unsigned) le(eh + 54, 2);
-	phnum = (unsigned) le(eh + 56, 2);
-	if (phentsize < sizeof(ph)) {
-		rc = htr_err__set(err, HTR_ERR_FORMAT, "%s: program headers "
-				  "of %u bytes", path, phentsize);
-		goto out;
-	}
-	for (i = 0; i < phnum; i++) {
-		uint64_t off, vaddr, filesz;
-
-		if (phoff > UINT64_MAX / 2 || i * phentsize > UINT64_MAX / 2 ||
-		    pread(fd, ph, sizeof(ph), (off_t) (phoff + i * phentsize))
-		    != (ssize_t) sizeof(ph)) {
+	for (i = 0; i < n; i++) {
+		if (!gelf_getphdr(elf, (int) i, &ph)) {
 			rc = htr_err__set(err, HTR_ERR_FORMAT, "%s: program "
-					  "header %llu cut short", path,
-					  (unsigned long long) i);
+					  "header %zu: %s", path, i,
+					  elf_errmsg(-1));
 			goto out;
 		}
-		if (le(ph, 4) != 1)        /* PT_LOAD */
+		if (ph.p_type != PT_LOAD)
 			continue;
-		off = le(ph + 8, 8);
-		vaddr = le(ph + 16, 8);
-		filesz = le(ph + 32, 8);
-		if (vaddr < lowest)
-			lowest = vaddr;
+		if (ph.p_vaddr < lowest)
+			lowest = ph.p_vaddr;
 		/* The segment holding file offset pgoff (the mapping starts
 		 * at its page). */
-		if (!found && m->pgoff >= (off & ~(uint64_t) 0xfff) &&
-		    m->pgoff - (off & ~(uint64_t) 0xfff) <=
-		    filesz + (off & 0xfff)) {
-			link = vaddr - (off - m->pgoff);
+		if (!found && m->pgoff >= (ph.p_offset & ~(uint64_t) 0xfff) &&
+		    m->pgoff - (ph.p_offset & ~(uint64_t) 0xfff) <=
+		    ph.p_filesz + (ph.p_offset & 0xfff)) {
+			link = ph.p_vaddr - (ph.p_offset - m->pgoff);
 			found = 1;
 		}
 	}
@@ -1050,84 +1067,54 @@ int htr_perfdata__elf_base(const char *path, const struct htr_perf_module *m,
 	/* Modular arithmetic: a mapping below the link address works. */
 	*base = lowest + (m->addr - link);
 out:
-	close(fd);
+	close_elf(fd, elf);
 	return rc;
 }
 
-/* The notes in @n bytes at @p: the GNU build-id, if any. */
-static void find_build_id(const uint8_t *p, uint64_t n, uint8_t id[20],
-			  size_t *size)
+/* The GNU build-id among the notes of @d, if any. */
+static void find_build_id(Elf_Data *d, uint8_t id[20], size_t *size)
 {
-	uint64_t off = 0, namesz, descsz, type, name_end, desc_end;
+	size_t off = 0, next, name, desc;
+	GElf_Nhdr nh;
 
-	while (n - off >= 12) {
-		namesz = le(p + off, 4);
-		descsz = le(p + off + 4, 4);
-		type = le(p + off + 8, 4);
-		name_end = off + 12 + ((namesz + 3) & ~(uint64_t) 3);
-		if (name_end > n)
-			return;
-		desc_end = name_end + ((descsz + 3) & ~(uint64_t) 3);
-		if (desc_end > n || name_end + descsz > n)
-			return;
-		if (type == 3 && namesz == 4 && !memcmp(p + off + 12, "GNU", 4) &&
-		    descsz) {          /* NT_GNU_BUILD_ID */
-			*size = descsz > 20 ? 20 : (size_t) descsz;
-			memcpy(id, p + name_end, *size);
+	while ((next = gelf_getnote(d, off, &nh, &name, &desc)) > 0) {
+		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+		    !memcmp((const char *) d->d_buf + name, "GNU", 4) &&
+		    nh.n_descsz) {
+			*size = nh.n_descsz > 20 ? 20 : nh.n_descsz;
+			memcpy(id, (const uint8_t *) d->d_buf + desc, *size);
 			return;
 		}
-		off = desc_end;
+		off = next;
 	}
 }
 
 int htr_perfdata__elf_build_id(const char *path, uint8_t id[20],
 			       size_t *size, struct htr_err *err)
 {
-	uint8_t eh[64], ph[56], *notes = NULL;
-	uint64_t phoff, i;
-	unsigned phentsize, phnum;
-	int fd, rc = 0;
+	size_t n, i;
+	GElf_Phdr ph;
+	Elf_Data *d;
+	Elf *elf;
+	int fd, rc;
 
 	*size = 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return htr_err__sys(err, "%s", path);
-	if (pread(fd, eh, sizeof(eh), 0) != (ssize_t) sizeof(eh) ||
-	    memcmp(eh, "\177ELF", 4) || eh[4] != 2 || eh[5] != 1) {
-		rc = htr_err__set(err, HTR_ERR_FORMAT, "%s: not a 64-bit "
-				  "little-endian ELF file", path);
-		goto out;
-	}
-	phoff = le(eh + 32, 8);
-	phentsize = (unsigned) le(eh + 54, 2);
-	phnum = (unsigned) le(eh + 56, 2);
-	if (phentsize < sizeof(ph) || phoff > UINT64_MAX / 2)
-		goto out;
-	for (i = 0; i < phnum && !*size; i++) {
-		uint64_t off, filesz;
-
-		if (pread(fd, ph, sizeof(ph), (off_t) (phoff + i * phentsize))
-		    != (ssize_t) sizeof(ph))
-			break;
-		if (le(ph, 4) != 4)        /* PT_NOTE */
+	rc = open_elf(path, &fd, &elf, err);
+	if (rc < 0)
+		return rc;
+	/* A file without readable notes has no build-id: not an error. */
+	if (elf_getphdrnum(elf, &n) != 0)
+		n = 0;
+	for (i = 0; i < n && !*size; i++) {
+		if (!gelf_getphdr(elf, (int) i, &ph) || ph.p_type != PT_NOTE)
 			continue;
-		off = le(ph + 8, 8);
-		filesz = le(ph + 32, 8);
-		if (!filesz || filesz > 65536 || off > UINT64_MAX / 2)
-			continue;
-		notes = malloc((size_t) filesz);
-		if (!notes) {
-			rc = htr_err__set(err, HTR_ERR_NOMEM, "%s: out of "
-					  "memory", path);
-			goto out;
-		}
-		if (pread(fd, notes, (size_t) filesz, (off_t) off) ==
-		    (ssize_t) filesz)
-			find_build_id(notes, filesz, id, size);
-		free(notes);
-		notes = NULL;
+		/* libelf checks the chunk lies inside the file. */
+		d = elf_getdata_rawchunk(elf, (int64_t) ph.p_offset,
+					 ph.p_filesz, ph.p_align == 8 ?
+					 ELF_T_NHDR8 : ELF_T_NHDR);
+		if (d)
+			find_build_id(d, id, size);
 	}
-out:
-	close(fd);
-	return rc;
+	close_elf(fd, elf);
+	return 0;
 }
