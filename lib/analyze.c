@@ -330,6 +330,20 @@ static int read_opts(struct htr_analysis *a, struct htr_analysis_opts *o,
 	return 0;
 }
 
+/* A handle in *out, even when the options are refused: its error says
+ * why (the caller closes it). */
+static int new_analysis(struct htr_analysis **out,
+			struct htr_analysis_opts *o,
+			const struct htr_analysis_opts *opts)
+{
+	if (!out)
+		return HTR_ERR_INVALID;
+	*out = calloc(1, sizeof(**out));
+	if (!*out)
+		return HTR_ERR_NOMEM;
+	return read_opts(*out, o, opts);
+}
+
 int htr_analysis_open(struct htr_analysis **out, const struct htr_file *file,
 		      const struct htr_analysis_opts *opts)
 {
@@ -339,16 +353,10 @@ int htr_analysis_open(struct htr_analysis **out, const struct htr_file *file,
 	struct htr_analysis *a;
 	int rc;
 
-	if (!out)
-		return HTR_ERR_INVALID;
-	*out = NULL;
-	a = calloc(1, sizeof(*a));
-	if (!a)
-		return HTR_ERR_NOMEM;
-	*out = a;
-	rc = read_opts(a, &o, opts);
+	rc = new_analysis(out, &o, opts);
 	if (rc < 0)
 		return rc;
+	a = *out;
 	if (htr_file_info(file, &fi, sizeof(fi)) < 0)
 		return htr_err__set(&a->err, HTR_ERR_INVALID, "no open .htr "
 				    "file");
@@ -378,16 +386,10 @@ int htr_analysis_open_store(struct htr_analysis **out, struct htr_store *store,
 	struct htr_analysis *a;
 	int rc;
 
-	if (!out)
-		return HTR_ERR_INVALID;
-	*out = NULL;
-	a = calloc(1, sizeof(*a));
-	if (!a)
-		return HTR_ERR_NOMEM;
-	*out = a;
-	rc = read_opts(a, &o, opts);
+	rc = new_analysis(out, &o, opts);
 	if (rc < 0)
 		return rc;
+	a = *out;
 	if (!store || !store->file || !store->nreg)
 		return htr_err__set(&a->err, HTR_ERR_INVALID, "no open store");
 	a->store = store;
