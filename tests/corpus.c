@@ -25,6 +25,27 @@ int split_tabs(char *line, struct mrow *m)
 	return m->n;
 }
 
+int manifest_row(char *line, struct mrow *m, struct mcols *c)
+{
+	int i;
+
+	split_tabs(line, m);
+	if (c->v205 >= 0)
+		return 1;
+	for (i = 0; i < m->n; i++) {
+		if (!strcmp(m->f[i], "in_libipt_v2.0.5_tests"))
+			c->v205 = i;
+		if (!strcmp(m->f[i], "exp_files"))
+			c->files = i;
+	}
+	return 0;
+}
+
+int in_v205(const struct mrow *m, const struct mcols *c)
+{
+	return m->n > c->v205 && !strcmp(m->f[c->v205], "yes");
+}
+
 /* Count instructions and decode errors in a -ptxed.exp file. */
 int read_exp(const char *path, long *insns, long *errors)
 {

@@ -9,6 +9,14 @@ struct mrow { char *f[32]; int n; };
 
 int split_tabs(char *line, struct mrow *m);
 
+/* The manifest columns the suites read; both -1 before its header row. */
+struct mcols { int v205, files; };
+/* Splits the manifest line @line into @m.  Returns 0 for the header row,
+ * whose columns it records in @c (still -1 when one is missing), else 1. */
+int manifest_row(char *line, struct mrow *m, struct mcols *c);
+/* Whether the case in row @m is among libipt 2.0.5's own tests. */
+int in_v205(const struct mrow *m, const struct mcols *c);
+
 /* Count instructions and decode errors in a -ptxed.exp file.  0 or -1. */
 int read_exp(const char *path, long *insns, long *errors);
 

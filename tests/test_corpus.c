@@ -248,7 +248,8 @@ Test(corpus, build, .timeout = 300)
 {
 	char cbuf[1024], path[1100], line[8192], why[512];
 	const char *cdir = corpus_dir(cbuf, sizeof(cbuf));
-	int col_v205 = -1, col_files = -1, built = 0, failed = 0, skipped = 0;
+	struct mcols mc = { -1, -1 };
+	int built = 0, failed = 0, skipped = 0;
 	struct skips sk;
 	FILE *fp;
 
@@ -263,25 +264,17 @@ Test(corpus, build, .timeout = 300)
 	while (fgets(line, sizeof(line), fp)) {
 		struct mrow m;
 		char files[4096], *fn, *save;
-		int k;
 
-		split_tabs(line, &m);
-		if (col_v205 < 0) {
-			for (k = 0; k < m.n; k++) {
-				if (!strcmp(m.f[k], "in_libipt_v2.0.5_tests"))
-					col_v205 = k;
-				if (!strcmp(m.f[k], "exp_files"))
-					col_files = k;
-			}
-			cr_assert(col_v205 >= 0 && col_files >= 0);
+		if (!manifest_row(line, &m, &mc)) {
+			cr_assert(mc.v205 >= 0 && mc.files >= 0);
 			continue;
 		}
-		if (m.n <= col_v205 || strcmp(m.f[col_v205], "yes")) {
+		if (!in_v205(&m, &mc)) {
 			skipped++;
 			skips_add(&sk, "test is newer than libipt 2.0.5");
 			continue;
 		}
-		snprintf(files, sizeof(files), "%s", m.f[col_files]);
+		snprintf(files, sizeof(files), "%s", m.f[mc.files]);
 		for (fn = strtok_r(files, ",", &save); fn;
 		     fn = strtok_r(NULL, ",", &save)) {
 			char cpu[32] = "", insn_out[512], *c = strstr(fn, "-ptxed");

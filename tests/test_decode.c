@@ -661,7 +661,8 @@ Test(decode, corpus, .timeout = 120)
 {
 	char cbuf[1024], path[1100], line[8192], why[512];
 	const char *cdir = corpus_dir(cbuf, sizeof(cbuf));
-	int col_v205 = -1, col_files = -1, tested = 0, failed = 0, skipped = 0;
+	struct mcols mc = { -1, -1 };
+	int tested = 0, failed = 0, skipped = 0;
 	int skip_variants = 0, passed_tests = 0;
 	struct skips sk;
 	FILE *fp;
@@ -680,29 +681,18 @@ Test(decode, corpus, .timeout = 120)
 		char files[4096], *f, *save;
 		int any = 0, bad = 0;
 
-		split_tabs(line, &m);
-		if (col_v205 < 0) {
-			int i;
-
-			for (i = 0; i < m.n; i++) {
-				if (!strcmp(m.f[i], "in_libipt_v2.0.5_tests"))
-					col_v205 = i;
-				if (!strcmp(m.f[i], "exp_files"))
-					col_files = i;
-			}
-			cr_assert(col_v205 >= 0 && col_files >= 0);
+		if (!manifest_row(line, &m, &mc)) {
+			cr_assert(mc.v205 >= 0 && mc.files >= 0);
 			continue;
 		}
-		if (m.n <= col_v205 || strcmp(m.f[col_v205], "yes") ||
-		    !strcmp(m.f[7], "-")) {
+		if (!in_v205(&m, &mc) || !strcmp(m.f[7], "-")) {
 			skipped++;
-			skips_add(&sk, m.n <= col_v205 ||
-				  strcmp(m.f[col_v205], "yes") ?
+			skips_add(&sk, !in_v205(&m, &mc) ?
 				  "test is newer than libipt 2.0.5" :
 				  "no ptxed expectation");
 			continue;
 		}
-		snprintf(files, sizeof(files), "%s", m.f[col_files]);
+		snprintf(files, sizeof(files), "%s", m.f[mc.files]);
 		for (f = strtok_r(files, ",", &save); f;
 		     f = strtok_r(NULL, ",", &save)) {
 			char cpu[32] = "", *c;

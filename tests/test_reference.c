@@ -840,7 +840,8 @@ Test(reference, corpus, .timeout = 300)
 {
 	char cbuf[1024], path[1100], line[8192], why[512], last_skip[256] = "";
 	const char *cdir = corpus_dir(cbuf, sizeof(cbuf));
-	int col_v205 = -1, col_files = -1, k, nskips = 0;
+	struct mcols mc = { -1, -1 };
+	int k, nskips = 0;
 	struct skip skips[MAX_SKIPS];
 	unsigned agree = 0, bad = 0, skipped = 0, cpu_skipped = 0;
 	unsigned unsupported = 0;
@@ -861,22 +862,15 @@ Test(reference, corpus, .timeout = 300)
 		char files[4096], *fn, *save;
 		int nexp;
 
-		split_tabs(line, &m);
-		if (col_v205 < 0) {
-			for (k = 0; k < m.n; k++) {
-				if (!strcmp(m.f[k], "in_libipt_v2.0.5_tests"))
-					col_v205 = k;
-				if (!strcmp(m.f[k], "exp_files"))
-					col_files = k;
-			}
-			cr_assert(col_v205 >= 0 && col_files >= 0);
+		if (!manifest_row(line, &m, &mc)) {
+			cr_assert(mc.v205 >= 0 && mc.files >= 0);
 			continue;
 		}
-		if (m.n <= col_v205 || strcmp(m.f[col_v205], "yes")) {
+		if (!in_v205(&m, &mc)) {
 			unsupported++;
 			continue;
 		}
-		snprintf(files, sizeof(files), "%s", m.f[col_files]);
+		snprintf(files, sizeof(files), "%s", m.f[mc.files]);
 		/* A test without a ptxed expectation (ptdump only) is still
 		 * compared once, without a CPU. */
 		nexp = 0;
