@@ -26,10 +26,13 @@ struct htr_builder {
 	struct htr_build_opts opts;
 	struct htr_image *img;
 	struct htr_err err;
+	bool have_thread;
+	struct htr_disk_thread thread;
 };
 
 #define BUILD_OPTS_SIZE0 HTR_ABI_SIZE0(struct htr_build_opts, payload)
 #define BUILD_STATS_SIZE0 HTR_ABI_SIZE0(struct htr_build_stats, timing_unusable)
+#define THREAD_INFO_SIZE0 HTR_ABI_SIZE0(struct htr_thread_info, clock_ns)
 
 void htr_build_opts_init_size(struct htr_build_opts *opts, size_t size)
 {
@@ -99,6 +102,31 @@ int htr_builder_add_elf_at(struct htr_builder *b, const char *path,
 	htr_err__clear(&b->err);
 	return htr_image__add_elf(b->img, path, base != NULL,
 				  base ? *base : 0, &b->err);
+}
+
+int htr_builder_set_thread(struct htr_builder *b,
+			   const struct htr_thread_info *info)
+{
+	struct htr_thread_info ti;
+	struct htr_disk_thread *t;
+
+	if (!b || !info || htr_abi__in(&ti, sizeof(ti), info, info->size,
+				       THREAD_INFO_SIZE0) < 0 ||
+	    ti.flags & ~(HTR_THREAD_NS | HTR_THREAD_WALL) || ti.time_shift > 63)
+		return HTR_ERR_INVALID;
+	t = &b->thread;
+	memset(t, 0, sizeof(*t));
+	t->pid = ti.pid;
+	t->tid = ti.tid;
+	t->flags = ti.flags;
+	t->time_shift = ti.time_shift;
+	t->time_mult = ti.time_mult;
+	t->time_zero = ti.time_zero;
+	t->wall_ns = ti.wall_ns;
+	t->clock_ns = ti.clock_ns;
+	memcpy(t->comm, ti.comm, sizeof(t->comm) - 1);
+	b->have_thread = true;
+	return 0;
 }
 
 int htr_builder_add_bytes(struct htr_builder *b, const void *data,
@@ -323,6 +351,8 @@ static int run(struct htr_builder *b, const uint8_t *data, uint64_t tsize,
 		if (rc < 0)
 			goto werr;
 	}
+	if (b->have_thread && (rc = htr_writer__thread(g.w, &b->thread)) < 0)
+		goto werr;
 	rc = htr_tb__alloc(&g.tb, g.w);
 	if (rc < 0) {
 		htr_err__set(&b->err, rc, "out of memory");

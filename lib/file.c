@@ -23,6 +23,7 @@
 #define GAP_INFO_SIZE0 HTR_ABI_SIZE0(struct htr_gap_info, code)
 #define IMAGE_INFO_SIZE0 HTR_ABI_SIZE0(struct htr_image_info, kind)
 #define SYNC_INFO_SIZE0 HTR_ABI_SIZE0(struct htr_sync_info, id)
+#define THREAD_INFO_SIZE0 HTR_ABI_SIZE0(struct htr_thread_info, clock_ns)
 
 void htr_open_opts_init_size(struct htr_open_opts *opts, size_t size)
 {
@@ -36,7 +37,14 @@ const struct htr_file__section htr_file__sections[HTR_NSECTIONS] = {
 	{ HTR_SEC_TSC, sizeof(struct htr_disk_tsc), "tsc" },
 	{ HTR_SEC_SYNC, sizeof(struct htr_disk_sync), "sync" },
 	{ HTR_SEC_IMAGES, 1, "images" },
+	{ HTR_SEC_THREAD, sizeof(struct htr_disk_thread), "thread" },
 };
+
+/* Sections of each version: version 1 has no thread section. */
+static uint32_t nsections_of(uint32_t version)
+{
+	return version == 1 ? HTR_NSECTIONS - 1 : HTR_NSECTIONS;
+}
 
 static int corrupt(struct htr_file *f, const char *what)
 {
@@ -80,16 +88,16 @@ static int check_sections(struct htr_file *f, const struct htr_disk_header *h)
 		(const struct htr_disk_section *) (f->map + h->section_table);
 	const struct htr_disk_section *found[HTR_NSECTIONS] = { NULL };
 	const struct htr_file__section *desc = htr_file__sections;
-	uint32_t i, j;
+	uint32_t i, j, nsec = nsections_of(h->version);
 	uint64_t k;
 
 	for (i = 0; i < h->nsections; i++) {
 		const struct htr_disk_section *s = &tab[i];
 
-		for (j = 0; j < HTR_NSECTIONS; j++)
+		for (j = 0; j < nsec; j++)
 			if (desc[j].id == s->id)
 				break;
-		if (j == HTR_NSECTIONS)
+		if (j == nsec)
 			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
 				"%s: unknown section id %u", f->path,
 				(unsigned) s->id);
@@ -114,13 +122,13 @@ static int check_sections(struct htr_file *f, const struct htr_disk_header *h)
 				"size %llu)", f->path, desc[j].name,
 				U64(s->offset), U64(s->size));
 	}
-	for (j = 0; j < HTR_NSECTIONS; j++)
+	for (j = 0; j < nsec; j++)
 		if (!found[j])
 			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
 				"%s: section %s missing", f->path,
 				desc[j].name);
-	for (i = 0; i < HTR_NSECTIONS; i++)
-		for (j = i + 1; j < HTR_NSECTIONS; j++) {
+	for (i = 0; i < nsec; i++)
+		for (j = i + 1; j < nsec; j++) {
 			const struct htr_disk_section *a = found[i], *b = found[j];
 
 			if (a->size && b->size && a->offset < b->offset + b->size &&
@@ -143,6 +151,17 @@ static int check_sections(struct htr_file *f, const struct htr_disk_header *h)
 	f->nsync = found[4]->size / sizeof(struct htr_disk_sync);
 	f->images = f->map + found[5]->offset;
 	f->images_size = found[5]->size;
+	if (nsec > 6 && found[6]->size) {
+		if (found[6]->size != sizeof(struct htr_disk_thread))
+			return corrupt(f, "more than one thread record");
+		f->thread = (const struct htr_disk_thread *)
+			    (f->map + found[6]->offset);
+		if (f->thread->flags & ~(uint32_t) (HTR_THREAD_NS |
+						    HTR_THREAD_WALL) ||
+		    f->thread->time_shift > 63 ||
+		    f->thread->comm[sizeof(f->thread->comm) - 1])
+			return corrupt(f, "bad thread record");
+	}
 
 	/* Counts. */
 	if (h->nblocks != f->nblocks)
@@ -244,10 +263,12 @@ static int validate(struct htr_file *f, int verify_body)
 			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
 				"%s: bad endianness tag 0x%08x", f->path,
 				(unsigned) h.endian);
-		if (h.version != HTR_FORMAT_VERSION)
+		if (h.version < HTR_FORMAT_VERSION_MIN ||
+		    h.version > HTR_FORMAT_VERSION)
 			return htr_err__set(&f->err, HTR_ERR_VERSION,
-				"%s: format version %u, this libhtr reads %u",
-				f->path, (unsigned) h.version,
+				"%s: format version %u, this libhtr reads %u "
+				"to %u", f->path, (unsigned) h.version,
+				(unsigned) HTR_FORMAT_VERSION_MIN,
 				(unsigned) HTR_FORMAT_VERSION);
 	}
 	if (size < sizeof(h))
@@ -414,6 +435,7 @@ static int finish_open(struct htr_file *f, const struct htr_open_opts *o)
 		f->blocks = NULL;
 		f->nblocks = f->nfuncs = f->ngaps = f->ntsc = f->nsync = 0;
 		f->images_size = f->nimages = 0;
+		f->thread = NULL;
 		return rc;
 	}
 	f->ok = true;
@@ -577,4 +599,65 @@ int htr_sync_get(const struct htr_file *file, uint64_t i,
 	si.offset = file->sync[i].offset;
 	si.id = file->sync[i].id;
 	return htr_abi__out(info, size, &si, sizeof(si), SYNC_INFO_SIZE0);
+}
+
+int htr_file_thread(const struct htr_file *file, struct htr_thread_info *info,
+		    size_t size)
+{
+	struct htr_thread_info ti;
+	const struct htr_disk_thread *t;
+
+	if (!file || !file->ok || !info || size < THREAD_INFO_SIZE0)
+		return HTR_ERR_INVALID;
+	t = file->thread;
+	if (!t)
+		return HTR_ERR_NOTFOUND;
+	memset(&ti, 0, sizeof(ti));
+	ti.size = sizeof(ti);
+	ti.pid = t->pid;
+	ti.tid = t->tid;
+	memcpy(ti.comm, t->comm, sizeof(ti.comm));
+	ti.flags = t->flags;
+	ti.time_shift = t->time_shift;
+	ti.time_mult = t->time_mult;
+	ti.time_zero = t->time_zero;
+	ti.wall_ns = t->wall_ns;
+	ti.clock_ns = t->clock_ns;
+	return htr_abi__out(info, size, &ti, sizeof(ti), THREAD_INFO_SIZE0);
+}
+
+__extension__ typedef unsigned __int128 u128;
+
+/* perf's tsc_to_perf_time() in 128 bits, saturating at 2^64 - 1. */
+static int convert(const struct htr_file *file, uint64_t tsc, bool zero,
+		   uint64_t *ns)
+{
+	const struct htr_disk_thread *t;
+	u128 v;
+	uint64_t mask;
+
+	if (!file || !file->ok || !ns)
+		return HTR_ERR_INVALID;
+	t = file->thread;
+	if (!t || !(t->flags & HTR_THREAD_NS))
+		return HTR_ERR_NOTFOUND;
+	mask = t->time_shift ? (1ull << t->time_shift) - 1 : 0;
+	v = (u128) (tsc >> t->time_shift) * t->time_mult +
+	    (((u128) (tsc & mask) * t->time_mult) >>
+	     t->time_shift);
+	if (zero)
+		v += t->time_zero;
+	*ns = v > UINT64_MAX ? UINT64_MAX : (uint64_t) v;
+	return 0;
+}
+
+int htr_tsc_to_ns(const struct htr_file *file, uint64_t tsc, uint64_t *ns)
+{
+	return convert(file, tsc, true, ns);
+}
+
+int htr_ticks_to_ns(const struct htr_file *file, uint64_t ticks,
+		    uint64_t *ns)
+{
+	return convert(file, ticks, false, ns);
 }

@@ -44,6 +44,7 @@ struct htr_file {
 	const uint8_t *images;                  /* HTR_SEC_IMAGES bytes */
 	uint64_t images_size;
 	uint64_t nimages;
+	const struct htr_disk_thread *thread;   /* NULL: none recorded */
 };
 
 /* Block @i's record, or NULL if @file failed or @i is out of range. */
@@ -77,9 +78,9 @@ int htr_file__image_next(const struct htr_file *file, uint64_t *pos,
 
 /* The sections of the format, in id order (htr_file__sections[id - 1]):
  * id, record size (1: variable-size image records) and the name messages
- * use.  The reader checks a file's table against it; the writer writes
+ * use.  Version 1 files have all but the last.  The reader checks a file's table against it; the writer writes
  * the blocks and then its spools in this order. */
-#define HTR_NSECTIONS 6
+#define HTR_NSECTIONS 7
 struct htr_file__section {
 	uint32_t id, entsize;
 	const char *name;

@@ -14,7 +14,8 @@
 #include <stdint.h>
 
 #define HTR_MAGIC "HTRTREE\0"          /* 8 bytes */
-#define HTR_FORMAT_VERSION 1u
+#define HTR_FORMAT_VERSION 2u         /* written; 1 is still read */
+#define HTR_FORMAT_VERSION_MIN 1u
 #define HTR_ENDIAN_TAG 0x01020304u     /* reads 0x04030201 on the wrong end */
 #define HTR_FUNC_NONE 0xffffffu        /* no known entry (late start) */
 #define HTR_MAX_BLOCKS 0xfffffffeu     /* 2^32 - 2: HTR_NONE is reserved */
@@ -27,6 +28,7 @@ enum htr_section_id {
 	HTR_SEC_TSC = 4,      /* struct htr_disk_tsc[], by id: time changes */
 	HTR_SEC_SYNC = 5,     /* struct htr_disk_sync[], by offset: PSBs */
 	HTR_SEC_IMAGES = 6,   /* struct htr_disk_image + path, repeated */
+	HTR_SEC_THREAD = 7,   /* struct htr_disk_thread[0 or 1] (version 2) */
 };
 
 struct htr_disk_header {
@@ -102,11 +104,23 @@ struct htr_disk_image {
 	uint32_t path_len;            /* path bytes follow, padded to 8 */
 };
 
+/* The recorded thread and its clock (perf.data input). */
+struct htr_disk_thread {
+	uint32_t pid, tid;
+	uint32_t flags;               /* HTR_THREAD_* of htr/tree.h */
+	uint32_t time_shift;          /* perf's TSC -> ns conversion: */
+	uint64_t time_mult, time_zero;
+	uint64_t wall_ns, clock_ns;   /* wall clock at clock_ns (perf time) */
+	char comm[32];                /* NUL-padded */
+	uint8_t reserved[16];         /* zero */
+};
+
 _Static_assert(sizeof(struct htr_disk_header) == 256, "header size");
 _Static_assert(sizeof(struct htr_disk_section) == 24, "section size");
 _Static_assert(HTR_NONE == 0xffffffffu, "no block is 0xffffffff on disk");
 _Static_assert(sizeof(struct htr_disk_block) == 32, "block size");
 _Static_assert(sizeof(struct htr_disk_gap) == 24, "gap size");
+_Static_assert(sizeof(struct htr_disk_thread) == 96, "thread size");
 
 static inline uint64_t htr_disk__get48(const uint8_t b[6])
 {

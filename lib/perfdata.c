@@ -35,7 +35,7 @@ enum {
 
 /* Feature bits (perf's util/header.h). */
 enum { FEAT_BUILD_ID = 2, FEAT_NRCPUS = 7, FEAT_CPUID = 9,
-       FEAT_PMU_MAPPINGS = 16 };
+       FEAT_PMU_MAPPINGS = 16, FEAT_CLOCK_DATA = 29 };
 
 /* attr.sample_type bits that make up the sample_id trailer. */
 #define SAMPLE_TID (1ull << 1)
@@ -323,6 +323,17 @@ static int feature(struct htr_perfdata *pd, unsigned bit, const uint8_t *p,
 		return feat_cpuid(pd, p, n);
 	case FEAT_PMU_MAPPINGS:
 		return feat_pmu_mappings(pd, p, n);
+	case FEAT_CLOCK_DATA:
+		/* u32 version, u32 clockid, u64 wall ns, u64 clockid ns. */
+		if (n < 24)
+			return corrupt(pd, "clock_data feature of %llu "
+				       "bytes%.0llu", n, 0);
+		if (le(p, 4) == 1) {
+			pd->have_clock_data = 1;
+			pd->clock_wall_ns = le(p + 8, 8);
+			pd->clock_ref_ns = le(p + 16, 8);
+		}
+		return 0;
 	default:
 		return 0;
 	}
@@ -753,7 +764,8 @@ static int file_header(struct htr_perfdata *pd)
 		flen = le(pd->data + toff + 8, 8);
 		toff += 16;
 		if (k != FEAT_BUILD_ID && k != FEAT_NRCPUS &&
-		    k != FEAT_CPUID && k != FEAT_PMU_MAPPINGS)
+		    k != FEAT_CPUID && k != FEAT_PMU_MAPPINGS &&
+		    k != FEAT_CLOCK_DATA)
 			continue;
 		if (!in_file(pd, foff, flen))
 			return corrupt(pd, "feature %llu section past the end "

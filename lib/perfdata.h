@@ -84,6 +84,10 @@ struct htr_perfdata {
 	char cpu_vendor[16];
 	int cpu_family, cpu_model, cpu_stepping;
 	uint32_t nr_cpus_avail, nr_cpus_online;
+	/* clock_data (perf record -k): the wall clock read clock_wall_ns when
+	 * the events' clock read clock_ref_ns. */
+	int have_clock_data;
+	uint64_t clock_wall_ns, clock_ref_ns;
 	struct htr_perf_pt pt;
 	struct htr_perf_thread *threads;
 	size_t nthreads;

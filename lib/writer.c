@@ -30,14 +30,15 @@
 #define HTR_WRITER_BUF (1u << 20)       /* block buffer, commit chunks */
 #define HTR_SPOOL_BUF (64u << 10)       /* per small section */
 
-enum { SP_FUNCS, SP_GAPS, SP_TSC, SP_SYNC, SP_IMAGES, SP_COUNT };
+enum { SP_FUNCS, SP_GAPS, SP_TSC, SP_SYNC, SP_IMAGES, SP_THREAD, SP_COUNT };
 
 /* Spool i is section htr_file__sections[1 + i]: the blocks come first,
  * written in place, then the spools in id order. */
 _Static_assert(SP_COUNT + 1 == HTR_NSECTIONS, "a spool per section");
 _Static_assert(HTR_SEC_FUNCS == 2 + SP_FUNCS && HTR_SEC_GAPS == 2 + SP_GAPS &&
 	       HTR_SEC_TSC == 2 + SP_TSC && HTR_SEC_SYNC == 2 + SP_SYNC &&
-	       HTR_SEC_IMAGES == 2 + SP_IMAGES, "spools in section id order");
+	       HTR_SEC_IMAGES == 2 + SP_IMAGES &&
+	       HTR_SEC_THREAD == 2 + SP_THREAD, "spools in section id order");
 
 /* A section being collected: a buffer that spills into an unlinked file. */
 struct spool {
@@ -543,6 +544,22 @@ int htr_writer__image(struct htr_writer *w, uint32_t kind, uint64_t vaddr,
 	    (rc = spool_put(w, SP_IMAGES, zeros, pad)))
 		return rc;
 	w->sp[SP_IMAGES].count++;
+	return 0;
+}
+
+int htr_writer__thread(struct htr_writer *w, const struct htr_disk_thread *t)
+{
+	int rc = check_state(w);
+
+	if (rc)
+		return rc;
+	if (!t || w->sp[SP_THREAD].count)
+		return htr_err__set(&w->err, HTR_ERR_INVALID,
+				    "%s: %s thread record", w->path,
+				    t ? "a second" : "no");
+	if ((rc = spool_put(w, SP_THREAD, t, sizeof(*t))))
+		return rc;
+	w->sp[SP_THREAD].count++;
 	return 0;
 }
 

@@ -57,6 +57,8 @@ int htr_writer__tsc(struct htr_writer *w, uint64_t id, uint64_t tsc);
 int htr_writer__sync(struct htr_writer *w, uint64_t offset, uint64_t id);
 int htr_writer__image(struct htr_writer *w, uint32_t kind, uint64_t vaddr,
 		      uint64_t offset, uint64_t size, const char *path);
+/* The recorded thread (at most once; none: the section stays empty). */
+int htr_writer__thread(struct htr_writer *w, const struct htr_disk_thread *t);
 
 /* Link the tree (parent, next_sibling, first_root: one backward pass with
  * O(depth) memory), write every section, the section table and the

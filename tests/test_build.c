@@ -375,6 +375,18 @@ Test(build, shipped_fixture)
 		     f ? htr_last_error(f) : "");
 	/* Built before gap flags meant "a gap lies inside the span". */
 	compare(&t, f, "fixture", 0);
+	{
+		struct htr_file_info fi;
+		struct htr_thread_info ti;
+		uint64_t ns;
+
+		cr_assert_eq(htr_file_info(f, &fi, sizeof(fi)), 0);
+		cr_assert_eq(fi.version, 1);
+		/* Version 1 has no thread section: no thread, no clock. */
+		cr_assert_eq(htr_file_thread(f, &ti, sizeof(ti)),
+			     HTR_ERR_NOTFOUND);
+		cr_assert_eq(htr_tsc_to_ns(f, 1, &ns), HTR_ERR_NOTFOUND);
+	}
 	htr_file_close(f);
 	truth_free(&t);
 }

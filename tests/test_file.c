@@ -141,6 +141,13 @@ static uint64_t write_random(const char *p, uint32_t n, uint64_t seed)
 				       "/usr/bin/prog"), 0);
 	cr_assert_eq(htr_writer__image(w, 2, 0x7f0000, 64, 100,
 				       "/lib/x86_64-linux-gnu/libc.so.6!"), 0);
+	if (seed % 2) {
+		struct htr_disk_thread t = { .pid = 7, .tid = 8,
+					     .flags = HTR_THREAD_NS,
+					     .time_shift = 3, .time_mult = 5 };
+
+		cr_assert_eq(htr_writer__thread(w, &t), 0);
+	}
 	memset(&m, 0, sizeof(m));
 	m.ninsns = id;
 	m.trace_size = 777;
@@ -511,10 +518,10 @@ Test(file, wrong_magic_endianness_version)
 	cr_assert(strstr(msg, "other endianness"), "%s", msg);
 	h->endian = HTR_ENDIAN_TAG;
 
-	h->version = 2;
+	h->version = HTR_FORMAT_VERSION + 1;
 	spit(path, buf, size);
 	cr_assert_eq(open_rc(path, 0, msg, sizeof(msg)), HTR_ERR_VERSION);
-	cr_assert(strstr(msg, "version 2"), "%s", msg);
+	cr_assert(strstr(msg, "version 3"), "%s", msg);
 	h->version = HTR_FORMAT_VERSION;
 
 	memcpy(h->magic, "HTRTREX", 8);
@@ -522,6 +529,105 @@ Test(file, wrong_magic_endianness_version)
 	cr_assert_eq(open_rc(path, 0, msg, sizeof(msg)), HTR_ERR_FORMAT);
 	cr_assert(strstr(msg, "magic"), "%s", msg);
 	free(buf);
+}
+
+/* floor(tsc * mult / 2^shift), the conversion perf documents, by one
+ * 128-bit division (the library splits it to stay within 128 bits). */
+__extension__ typedef unsigned __int128 u128;
+
+static uint64_t perf_ns(uint64_t tsc, uint32_t shift, uint64_t mult)
+{
+	u128 v = ((u128) tsc * mult) >> shift;
+
+	return v > UINT64_MAX ? UINT64_MAX : (uint64_t) v;
+}
+
+Test(file, thread_record_and_clock)
+{
+	static const uint64_t tscs[] = { 0, 1, 1023, 1024, 123456789,
+					 1ull << 40, (1ull << 62) + 12345 };
+	struct htr_disk_thread t = {
+		.pid = 4242, .tid = 4243, .flags = HTR_THREAD_NS,
+		.time_shift = 31, .time_mult = 858993459, .time_zero = 5000,
+		.comm = "worker",
+	};
+	struct htr_thread_info ti;
+	struct htr_writer_meta m;
+	struct htr_writer *w;
+	struct htr_file *f;
+	struct htr_err err;
+	uint8_t *buf;
+	size_t i, size, at;
+	uint64_t ns;
+	char msg[512];
+
+	cr_assert_eq(htr_writer__open(&w, path, &err), 0, "%s", err.msg);
+	cr_assert_eq(htr_writer__thread(w, &t), 0);
+	cr_assert_eq(htr_writer__thread(w, &t), HTR_ERR_INVALID);
+	memset(&m, 0, sizeof(m));
+	cr_assert_eq(htr_writer__commit(w, &m), 0, "%s",
+		     htr_writer__err(w)->msg);
+	htr_writer__free(w);
+
+	cr_assert_eq(htr_file_open(&f, path, NULL), 0, "%s", htr_last_error(f));
+	cr_assert_eq(htr_file_thread(f, &ti, sizeof(ti)), 0);
+	cr_assert_eq(ti.size, sizeof(ti));
+	cr_assert_eq(ti.pid, 4242);
+	cr_assert_eq(ti.tid, 4243);
+	cr_assert_str_eq(ti.comm, "worker");
+	cr_assert_eq(ti.flags, HTR_THREAD_NS);
+	cr_assert_eq(ti.time_shift, 31);
+	cr_assert_eq(ti.time_mult, 858993459);
+	for (i = 0; i < sizeof(tscs) / sizeof(tscs[0]); i++) {
+		cr_assert_eq(htr_ticks_to_ns(f, tscs[i], &ns), 0);
+		cr_assert_eq(ns, perf_ns(tscs[i], 31, 858993459), "%zu", i);
+		cr_assert_eq(htr_tsc_to_ns(f, tscs[i], &ns), 0);
+		cr_assert_eq(ns, 5000 + perf_ns(tscs[i], 31, 858993459));
+	}
+	cr_assert_eq(htr_file_thread(f, &ti, 8), HTR_ERR_INVALID);
+	cr_assert_eq(htr_tsc_to_ns(f, 1, NULL), HTR_ERR_INVALID);
+	at = (size_t) ((const uint8_t *) f->thread - f->map);
+	htr_file_close(f);
+
+	/* Damaged records are refused at open. */
+	buf = slurp(path, &size);
+	buf[at + 8] = 0x80;       /* an unknown flag */
+	spit(path, buf, size);
+	cr_assert_eq(open_rc(path, 0, msg, sizeof(msg)), HTR_ERR_CORRUPT);
+	cr_assert(strstr(msg, "thread record"), "%s", msg);
+	buf[at + 8] = HTR_THREAD_NS;
+	memset(buf + at + 48, 'x', 32);   /* comm without its NUL */
+	spit(path, buf, size);
+	cr_assert_eq(open_rc(path, 0, msg, sizeof(msg)), HTR_ERR_CORRUPT);
+	free(buf);
+
+	/* Saturation instead of a wrapped time; no conversion, no ns. */
+	cr_assert_eq(htr_writer__open(&w, path, &err), 0, "%s", err.msg);
+	t.time_shift = 0;
+	t.time_mult = UINT64_MAX;
+	cr_assert_eq(htr_writer__thread(w, &t), 0);
+	cr_assert_eq(htr_writer__commit(w, &m), 0);
+	htr_writer__free(w);
+	cr_assert_eq(htr_file_open(&f, path, NULL), 0, "%s", htr_last_error(f));
+	cr_assert_eq(htr_tsc_to_ns(f, 3, &ns), 0);
+	cr_assert_eq(ns, UINT64_MAX);
+	htr_file_close(f);
+	cr_assert_eq(htr_writer__open(&w, path, &err), 0, "%s", err.msg);
+	t.flags = 0;
+	cr_assert_eq(htr_writer__thread(w, &t), 0);
+	cr_assert_eq(htr_writer__commit(w, &m), 0);
+	htr_writer__free(w);
+	cr_assert_eq(htr_file_open(&f, path, NULL), 0, "%s", htr_last_error(f));
+	cr_assert_eq(htr_file_thread(f, &ti, sizeof(ti)), 0);
+	cr_assert_eq(htr_tsc_to_ns(f, 3, &ns), HTR_ERR_NOTFOUND);
+	cr_assert_eq(htr_ticks_to_ns(f, 3, &ns), HTR_ERR_NOTFOUND);
+	htr_file_close(f);
+
+	/* A file without a thread (a raw trace's) says so. */
+	write_random(path, 10, 2);
+	cr_assert_eq(htr_file_open(&f, path, NULL), 0, "%s", htr_last_error(f));
+	cr_assert_eq(htr_file_thread(f, &ti, sizeof(ti)), HTR_ERR_NOTFOUND);
+	htr_file_close(f);
 }
 
 Test(file, foreign_files)

@@ -8,7 +8,8 @@
 # one-thread programs; with threads the two runs may be scheduled
 # differently, so a difference there is printed, not failed.  perf
 # inject's rewrites (its own writer, file and pipe format) must give the
-# same trees as the recording they come from.  Then damaged perf.data files: the reader on
+# same trees as the recording they come from; the times htr gives in ns
+# must be perf script's.  Then damaged perf.data files: the reader on
 # every truncation point and 20000 random byte flips in process
 # (test_perfdata_check), htr build on a sample of truncations, a wrong
 # AUXTRACE size, a missing module, a module under --symfs: one-line errors
@@ -112,6 +113,105 @@ same calls-O0 -- "$work/calls-O0"
 same threads-O2 -- "$work/threads-O2"
 same dlopen-O0 -- "$work/dlopen-O0" "$work/libdl-O0.so"
 same filter-O0 --filter "$work/calls-O0" -- "$work/calls-O0"
+
+# The thread htr info names is perf script's (comm, pid/tid).
+# Nanoseconds: the time htr gives a block's last instruction (dump --tsc
+# --json: end_ns, perf's TSC conversion from the file) is the time perf
+# script --ns prints for that instruction (one sample per instruction, the
+# Nth of the tid is ID N).  Blocks that ended at a return only: where
+# tracing resumed perf estimates the time (see test_perf.sh).
+if command -v perf >/dev/null 2>&1; then
+	for c in calls-O0 threads-O2; do
+		d=$work/c.$c
+		perf script -f -i "$d/rec.data" --itrace=i1i --ns \
+			-F comm,pid,tid,time \
+			>"$d/insns.txt" 2>"$work/err" ||
+			{ fail "$c: perf script: $(head -1 "$work/err")"; continue; }
+		for h in "$d"/rec.*.htr; do
+			tid=$(basename "$h" .htr | sed 's/^rec\.//')
+			"$htr" dump --tsc --json "$h" >"$d/ns.$tid.json" 2>/dev/null
+			"$htr" info "$h" >"$d/info.$tid" 2>&1
+			if res=$(python3 - "$d/insns.txt" "$d/ns.$tid.json" "$tid" \
+				 "$d/info.$tid" <<'PY'
+import json, sys
+insns, dump, tid, info = sys.argv[1:5]
+times, who = [], None
+for line in open(insns):
+    f = line.split()        # COMM PID/TID SEC.NS:
+    if len(f) >= 3 and f[1].split('/')[-1] == tid:
+        sec, ns = f[2].rstrip(':').split('.')
+        times.append(int(sec) * 10**9 + int(ns))
+        who = '%s (pid %s, %s)' % (tid, f[1].split('/')[0], f[0])
+said = [l.split(':', 1)[1].strip() for l in open(info)
+        if l.startswith('thread:')]
+if said != [who]:
+    print('htr info says thread %s, perf %s' % (said, who))
+    sys.exit(1)
+n = bad = 0
+for b in json.load(open(dump)):
+    if b['end_ns'] is None or set(b['flags'].split(',')) & \
+       {'late', 'truncated', 'unwound', 'implicit-return'}:
+        continue
+    n += 1
+    if b['last'] >= len(times) or times[b['last']] != b['end_ns']:
+        bad += 1
+        if bad <= 3:
+            print('block %d: htr %d ns, perf %s' % (b['block'], b['end_ns'],
+                  times[b['last']] if b['last'] < len(times) else 'none'))
+print('%d of %d blocks' % (n - bad, n))
+sys.exit(1 if bad or not n else 0)
+PY
+			); then
+				echo "ok      $c tid $tid: thread as perf names it, end times in ns equal perf's: $res"
+			else
+				fail "$c tid $tid: ns against perf script: $(echo "$res" | tr '\n' ' ')"
+			fi
+		done
+	done
+	# The chrome export of a perf.data build: on the thread's track,
+	# named as perf names it, each block starting at its start_ns (from
+	# the first time point, in microseconds) and inside its parent.
+	d=$work/c.calls-O0
+	h=$(ls "$d"/rec.*.htr | head -1)
+	tid=$(basename "$h" .htr | sed 's/^rec\.//')
+	if "$htr" export --format chrome -o "$d/chrome.json" "$h" 2>"$work/err" &&
+	   res=$(python3 - "$d/chrome.json" "$d/ns.$tid.json" "$d/insns.txt" \
+		 "$tid" <<'PY'
+import json, sys
+from decimal import Decimal
+chrome, dump, insns, tid = sys.argv[1:5]
+comm = pid = None
+for line in open(insns):
+    f = line.split()
+    if len(f) >= 3 and f[1].split('/')[-1] == tid:
+        comm, pid = f[0], int(f[1].split('/')[0])
+        break
+ev = json.load(open(chrome), parse_float=Decimal)['traceEvents']
+meta = [e for e in ev if e['ph'] == 'M']
+assert meta and meta[0]['args']['name'] == comm, meta
+xs = {e['args']['block']: e for e in ev if e['ph'] == 'X'}
+blocks = {b['block']: b for b in json.load(open(dump))}
+assert all(e['pid'] == pid and e['tid'] == int(tid) for e in xs.values())
+t0 = min(b['start_ns'] for b in blocks.values() if b['start_ns'] is not None)
+ns = lambda v: int(Decimal(v) * 1000)
+for k, e in xs.items():
+    b = blocks[k]
+    if 'late' not in b['flags'] and b['start_ns'] is not None:
+        assert ns(e['ts']) == b['start_ns'] - t0, (k, e['ts'], b)
+    p = xs.get(e['args']['parent'])
+    if p:
+        assert ns(p['ts']) <= ns(e['ts']) and \
+            ns(e['ts']) + ns(e['dur']) <= ns(p['ts']) + ns(p['dur']), (k, e, p)
+print('%d events' % len(xs))
+PY
+	   ); then
+		echo "ok      chrome export of tid $tid: perf's thread, start times in ns, nested: $res"
+	else
+		fail "chrome export of tid $tid: $(head -1 "$work/err") $res"
+	fi
+else
+	echo "SKIP    times in ns against perf script (perf is not installed)"
+fi
 
 # perf's own writer: `perf inject` rewrites a recording in the file format
 # and in the pipe format (skipped without perf).

@@ -135,6 +135,17 @@ HTR_API int htr_builder_add_elf_at(struct htr_builder *b, const char *path,
 				   const uint64_t *base);
 
 /**
+ * Record in the output which thread the trace is and its clock (what
+ * htr_file_thread() returns; info->size must be set, the size rule of
+ * htr/common.h applies).  Copied; replaces an earlier call's.  Returns 0
+ * or HTR_ERR_INVALID (NULL arguments, @info->size below the first
+ * version's, an unknown flag, time_shift above 63).
+ */
+struct htr_thread_info;
+HTR_API int htr_builder_set_thread(struct htr_builder *b,
+				   const struct htr_thread_info *info);
+
+/**
  * Add @size bytes at @data as code loaded at @vaddr (a raw dump in
  * memory).  The bytes are copied (into a memory file the builder keeps
  * until htr_builder_free()); @data may be freed on return.  @name (NULL:

@@ -239,6 +239,55 @@ HTR_API int htr_tsc_point(const struct htr_file *file, uint64_t i,
 HTR_API int htr_tsc_lookup(const struct htr_file *file, uint64_t id,
 			   uint64_t *hint, uint64_t *tsc);
 
+/* Flags of struct htr_thread_info. */
+#define HTR_THREAD_NS    0x1u  /* time_shift/mult/zero convert TSC to ns */
+#define HTR_THREAD_WALL  0x2u  /* wall_ns/clock_ns place it on the wall
+				* clock */
+
+/* The recorded thread a file was built from, and its clock (files built
+ * from a perf.data; the size rule: htr/common.h; first version: through
+ * clock_ns). */
+struct htr_thread_info {
+	size_t size;               /* set by the library: bytes filled */
+	uint32_t pid, tid;
+	char comm[32];             /* NUL-terminated; "" if unknown */
+	uint32_t flags;            /* HTR_THREAD_* */
+	/* perf's conversion (perf_event_mmap_page): with quot = tsc >> shift
+	 * and rem = tsc & ((1 << shift) - 1), the recording's clock in ns is
+	 * time_zero + quot * time_mult + ((rem * time_mult) >> shift). */
+	uint32_t time_shift;
+	uint64_t time_mult, time_zero;
+	/* With HTR_THREAD_WALL: when the recording's clock read clock_ns,
+	 * the wall clock read wall_ns (ns since the Unix epoch). */
+	uint64_t wall_ns, clock_ns;
+};
+
+/**
+ * The thread @file was built from, into @info, a struct of @size bytes
+ * (normally sizeof(*info)).  Returns 0, HTR_ERR_NOTFOUND (the file does
+ * not say: built from a raw trace, or format version 1),
+ * HTR_ERR_INVALID (NULL or failed @file, NULL @info, @size below the
+ * first version's).  The builder records it with htr_builder_set_thread().
+ */
+HTR_API int htr_file_thread(const struct htr_file *file,
+			    struct htr_thread_info *info, size_t size);
+
+/**
+ * The recording's clock (perf time, ns) at TSC value @tsc, in *@ns.
+ * Returns 0, HTR_ERR_NOTFOUND (the file has no conversion), or
+ * HTR_ERR_INVALID.  Values past 2^64 ns saturate.
+ */
+HTR_API int htr_tsc_to_ns(const struct htr_file *file, uint64_t tsc,
+			  uint64_t *ns);
+
+/**
+ * A duration of @ticks TSC ticks in ns (the conversion without
+ * time_zero), in *@ns.  Returns 0, HTR_ERR_NOTFOUND (no conversion), or
+ * HTR_ERR_INVALID.  Saturates like htr_tsc_to_ns().
+ */
+HTR_API int htr_ticks_to_ns(const struct htr_file *file, uint64_t ticks,
+			    uint64_t *ns);
+
 /** Number of entries of the function table (entry addresses seen). */
 HTR_API uint64_t htr_func_count(const struct htr_file *file);
 

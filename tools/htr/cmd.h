@@ -56,6 +56,23 @@ int open_analysis(const char *cmd, struct htr_file *f, unsigned what,
  * HTR_EXIT_FAIL. */
 int analysis_fail(const char *cmd, const struct htr_file *f,
 		  const struct htr_analysis *a, int err);
+/* The unit durations are printed in: ns when the file knows perf's clock
+ * (built from a perf.data) unless the user asked for --ticks, else TSC
+ * ticks. */
+struct units {
+	const struct htr_file *f;
+	int ns;
+};
+void units_init(struct units *u, const struct htr_file *f, int ticks);
+/* @ticks in the unit of @u. */
+uint64_t units_of(const struct units *u, uint64_t ticks);
+/* "ns" or "ticks". */
+const char *units_name(const struct units *u);
+/* For a file built from a perf.data: "# thread TID (pid PID, COMM)" and,
+ * when @u is not NULL, ", times in UNIT", on its own line on stdout.
+ * Nothing for other files. */
+void thread_line(const struct htr_file *f, const struct units *u);
+
 /* @s as a JSON string (quoted, escaped) on @fp. */
 void json_string(FILE *fp, const char *s);
 

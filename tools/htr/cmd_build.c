@@ -420,12 +420,39 @@ static int perf_image(struct perf_build *pb, struct htr_builder *b,
 	return 0;
 }
 
+/* What the .htr records of thread @t: who it is and perf's clock. */
+static void perf_thread_info(const struct htr_perfdata *pd,
+			     const struct htr_perf_thread *t,
+			     struct htr_thread_info *ti)
+{
+	memset(ti, 0, sizeof(*ti));
+	ti->size = sizeof(*ti);
+	ti->pid = t->pid;
+	ti->tid = t->tid;
+	snprintf(ti->comm, sizeof(ti->comm), "%s", t->comm);
+	/* Without cap_user_time_zero perf itself cannot place TSC values
+	 * on its clock (the kernel did not publish time_zero). */
+	if (pd->pt.present && pd->pt.time_mult && pd->pt.cap_user_time_zero &&
+	    pd->pt.time_shift < 64) {
+		ti->flags |= HTR_THREAD_NS;
+		ti->time_shift = (uint32_t) pd->pt.time_shift;
+		ti->time_mult = pd->pt.time_mult;
+		ti->time_zero = pd->pt.time_zero;
+	}
+	if (pd->have_clock_data) {
+		ti->flags |= HTR_THREAD_WALL;
+		ti->wall_ns = pd->clock_wall_ns;
+		ti->clock_ns = pd->clock_ref_ns;
+	}
+}
+
 /* Build thread @t of @pd into @out. */
 static int perf_thread(struct perf_build *pb, const struct htr_perfdata *pd,
 		       const struct htr_perf_thread *t, const char *out)
 {
 	const struct htr_build_opts *u = pb->user;
 	struct htr_build_opts opts = *u;
+	struct htr_thread_info ti;
 	struct htr_build_stats st;
 	struct htr_builder *b = NULL;
 	struct timespec start, end;
@@ -474,8 +501,13 @@ static int perf_thread(struct perf_build *pb, const struct htr_perfdata *pd,
 		rc = fail("build", "%s", htr_errstr(err));
 		goto done;
 	}
-	if (perf_image(pb, b, pd, t) != 0)
+	perf_thread_info(pd, t, &ti);
+	if (perf_image(pb, b, pd, t) != 0 ||
+	    (err = htr_builder_set_thread(b, &ti)) < 0) {
+		if (err < 0)
+			rc = fail("build", "%s: %s", name, htr_errstr(err));
 		goto done;
+	}
 	memset(&st, 0, sizeof(st));
 	err = htr_builder_run_buffer(b, trace, (size_t) t->pt_bytes, out, &st,
 				     sizeof(st));

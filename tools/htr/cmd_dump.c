@@ -8,22 +8,29 @@
 #include <string.h>
 
 static const char usage_text[] =
-"usage: htr dump [--tsc] [--depth N] [--from ID] [--json] FILE.htr\n"
+"usage: htr dump [--tsc [--ticks]] [--depth N] [--from ID] [--json] FILE.htr\n"
 "\n"
 "Print the call tree, one line per block, indented by depth:\n"
 "  FIRST..LAST  ENTRY  FLAGS\n"
 "FIRST and LAST are instruction IDs, ENTRY the function's entry address\n"
 "('?' when it was never traced: the trace began inside the function, or\n"
 "the call went into untraced code), FLAGS any of late, truncated, gap,\n"
-"implicit-return, unwound (README, \"Tree rules\").\n"
+"implicit-return, unwound (README, \"Tree rules\").  A file built from a\n"
+"perf.data starts with a line '# thread TID (pid PID, COMM)'.\n"
 "With --tsc, each line is instead\n"
 "  NAME  LOCAL  TOTAL  PCT%\n"
 "NAME the function ('?' where ENTRY is), LOCAL and TOTAL its local and\n"
-"cumulative TSC ticks, PCT its total as a share of the total of the\n"
-"outermost block printed above it.  The figures come from the sidecar\n"
-"FILE.htr.lmdb/, computed on first use.\n"
+"cumulative time, PCT its total as a share of the total of the\n"
+"outermost block printed above it.  Times are in ns when the file knows\n"
+"perf's clock (built from a perf.data), else TSC ticks.  The figures\n"
+"come from the sidecar FILE.htr.lmdb/, computed on first use.  JSON\n"
+"objects give ticks (local, children, total) and the TSC at the first\n"
+"and last instruction (start, end; null before the first time point);\n"
+"with perf's clock, ns too (local_ns, ..., start_ns and end_ns on\n"
+"perf's clock, as perf script --ns prints it).\n"
 "\n"
-"  -t, --tsc       print names and TSC ticks\n"
+"  -t, --tsc       print names and times\n"
+"      --ticks     times in TSC ticks even when ns are known\n"
 "  -d, --depth N   print N levels at most (1: roots only)\n"
 "  -f, --from ID   print the subtree of the deepest block containing\n"
 "                  instruction ID\n"
@@ -99,10 +106,29 @@ static void l_pct(struct line *l, uint64_t part, uint64_t whole)
 	l_mem(l, "%\n", 2);
 }
 
+/* ", KEY: TSC" at instruction @id (null when no time is known yet), and
+ * ", KEY_ns: NS" on perf's clock when @u is in ns. */
+static void json_time(const struct htr_file *f, const struct units *u,
+		      const char *key, uint64_t id)
+{
+	uint64_t tsc, ns;
+
+	if (htr_tsc_for_insn(f, id, &tsc) < 0) {
+		printf(", \"%s\": null", key);
+		if (u->ns)
+			printf(", \"%s_ns\": null", key);
+		return;
+	}
+	printf(", \"%s\": %" PRIu64, key, tsc);
+	if (u->ns && htr_tsc_to_ns(f, tsc, &ns) == 0)
+		printf(", \"%s_ns\": %" PRIu64, key, ns);
+}
+
 struct dump {
 	uint64_t max_level;   /* UINT64_MAX: no limit */
 	int json;
 	struct htr_analysis *an;   /* --tsc */
+	struct units units;
 	uint64_t top_total;        /* total of the level-0 block */
 	int an_error;
 	int err;              /* what stopped the walk (negative htr_error) */
@@ -145,9 +171,9 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		l_spaces(&d->line, 2 * (size_t) level);
 		l_mem(&d->line, name, strlen(name));
 		l_mem(&d->line, "  ", 2);
-		l_u64(&d->line, local);
+		l_u64(&d->line, units_of(&d->units, local));
 		l_mem(&d->line, "  ", 2);
-		l_u64(&d->line, total);
+		l_u64(&d->line, units_of(&d->units, total));
 		l_mem(&d->line, "  ", 2);
 		l_pct(&d->line, total, d->top_total);
 		d->n++;
@@ -182,8 +208,18 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 			printf(", \"first\": %" PRIu64 ", \"last\": %" PRIu64
 			       ", \"local\": %" PRIu64 ", \"children\": %"
 			       PRIu64 ", \"total\": %" PRIu64 ", \"pct\": %.2f, "
-			       "\"flags\": \"%s\"}", bi.first, bi.last, local,
+			       "\"flags\": \"%s\"", bi.first, bi.last, local,
 			       children, total, pct, flags);
+			if (d->units.ns)
+				printf(", \"local_ns\": %" PRIu64 ", "
+				       "\"children_ns\": %" PRIu64 ", "
+				       "\"total_ns\": %" PRIu64,
+				       units_of(&d->units, local),
+				       units_of(&d->units, children),
+				       units_of(&d->units, total));
+			json_time(f, &d->units, "start", bi.first);
+			json_time(f, &d->units, "end", bi.last);
+			putchar('}');
 		}
 	} else if (d->json) {
 		char par[16], ent[28];
@@ -220,6 +256,7 @@ int cmd_dump(int argc, char **argv)
 		{ "from", required_argument, NULL, 'f' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "tsc", no_argument, NULL, 't' },
+		{ "ticks", no_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -228,7 +265,7 @@ int cmd_dump(int argc, char **argv)
 	struct dump d;
 	uint64_t v, from_id = 0;
 	uint32_t from = HTR_NONE;
-	int c, have_from = 0, tsc = 0, rc = HTR_EXIT_FAIL, err;
+	int c, have_from = 0, tsc = 0, ticks = 0, rc = HTR_EXIT_FAIL, err;
 	const char *path;
 
 	memset(&d, 0, sizeof(d));
@@ -253,6 +290,7 @@ int cmd_dump(int argc, char **argv)
 			break;
 		case 'j': d.json = 1; break;
 		case 't': tsc = 1; break;
+		case 'T': ticks = 1; break;
 		case 'h': fputs(usage_text, stdout); return HTR_EXIT_OK;
 		default:
 			return usage_error("dump", "unknown option '%s'",
@@ -273,6 +311,7 @@ int cmd_dump(int argc, char **argv)
 	}
 	if (tsc && open_analysis("dump", f, HTR_ANALYZE_ALL, &d.an) < 0)
 		goto out;
+	units_init(&d.units, f, ticks);
 	if (have_from) {
 		err = htr_block_for_insn(f, from_id, &from);
 		if (err < 0) {
@@ -284,6 +323,8 @@ int cmd_dump(int argc, char **argv)
 	}
 	if (d.json)
 		printf("[");
+	else
+		thread_line(f, tsc ? &d.units : NULL);
 	err = htr_tree_visit(f, from, HTR_PREORDER, visit, &d);
 	l_flush(&d.line);
 	if (d.json)

@@ -13,7 +13,7 @@
 
 static const char usage_text[] =
 "usage: htr export --format chrome|folded [-o OUT] [--from ID] [--depth N]\n"
-"                  [--min-duration T] [--gaps] FILE.htr\n"
+"                  [--min-duration T] [--gaps] [--ticks] FILE.htr\n"
 "\n"
 "Write the call tree with each block's time for viewers:\n"
 "  chrome  Chrome trace event JSON (Perfetto's UI, chrome://tracing and\n"
@@ -22,9 +22,12 @@ static const char usage_text[] =
 "          index, instruction span, flags, local and total.\n"
 "  folded  folded stacks (flamegraph.pl, speedscope, inferno): one line\n"
 "          per call stack, \"outer;inner;innermost LOCAL\".\n"
-"Times are TSC ticks, counted from the trace's first time point (viewers\n"
-"show them as microseconds; the JSON's otherData says so).  Names and\n"
-"ticks come from the sidecar FILE.htr.lmdb/, computed on first use.\n"
+"Times count from the trace's first time point.  For a file built from a\n"
+"perf.data they are real: chrome's ts and dur in microseconds (to the ns),\n"
+"folded in ns, the events on the thread's pid and tid with its name;\n"
+"otherwise (or with --ticks) they are TSC ticks, which viewers show as\n"
+"microseconds (the JSON's otherData says which).  Names and times come\n"
+"from the sidecar FILE.htr.lmdb/, computed on first use.\n"
 "\n"
 "  -f, --format F       chrome or folded\n"
 "  -o, --output OUT     write OUT (all or nothing) instead of stdout\n"
@@ -32,9 +35,11 @@ static const char usage_text[] =
 "                       instruction ID\n"
 "  -d, --depth N        N levels at most; deeper time stays with the\n"
 "                       block at level N\n"
-"  -m, --min-duration T leave out blocks whose total is below T ticks;\n"
-"                       their time stays with their parent\n"
+"  -m, --min-duration T leave out blocks whose total is below T (ns or\n"
+"                       ticks, as the output); their time stays with\n"
+"                       their parent\n"
 "      --gaps           chrome: an instant event at every gap\n"
+"      --ticks          times in TSC ticks even when ns are known\n"
 "  -h, --help           show this help\n"
 "Memory stays bounded: chrome streams; folded keeps one entry per distinct\n"
 "stack up to 2^20 of them, then writes further stacks as they come\n"
@@ -58,6 +63,8 @@ struct exp {
 	enum fmt fmt;
 	uint64_t max_level, min_dur, t0;
 	int have_t0;
+	struct units units;
+	uint32_t pid, tid;        /* chrome's track */
 	int err;                  /* negative htr_error that stopped it */
 	uint64_t nevents;
 	/* The names of the blocks on the path from the walk's start. */
@@ -144,7 +151,8 @@ static int fold(struct exp *e, size_t n, uint64_t ticks)
 		return -1;
 	if (e->nstacks >= STACKS_MAX) {
 		/* Past the cap: write it now, consumers sum repeats. */
-		fprintf(e->out, "%s %" PRIu64 "\n", key, ticks);
+		fprintf(e->out, "%s %" PRIu64 "\n", key,
+			units_of(&e->units, ticks));
 		return 0;
 	}
 	if ((e->nstacks + 1) * 2 > e->stacks_cap && grow_stacks(e) < 0)
@@ -175,12 +183,34 @@ static uint64_t start_of(const struct exp *e, const struct htr_block_info *bi)
 	return tsc - e->t0;
 }
 
+/* Time point t0 + @ticks in the output's unit, from t0.  Monotonic in
+ * @ticks, so events keep nesting exactly as the blocks do. */
+static uint64_t since_t0(const struct exp *e, uint64_t ticks)
+{
+	uint64_t ns0, ns;
+
+	if (!e->units.ns || htr_tsc_to_ns(e->f, e->t0, &ns0) < 0 ||
+	    htr_tsc_to_ns(e->f, e->t0 + ticks, &ns) < 0)
+		return ticks;
+	return ns - ns0;
+}
+
+/* A chrome time: microseconds to the ns, or ticks shown as such. */
+static void chrome_time(const struct exp *e, const char *key, uint64_t t)
+{
+	if (e->units.ns)
+		fprintf(e->out, ",\"%s\":%" PRIu64 ".%03u", key, t / 1000,
+			(unsigned) (t % 1000));
+	else
+		fprintf(e->out, ",\"%s\":%" PRIu64, key, t);
+}
+
 static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		 uint32_t level, void *payload)
 {
 	struct exp *e = payload;
 	struct htr_block_info bi;
-	uint64_t total, local;
+	uint64_t total, local, start;
 	const char *name;
 	char flags[64], par[16];
 	int rc;
@@ -198,7 +228,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 	}
 	/* Cut: the block's time stays with its parent (folded), or is
 	 * simply not drawn (chrome, where the parent spans it anyway). */
-	if (level >= e->max_level || total < e->min_dur) {
+	if (level >= e->max_level || units_of(&e->units, total) < e->min_dur) {
 		if (e->fmt == FMT_FOLDED && fold(e, level, total) < 0)
 			goto nomem;
 		return HTR_VISIT_SKIP;
@@ -226,12 +256,15 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		snprintf(par, sizeof(par), "%u", bi.parent);
 	fprintf(e->out, "%s\n{\"name\":", e->nevents++ ? "," : "");
 	json_string(e->out, name);
-	fprintf(e->out, ",\"cat\":\"call\",\"ph\":\"X\",\"ts\":%" PRIu64
-		",\"dur\":%" PRIu64 ",\"pid\":1,\"tid\":1,\"args\":{\"block\":%u,"
+	fprintf(e->out, ",\"cat\":\"call\",\"ph\":\"X\"");
+	start = start_of(e, &bi);
+	chrome_time(e, "ts", since_t0(e, start));
+	chrome_time(e, "dur", since_t0(e, start + total) - since_t0(e, start));
+	fprintf(e->out, ",\"pid\":%u,\"tid\":%u,\"args\":{\"block\":%u,"
 		"\"parent\":%s,\"first\":%" PRIu64 ",\"last\":%" PRIu64
 		",\"flags\":\"%s\",\"local\":%" PRIu64 ",\"total\":%" PRIu64 "}}",
-		start_of(e, &bi), total, block, par, bi.first, bi.last, flags,
-		local, total);
+		e->pid, e->tid, block, par, bi.first, bi.last, flags, local,
+		total);
 	return 0;
 nomem:
 	e->err = HTR_ERR_NOMEM;
@@ -252,10 +285,11 @@ static void chrome_gaps(struct exp *e)
 		if (g.id < UINT64_MAX && g.id > 0)
 			(void) htr_tsc_for_insn(e->f, g.id - 1, &tsc);
 		fprintf(e->out, "%s\n{\"name\":\"gap: %s\",\"cat\":\"gap\","
-			"\"ph\":\"i\",\"s\":\"t\",\"ts\":%" PRIu64 ",\"pid\":1,"
-			"\"tid\":1,\"args\":{\"id\":%" PRIu64 ",\"reason\":",
-			e->nevents++ ? "," : "", htr_gap_kind_str(g.kind),
-			tsc >= e->t0 ? tsc - e->t0 : 0, g.id);
+			"\"ph\":\"i\",\"s\":\"t\"", e->nevents++ ? "," : "",
+			htr_gap_kind_str(g.kind));
+		chrome_time(e, "ts", since_t0(e, tsc >= e->t0 ? tsc - e->t0 : 0));
+		fprintf(e->out, ",\"pid\":%u,\"tid\":%u,\"args\":{\"id\":%"
+			PRIu64 ",\"reason\":", e->pid, e->tid, g.id);
 		json_string(e->out, htr_gap_reason(&g));
 		fprintf(e->out, "}}");
 	}
@@ -280,7 +314,7 @@ static void free_stacks(struct exp *e)
 
 int cmd_export(int argc, char **argv)
 {
-	enum { O_FROM = 256, O_GAPS };
+	enum { O_FROM = 256, O_GAPS, O_TICKS };
 	static const struct option lopts[] = {
 		{ "format", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' },
@@ -288,6 +322,7 @@ int cmd_export(int argc, char **argv)
 		{ "depth", required_argument, NULL, 'd' },
 		{ "min-duration", required_argument, NULL, 'm' },
 		{ "gaps", no_argument, NULL, O_GAPS },
+		{ "ticks", no_argument, NULL, O_TICKS },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -297,7 +332,8 @@ int cmd_export(int argc, char **argv)
 	char *tmp = NULL;
 	uint64_t from_id = 0, v, id;
 	uint32_t from = HTR_NONE;
-	int c, have_from = 0, gaps = 0, rc = HTR_EXIT_FAIL, err;
+	struct htr_thread_info ti;
+	int c, have_from = 0, gaps = 0, ticks = 0, rc = HTR_EXIT_FAIL, err;
 	size_t i, n;
 
 	memset(&e, 0, sizeof(e));
@@ -326,6 +362,7 @@ int cmd_export(int argc, char **argv)
 						   "value '%s'", optarg);
 			break;
 		case O_GAPS: gaps = 1; break;
+		case O_TICKS: ticks = 1; break;
 		case 'h': fputs(usage_text, stdout); return HTR_EXIT_OK;
 		default:
 			return usage_error("export", "unknown option '%s'",
@@ -363,6 +400,12 @@ int cmd_export(int argc, char **argv)
 	}
 	e.f = f;
 	e.have_t0 = htr_tsc_point(f, 0, &id, &e.t0) == 0;
+	units_init(&e.units, f, ticks);
+	e.pid = e.tid = 1;
+	if (htr_file_thread(f, &ti, sizeof(ti)) == 0) {
+		e.pid = ti.pid;
+		e.tid = ti.tid;
+	}
 	if (out) {
 		size_t n = strlen(out) + 32;
 
@@ -380,11 +423,21 @@ int cmd_export(int argc, char **argv)
 	} else {
 		e.out = stdout;
 	}
-	if (e.fmt == FMT_CHROME)
+	if (e.fmt == FMT_CHROME) {
 		fprintf(e.out, "{\"displayTimeUnit\":\"ns\",\"otherData\":"
-			"{\"source\":\"htr export\",\"time_unit\":\"TSC ticks "
-			"from the first time point (shown as microseconds)\"},"
-			"\"traceEvents\":[");
+			"{\"source\":\"htr export\",\"time_unit\":\"%s\"},"
+			"\"traceEvents\":[", e.units.ns ? "microseconds from "
+			"the first time point" : "TSC ticks from the first time "
+			"point (shown as microseconds)");
+		if (htr_file_thread(f, &ti, sizeof(ti)) == 0 && ti.comm[0]) {
+			fprintf(e.out, "\n{\"name\":\"thread_name\",\"ph\":"
+				"\"M\",\"pid\":%u,\"tid\":%u,\"args\":"
+				"{\"name\":", e.pid, e.tid);
+			json_string(e.out, ti.comm);
+			fprintf(e.out, "}}");
+			e.nevents++;
+		}
+	}
 	err = htr_tree_visit(f, from, HTR_PREORDER, visit, &e);
 	if (e.err < 0 || err < 0) {
 		rc = e.err == HTR_ERR_NOMEM ? fail("export", "out of memory") :
@@ -405,7 +458,7 @@ int cmd_export(int argc, char **argv)
 			qsort(e.stacks, n, sizeof(*e.stacks), by_stack);
 		for (i = 0; i < n; i++)
 			fprintf(e.out, "%s %" PRIu64 "\n", e.stacks[i].key,
-				e.stacks[i].ticks);
+				units_of(&e.units, e.stacks[i].ticks));
 		for (; i < e.stacks_cap; i++)
 			e.stacks[i].key = NULL;
 	}

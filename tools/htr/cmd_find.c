@@ -9,17 +9,22 @@
 #include <string.h>
 
 static const char usage_text[] =
-"usage: htr find [--sort time|cost] [--limit N] [--json] PATTERN FILE.htr\n"
+"usage: htr find [--sort time|cost] [--limit N] [--ticks] [--json]\n"
+"                PATTERN FILE.htr\n"
 "\n"
 "List the invocations (blocks) of every function whose name is PATTERN,\n"
 "or matches it when PATTERN is a glob (contains *, ? or [), one per line:\n"
 "  BLOCK  NAME  FIRST..LAST  TOTAL  LOCAL\n"
 "BLOCK is the block index, FIRST..LAST its instruction IDs, TOTAL and\n"
-"LOCAL its cumulative and local TSC ticks.  Names and ticks come from the\n"
-"sidecar FILE.htr.lmdb/, computed on first use.\n"
+"LOCAL its cumulative and local time: ns when the file knows perf's\n"
+"clock (built from a perf.data; a first line '# thread TID (pid PID,\n"
+"COMM), times in ns' says so), else TSC ticks; JSON gives ticks, and ns\n"
+"too (total_ns, local_ns).  Names and times come from the sidecar\n"
+"FILE.htr.lmdb/, computed on first use.\n"
 "\n"
 "  -s, --sort KEY  time: chronological (default); cost: largest total first\n"
 "  -n, --limit N   print the first N only\n"
+"      --ticks     times in TSC ticks even when ns are known\n"
 "  -j, --json      a JSON array of objects\n"
 "  -h, --help      show this help\n"
 "A PATTERN that matches no function is said in one line on stderr (exit\n"
@@ -126,6 +131,7 @@ int cmd_find(int argc, char **argv)
 		{ "sort", required_argument, NULL, 's' },
 		{ "limit", required_argument, NULL, 'n' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "ticks", no_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -133,7 +139,8 @@ int cmd_find(int argc, char **argv)
 	struct collect c;
 	uint64_t limit = UINT64_MAX, v;
 	size_t i, n;
-	int ch, json = 0, cost = 0, rc = HTR_EXIT_FAIL, mode;
+	struct units u;
+	int ch, json = 0, cost = 0, ticks = 0, rc = HTR_EXIT_FAIL, mode;
 	int got;
 	const char *pattern, *path;
 
@@ -158,6 +165,7 @@ int cmd_find(int argc, char **argv)
 			limit = v;
 			break;
 		case 'j': json = 1; break;
+		case 'T': ticks = 1; break;
 		case 'h': fputs(usage_text, stdout); return HTR_EXIT_OK;
 		default: return usage_error("find", "bad option");
 		}
@@ -196,8 +204,11 @@ int cmd_find(int argc, char **argv)
 	if (c.n)
 		qsort(c.v, c.n, sizeof(*c.v), cost ? by_cost : by_time);
 	n = c.n < limit ? c.n : (size_t) limit;
+	units_init(&u, f, ticks);
 	if (json)
 		printf("[");
+	else if (n)
+		thread_line(f, &u);
 	for (i = 0; i < n; i++) {
 		const struct hit *h = &c.v[i];
 
@@ -206,12 +217,19 @@ int cmd_find(int argc, char **argv)
 			       h->block);
 			json_string(stdout, h->name);
 			printf(", \"first\": %" PRIu64 ", \"last\": %" PRIu64
-			       ", \"total\": %" PRIu64 ", \"local\": %" PRIu64
-			       "}", h->first, h->last, h->total, h->local);
+			       ", \"total\": %" PRIu64 ", \"local\": %" PRIu64,
+			       h->first, h->last, h->total, h->local);
+			if (u.ns)
+				printf(", \"total_ns\": %" PRIu64 ", "
+				       "\"local_ns\": %" PRIu64,
+				       units_of(&u, h->total),
+				       units_of(&u, h->local));
+			putchar('}');
 		} else {
 			printf("%u  %s  %" PRIu64 "..%" PRIu64 "  %" PRIu64
 			       "  %" PRIu64 "\n", h->block, h->name, h->first,
-			       h->last, h->total, h->local);
+			       h->last, units_of(&u, h->total),
+			       units_of(&u, h->local));
 		}
 	}
 	if (json)

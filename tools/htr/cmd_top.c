@@ -9,18 +9,24 @@
 #include <string.h>
 
 static const char usage_text[] =
-"usage: htr top [--sort inclusive|local|calls] [--limit N] [--json] FILE.htr\n"
+"usage: htr top [--sort inclusive|local|calls] [--limit N] [--ticks] [--json]\n"
+"               FILE.htr\n"
 "\n"
 "Per function, one line, largest first:\n"
 "  INCLUSIVE  LOCAL  CALLS  SLOWEST  NAME\n"
-"INCLUSIVE: TSC ticks of its invocations, recursion counted once (an\n"
+"INCLUSIVE: time of its invocations, recursion counted once (an\n"
 "invocation inside another of the same function adds nothing); LOCAL:\n"
-"ticks spent in the function itself; CALLS: invocations; SLOWEST: the\n"
-"block index of its invocation with the largest total.  Reads only the\n"
-"per-function table of the sidecar FILE.htr.lmdb/ (computed on first use).\n"
+"time spent in the function itself; CALLS: invocations; SLOWEST: the\n"
+"block index of its invocation with the largest total.  Times are in ns\n"
+"when the file knows perf's clock (built from a perf.data; a first line\n"
+"'# thread TID (pid PID, COMM), times in ns' says so), else TSC ticks;\n"
+"JSON gives ticks, and ns too (inclusive_ns, local_ns, slowest_total_ns).\n"
+"Reads only the per-function table of the sidecar FILE.htr.lmdb/\n"
+"(computed on first use).\n"
 "\n"
 "  -s, --sort KEY  inclusive (default), local or calls\n"
 "  -n, --limit N   print N functions at most (default 20; 0: all)\n"
+"      --ticks     times in TSC ticks even when ns are known\n"
 "  -j, --json      a JSON array of objects\n"
 "  -h, --help      show this help\n"
 "exit status: 0 ok, 1 failure, 2 usage error\n";
@@ -97,6 +103,7 @@ int cmd_top(int argc, char **argv)
 		{ "sort", required_argument, NULL, 's' },
 		{ "limit", required_argument, NULL, 'n' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "ticks", no_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -105,7 +112,8 @@ int cmd_top(int argc, char **argv)
 	struct collect c;
 	uint64_t limit = 20, v;
 	size_t i, n;
-	int ch, json = 0, rc = HTR_EXIT_FAIL;
+	struct units u;
+	int ch, json = 0, ticks = 0, rc = HTR_EXIT_FAIL;
 	int got;
 	const char *path;
 	int (*cmp)(const void *, const void *) = cmp_inclusive;
@@ -133,6 +141,7 @@ int cmd_top(int argc, char **argv)
 			limit = v ? v : UINT64_MAX;
 			break;
 		case 'j': json = 1; break;
+		case 'T': ticks = 1; break;
 		case 'h': fputs(usage_text, stdout); return HTR_EXIT_OK;
 		default: return usage_error("top", "bad option");
 		}
@@ -158,11 +167,14 @@ int cmd_top(int argc, char **argv)
 	}
 	qsort(c.v, c.n, sizeof(*c.v), cmp);
 	n = c.n < limit ? c.n : (size_t) limit;
-	if (json)
+	units_init(&u, f, ticks);
+	if (json) {
 		printf("[");
-	else if (n)
+	} else if (n) {
+		thread_line(f, &u);
 		printf("%14s %14s %10s %10s  %s\n", "INCLUSIVE", "LOCAL",
 		       "CALLS", "SLOWEST", "NAME");
+	}
 	for (i = 0; i < n; i++) {
 		const struct row *r = &c.v[i];
 
@@ -171,12 +183,21 @@ int cmd_top(int argc, char **argv)
 			json_string(stdout, r->name);
 			printf(", \"calls\": %" PRIu64 ", \"inclusive\": %" PRIu64
 			       ", \"local\": %" PRIu64 ", \"slowest\": %u, "
-			       "\"slowest_total\": %" PRIu64 "}", r->calls,
+			       "\"slowest_total\": %" PRIu64, r->calls,
 			       r->inclusive, r->local, r->slowest,
 			       r->slowest_total);
+			if (u.ns)
+				printf(", \"inclusive_ns\": %" PRIu64 ", "
+				       "\"local_ns\": %" PRIu64 ", "
+				       "\"slowest_total_ns\": %" PRIu64,
+				       units_of(&u, r->inclusive),
+				       units_of(&u, r->local),
+				       units_of(&u, r->slowest_total));
+			putchar('}');
 		} else {
 			printf("%14" PRIu64 " %14" PRIu64 " %10" PRIu64
-			       " %10u  %s\n", r->inclusive, r->local, r->calls,
+			       " %10u  %s\n", units_of(&u, r->inclusive),
+			       units_of(&u, r->local), r->calls,
 			       r->slowest, r->name);
 		}
 	}

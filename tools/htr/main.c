@@ -142,6 +142,37 @@ int open_analysis(const char *cmd, struct htr_file *f, unsigned what,
 	return 0;
 }
 
+void units_init(struct units *u, const struct htr_file *f, int ticks)
+{
+	uint64_t ns;
+
+	u->f = f;
+	u->ns = !ticks && htr_ticks_to_ns(f, 0, &ns) == 0;
+}
+
+uint64_t units_of(const struct units *u, uint64_t ticks)
+{
+	uint64_t ns;
+
+	return u->ns && htr_ticks_to_ns(u->f, ticks, &ns) == 0 ? ns : ticks;
+}
+
+const char *units_name(const struct units *u)
+{
+	return u->ns ? "ns" : "ticks";
+}
+
+void thread_line(const struct htr_file *f, const struct units *u)
+{
+	struct htr_thread_info ti;
+
+	if (htr_file_thread(f, &ti, sizeof(ti)) < 0)
+		return;
+	printf("# thread %u (pid %u, %s)%s%s\n", ti.tid, ti.pid,
+	       ti.comm[0] ? ti.comm : "?", u ? ", times in " : "",
+	       u ? (u->ns ? "ns" : "TSC ticks") : "");
+}
+
 void json_string(FILE *fp, const char *s)
 {
 	const unsigned char *p = (const unsigned char *) s;
