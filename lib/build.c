@@ -2,6 +2,7 @@
 #include "htr/build.h"
 
 #include "abi.h"
+#include "build_int.h"
 #include "treebuild.h"
 #include "decode.h"
 #include "err.h"
@@ -21,14 +22,6 @@
 #include <unistd.h>
 
 #define TRACE_PAGE 4096u
-
-struct htr_builder {
-	struct htr_build_opts opts;
-	struct htr_image *img;
-	struct htr_err err;
-	bool have_thread;
-	struct htr_disk_thread thread;
-};
 
 #define BUILD_OPTS_SIZE0 HTR_ABI_SIZE0(struct htr_build_opts, payload)
 #define BUILD_STATS_SIZE0 HTR_ABI_SIZE0(struct htr_build_stats, timing_unusable)
@@ -318,17 +311,118 @@ int htr_builder_run_buffer(struct htr_builder *b, const void *trace,
 	return run(b, trace, trace_size, false, "(memory)", out, stats, size);
 }
 
+int htr_build__out_open(struct htr_builder *b, const char *out,
+			struct htr_build_out *o)
+{
+	unsigned wflags = 0;
+	size_t i;
+	int rc;
+
+	memset(o, 0, sizeof(*o));
+	o->path = out;
+	if (b->opts.no_fsync)
+		wflags |= HTR_WRITER_NO_FSYNC;
+	if (b->opts.no_sweep)
+		wflags |= HTR_WRITER_NO_SWEEP;
+	rc = htr_writer__open_flags(&o->w, out, wflags, &b->err);
+	if (rc < 0)
+		return rc;
+	for (i = 0; i < htr_image__count(b->img); i++) {
+		const struct htr_image_piece *p = htr_image__piece(b->img, i);
+
+		rc = htr_writer__image(o->w, p->kind, p->vaddr, p->offset,
+				       p->size, p->path);
+		if (rc < 0)
+			return htr_build__out_fail(b, o, rc);
+	}
+	if (b->have_thread && (rc = htr_writer__thread(o->w, &b->thread)) < 0)
+		return htr_build__out_fail(b, o, rc);
+	rc = htr_tb__alloc(&o->tb, o->w);
+	if (rc < 0)
+		return htr_err__set(&b->err, rc, "out of memory");
+	htr_tb__set_extents(o->tb, func_extent, b->img);
+	return 0;
+}
+
+int htr_build__out_fail(struct htr_builder *b, struct htr_build_out *o,
+			int rc)
+{
+	/* The writer and the tree builder report their failures through the
+	 * writer's error state. */
+	if (o->w && htr_writer__err(o->w)->msg[0])
+		b->err = *htr_writer__err(o->w);
+	else
+		htr_err__set(&b->err, rc, "%s: %s", o->path, htr_errstr(rc));
+	return rc;
+}
+
+int htr_build__out_commit(struct htr_builder *b, struct htr_build_out *o,
+			  uint64_t trace_size, uint64_t trace_hash,
+			  struct htr_build_stats *s)
+{
+	struct htr_writer_meta meta;
+	struct pt_version v;
+	int rc = htr_tb__finish(o->tb);
+
+	if (rc < 0)
+		return htr_build__out_fail(b, o, rc);
+	memset(&meta, 0, sizeof(meta));
+	meta.ninsns = htr_tb__insns(o->tb);
+	meta.trace_size = trace_size;
+	meta.trace_hash = trace_hash;
+	v = pt_library_version();
+	meta.libipt_version[0] = v.major;
+	meta.libipt_version[1] = v.minor;
+	meta.libipt_version[2] = v.patch;
+	meta.libipt_version[3] = v.build;
+	rc = htr_writer__commit(o->w, &meta);
+	if (rc < 0)
+		return htr_build__out_fail(b, o, rc);
+	memset(s, 0, sizeof(*s));
+	s->size = sizeof(*s);
+	s->insns = meta.ninsns;
+	s->blocks = htr_writer__nblocks(o->w);
+	s->gaps = htr_tb__gaps(o->tb);
+	s->funcs = htr_tb__funcs(o->tb);
+	s->trace_size = trace_size;
+	s->max_depth = htr_writer__max_depth(o->w);
+	s->folded = htr_tb__folded(o->tb);
+	return 0;
+}
+
+void htr_build__out_free(struct htr_build_out *o)
+{
+	htr_tb__free(o->tb);
+	htr_writer__free(o->w);
+	o->tb = NULL;
+	o->w = NULL;
+}
+
+void htr_build__decode_cfg(const struct htr_builder *b,
+			   struct htr_decode_cfg *cfg, const uint8_t *data,
+			   uint64_t size)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->trace = data;
+	cfg->size = size;
+	cfg->cpu_family = b->opts.cpu_family;
+	cfg->cpu_model = b->opts.cpu_model;
+	cfg->cpu_stepping = b->opts.cpu_stepping;
+	cfg->cpuid_0x15_eax = b->opts.cpuid_0x15_eax;
+	cfg->cpuid_0x15_ebx = b->opts.cpuid_0x15_ebx;
+	cfg->mtc_freq = b->opts.mtc_freq;
+	cfg->nom_freq = b->opts.nom_freq;
+}
+
 static int run(struct htr_builder *b, const uint8_t *data, uint64_t tsize,
 	       bool mapped, const char *trace, const char *out,
 	       struct htr_build_stats *stats, size_t size)
 {
 	struct htr_decode_cfg cfg;
 	struct htr_decode_sink sink;
-	struct htr_writer_meta meta;
-	struct pt_version v;
+	struct htr_build_stats s;
+	struct htr_build_out o;
 	struct glue g;
-	unsigned wflags = 0;
-	size_t i;
 	int rc, prc;
 
 	memset(&g, 0, sizeof(g));
@@ -336,42 +430,12 @@ static int run(struct htr_builder *b, const uint8_t *data, uint64_t tsize,
 	g.mapped = mapped;
 	g.trace = data;
 	g.trace_size = tsize;
-	if (b->opts.no_fsync)
-		wflags |= HTR_WRITER_NO_FSYNC;
-	if (b->opts.no_sweep)
-		wflags |= HTR_WRITER_NO_SWEEP;
-	rc = htr_writer__open_flags(&g.w, out, wflags, &b->err);
+	rc = htr_build__out_open(b, out, &o);
 	if (rc < 0)
 		goto out;
-	for (i = 0; i < htr_image__count(b->img); i++) {
-		const struct htr_image_piece *p = htr_image__piece(b->img, i);
-
-		rc = htr_writer__image(g.w, p->kind, p->vaddr, p->offset,
-				       p->size, p->path);
-		if (rc < 0)
-			goto werr;
-	}
-	if (b->have_thread && (rc = htr_writer__thread(g.w, &b->thread)) < 0)
-		goto werr;
-	rc = htr_tb__alloc(&g.tb, g.w);
-	if (rc < 0) {
-		htr_err__set(&b->err, rc, "out of memory");
-		goto out;
-	}
-	htr_tb__set_extents(g.tb, func_extent, b->img);
-
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.trace = data;
-	cfg.size = tsize;
-	cfg.cpu_family = b->opts.cpu_family;
-	cfg.cpu_model = b->opts.cpu_model;
-	cfg.cpu_stepping = b->opts.cpu_stepping;
-	cfg.cpuid_0x15_eax = b->opts.cpuid_0x15_eax;
-	cfg.cpuid_0x15_ebx = b->opts.cpuid_0x15_ebx;
-	cfg.mtc_freq = b->opts.mtc_freq;
-	cfg.nom_freq = b->opts.nom_freq;
+	htr_build__decode_cfg(b, &cfg, data, tsize);
 	memset(&sink, 0, sizeof(sink));
-	rc = htr_pipe__start(&g.pipe, g.tb, g.w);
+	rc = htr_pipe__start(&g.pipe, o.tb, o.w);
 	if (rc < 0) {
 		htr_err__set(&b->err, rc, "cannot start the builder thread");
 		goto out;
@@ -381,8 +445,8 @@ static int run(struct htr_builder *b, const uint8_t *data, uint64_t tsize,
 	prc = htr_pipe__finish(g.pipe);
 	if (prc < 0) {
 		/* The builder failed first; decoding stopped because of it. */
-		rc = prc;
-		goto werr;
+		rc = htr_build__out_fail(b, &o, prc);
+		goto out;
 	}
 	if (rc == HTR_ERR_CANCELED && g.stop < 0) {
 		rc = htr_err__callback(g.stop);
@@ -393,47 +457,14 @@ static int run(struct htr_builder *b, const uint8_t *data, uint64_t tsize,
 	}
 	if (rc < 0)
 		goto out;
-	rc = htr_tb__finish(g.tb);
-	if (rc < 0)
-		goto werr;
-
-	memset(&meta, 0, sizeof(meta));
-	meta.ninsns = htr_tb__insns(g.tb);
-	meta.trace_size = tsize;
-	meta.trace_hash = hash_trace(data, tsize, mapped);
-	v = pt_library_version();
-	meta.libipt_version[0] = v.major;
-	meta.libipt_version[1] = v.minor;
-	meta.libipt_version[2] = v.patch;
-	meta.libipt_version[3] = v.build;
-	rc = htr_writer__commit(g.w, &meta);
-	if (rc < 0)
-		goto werr;
-	if (stats) {
-		struct htr_build_stats s;
-
-		memset(&s, 0, sizeof(s));
-		s.insns = meta.ninsns;
-		s.blocks = htr_writer__nblocks(g.w);
-		s.gaps = htr_tb__gaps(g.tb);
-		s.funcs = htr_tb__funcs(g.tb);
-		s.trace_size = tsize;
-		s.max_depth = htr_writer__max_depth(g.w);
-		s.folded = htr_tb__folded(g.tb);
+	rc = htr_build__out_commit(b, &o, tsize, hash_trace(data, tsize,
+							    mapped), &s);
+	if (rc == 0 && stats) {
 		s.timing_unusable = timing_unusable(&b->opts, data, tsize);
 		htr_abi__out(stats, size, &s, sizeof(s), BUILD_STATS_SIZE0);
 	}
-	goto out;
-werr:
-	/* The writer and the builder report their failures through the
-	 * writer's error state. */
-	if (htr_writer__err(g.w)->msg[0])
-		b->err = *htr_writer__err(g.w);
-	else
-		htr_err__set(&b->err, rc, "%s: %s", out, htr_errstr(rc));
 out:
 	htr_pipe__free(g.pipe);
-	htr_tb__free(g.tb);
-	htr_writer__free(g.w);
+	htr_build__out_free(&o);
 	return rc;
 }

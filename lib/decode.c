@@ -365,12 +365,39 @@ static int resume_at(struct dec *s, uint64_t ip)
 	return s->sink->resume ? s->sink->resume(s->sink->ctx, ip) : 0;
 }
 
+/* Tell an interleaving sink (onoff) that tracing stopped. */
+static int disabled(struct dec *s)
+{
+	int rc;
+
+	if (!s->sink->onoff)
+		return 0;
+	rc = flush(s);
+	return rc ? rc : s->sink->onoff(s->sink->ctx, 0, s->async_off,
+					s->off_ip, s->off_offset, 0, 0);
+}
+
 static int on_event(struct dec *s, const struct pt_event *ev)
 {
 	int rc = 0, abort = 0;
 
 	switch (ev->type) {
 	case ptev_enabled:
+		if (s->sink->onoff) {
+			rc = flush(s);
+			if (!rc)
+				rc = s->sink->onoff(s->sink->ctx, 1, 0,
+						    ev->variant.enabled.ip,
+						    cur_offset(s), ev->has_tsc,
+						    ev->tsc);
+			s->need_resume = 1;
+			s->has_tsc = 0;
+			if (!rc)
+				rc = resume_at(s, ev->variant.enabled.ip);
+			s->off = 0;
+			s->async_off = 0;
+			break;
+		}
 		/* Only an asynchronous disable that resumes at the very IP
 		 * where it stopped loses nothing.  libipt also says "resumed"
 		 * after a synchronous disable at a call or syscall whose
@@ -394,12 +421,14 @@ static int on_event(struct dec *s, const struct pt_event *ev)
 		s->async_off = 0;
 		s->off_offset = cur_offset(s);
 		s->off_ip = ev->ip_suppressed ? 0 : ev->variant.disabled.ip;
+		rc = disabled(s);
 		break;
 	case ptev_async_disabled:
 		s->off = 1;
 		s->async_off = 1;
 		s->off_offset = cur_offset(s);
 		s->off_ip = ev->variant.async_disabled.at;
+		rc = disabled(s);
 		break;
 	case ptev_async_branch:
 		/* An interrupt or exception: the last instruction that ran
@@ -673,7 +702,7 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 	}
 	if ((rc = flush(&s)) != 0)
 		goto out;
-	if (s.off && s.async_off &&
+	if (s.off && s.async_off && !sink->onoff &&
 	    (rc = gap(&s, HTR_GAP_DISABLED, s.off_offset, 0)) != 0)
 		goto out;
 	if (!synced && !have_err)

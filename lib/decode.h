@@ -64,6 +64,16 @@ struct htr_decode_sink {
 	/* Roughly every 2^20 instructions: bytes of trace consumed; a
 	 * non-zero return cancels (htr_decode__run returns HTR_ERR_CANCELED). */
 	int (*progress)(void *ctx, uint64_t offset);
+	/* Optional, for traces that interleave threads (per-CPU buffers):
+	 * tracing was disabled (@on 0: @async, at or towards @ip, 0 if
+	 * unknown, noticed at trace @offset) or enabled (@on 1, at @ip, at
+	 * time @tsc if @has_tsc), reported after the run before it.  With it
+	 * set, every enable is followed by a resume, the time is reported
+	 * again after the first run that follows a resume, and no DISABLED
+	 * gap is reported: whether a disable lost instructions depends on
+	 * which thread resumes, which only the sink knows. */
+	int (*onoff)(void *ctx, int on, int async, uint64_t ip,
+		     uint64_t offset, int has_tsc, uint64_t tsc);
 };
 
 #define HTR_DECODE_RUNAWAY (1u << 22)

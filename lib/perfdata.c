@@ -56,6 +56,8 @@ enum {
 	PT_CYC_BIT, PT_MAX_NONTURBO_RATIO, PT_FILTER_STR_LEN, PT_FILTER_STR,
 };
 
+#define MISC_SWITCH_OUT (1u << 13)
+
 #define AUX_FLAG_TRUNCATED 0x1u
 #define AUX_FLAG_PARTIAL 0x4u
 #define AUX_FLAG_COLLISION 0x8u
@@ -390,30 +392,65 @@ static const struct attr *record_attr(const struct htr_perfdata *pd,
 	return NULL;
 }
 
-/* The tid in a record's sample_id trailer (after @fixed body bytes);
- * 0 if found. */
-static int trailer_tid(const struct htr_perfdata *pd, const uint8_t *body,
-		       uint64_t blen, uint64_t fixed, uint32_t *tid)
+/* A record's sample_id trailer. */
+struct sid {
+	int has_tid, has_time, has_cpu;
+	uint32_t pid, tid, cpu;
+	uint64_t time;
+};
+
+/* Read the sample_id trailer of a record (after @fixed body bytes) into
+ * @s; 0, or -1 when the record has none that can be read. */
+static int trailer(const struct htr_perfdata *pd, const uint8_t *body,
+		   uint64_t blen, uint64_t fixed, struct sid *s)
 {
 	const struct attr *a = record_attr(pd, body, blen);
-	uint64_t st, n = 0;
+	uint64_t st, n;
+	const uint8_t *p;
 
+	memset(s, 0, sizeof(*s));
 	if (!a || !(a->flags & ATTR_SAMPLE_ID_ALL))
 		return -1;
 	st = a->sample_type;
-	if (!(st & SAMPLE_TID))
+	/* In this order: TID, TIME, ID, STREAM_ID, CPU, IDENTIFIER. */
+	n = (st & SAMPLE_TID ? 8 : 0) + (st & SAMPLE_TIME ? 8 : 0) +
+	    (st & SAMPLE_ID ? 8 : 0) + (st & SAMPLE_STREAM_ID ? 8 : 0) +
+	    (st & SAMPLE_CPU ? 8 : 0) + (st & SAMPLE_IDENTIFIER ? 8 : 0);
+	if (blen < fixed || blen - fixed < n)
 		return -1;
-	n += 8;
-	n += st & SAMPLE_TIME ? 8 : 0;
-	n += st & SAMPLE_ID ? 8 : 0;
-	n += st & SAMPLE_STREAM_ID ? 8 : 0;
-	n += st & SAMPLE_CPU ? 8 : 0;
-	n += st & SAMPLE_IDENTIFIER ? 8 : 0;
-	if (blen < fixed + n)
-		return -1;
-	/* TID comes first: pid u32, tid u32. */
-	*tid = (uint32_t) le(body + blen - n + 4, 4);
+	p = body + blen - n;
+	if (st & SAMPLE_TID) {
+		s->has_tid = 1;
+		s->pid = (uint32_t) le(p, 4);
+		s->tid = (uint32_t) le(p + 4, 4);
+		p += 8;
+	}
+	if (st & SAMPLE_TIME) {
+		s->has_time = 1;
+		s->time = le(p, 8);
+		p += 8;
+	}
+	p += st & SAMPLE_ID ? 8 : 0;
+	p += st & SAMPLE_STREAM_ID ? 8 : 0;
+	if (st & SAMPLE_CPU) {
+		s->has_cpu = 1;
+		s->cpu = (uint32_t) le(p, 4);
+	}
 	return 0;
+}
+
+static struct htr_perf_cpu *cpu_get(struct htr_perfdata *pd, uint32_t cpu)
+{
+	struct htr_perf_cpu *c;
+	size_t i;
+
+	for (i = 0; i < pd->ncpus; i++)
+		if (pd->cpus[i].cpu == cpu)
+			return &pd->cpus[i];
+	c = push(&pd->cpus, &pd->ncpus, sizeof(*c));
+	if (c)
+		c->cpu = cpu;
+	return c;
 }
 
 static int rec_mmap(struct htr_perfdata *pd, unsigned type, unsigned misc,
@@ -529,8 +566,17 @@ static int rec_auxtrace(struct htr_perfdata *pd, const uint8_t *b,
 		return corrupt(pd, "AUXTRACE record at offset %llu: %llu bytes "
 			       "of trace run past the data", off, size);
 	*payload = size;
-	if (tid == UINT32_MAX) {
+	/* Per-CPU buffers name the workload's first thread (or none) as
+	 * their tid: only the CPU says whose buffer it is. */
+	if (tid == UINT32_MAX || pd->pt.per_cpu_mmaps) {
+		struct htr_perf_cpu *pc = cpu_get(pd, (uint32_t) le(b + 32, 4));
+
 		pd->per_cpu_buffers++;
+		if (!pc || !(c = push(&pc->chunks, &pc->nchunks, sizeof(*c))))
+			return nomem(pd);
+		c->offset = at;
+		c->size = size;
+		pc->pt_bytes += size;
 		return 0;
 	}
 	t = thread_get(pd, UINT32_MAX, tid, 1);
@@ -545,12 +591,51 @@ static int rec_auxtrace(struct htr_perfdata *pd, const uint8_t *b,
 	return 0;
 }
 
+/* A context switch: who runs on the CPU from now on.  A switch-out names
+ * the next task only in the CPU-wide record; a switch-in names itself. */
+static int rec_switch(struct htr_perfdata *pd, unsigned type, unsigned misc,
+		      const uint8_t *b, uint64_t blen, uint64_t off)
+{
+	uint64_t fixed = type == REC_SWITCH_CPU_WIDE ? 8 : 0;
+	struct htr_perf_switch *w;
+	struct sid sid;
+
+	if (blen < fixed)
+		return corrupt(pd, "SWITCH record at offset %llu of %llu "
+			       "bytes", off, blen + 8);
+	if (trailer(pd, b, blen, fixed, &sid) < 0 || !sid.has_time ||
+	    !sid.has_cpu || !sid.has_tid) {
+		pd->switches_untimed++;
+		return 0;
+	}
+	w = push(&pd->switches, &pd->nswitches, sizeof(*w));
+	if (!w)
+		return nomem(pd);
+	w->time = sid.time;
+	w->cpu = sid.cpu;
+	if (!(misc & MISC_SWITCH_OUT)) {
+		w->pid = sid.pid;
+		w->tid = sid.tid;
+	} else if (type == REC_SWITCH_CPU_WIDE) {
+		w->pid = (uint32_t) le(b, 4);
+		w->tid = (uint32_t) le(b + 4, 4);
+	} else {
+		w->pid = w->tid = UINT32_MAX;
+	}
+	/* A thread known only from switches still gets its pid. */
+	if (w->tid != UINT32_MAX && w->tid && !thread_get(pd, w->pid, w->tid,
+							  1))
+		return nomem(pd);
+	return 0;
+}
+
 static int record(struct htr_perfdata *pd, unsigned type, unsigned misc,
 		  const uint8_t *b, uint64_t blen, uint64_t off, uint64_t end,
 		  uint64_t *payload)
 {
 	struct htr_perf_thread *t;
 	struct proc *p;
+	struct sid sid;
 	uint32_t pid, tid;
 	uint64_t flags;
 	long sl;
@@ -629,13 +714,27 @@ static int record(struct htr_perfdata *pd, unsigned type, unsigned misc,
 			return corrupt(pd, "AUX record at offset %llu of %llu "
 				       "bytes", off, blen + 8);
 		flags = le(b + 16, 8);
-		if (trailer_tid(pd, b, blen, 24, &tid) < 0 ||
-		    !(t = thread_get(pd, 0, tid, 0)))
+		if (trailer(pd, b, blen, 24, &sid) < 0)
+			return 0;
+		if (pd->pt.per_cpu_mmaps && sid.has_cpu) {
+			struct htr_perf_cpu *pc = cpu_get(pd, sid.cpu);
+
+			if (!pc)
+				return nomem(pd);
+			pc->aux_truncated += !!(flags & AUX_FLAG_TRUNCATED);
+			pc->aux_lost += !!(flags & (AUX_FLAG_PARTIAL |
+						    AUX_FLAG_COLLISION));
+			return 0;
+		}
+		if (!sid.has_tid || !(t = thread_get(pd, 0, sid.tid, 0)))
 			return 0;
 		t->aux_truncated += !!(flags & AUX_FLAG_TRUNCATED);
 		t->aux_lost += !!(flags & (AUX_FLAG_PARTIAL |
 					   AUX_FLAG_COLLISION));
 		return 0;
+	case REC_SWITCH:
+	case REC_SWITCH_CPU_WIDE:
+		return rec_switch(pd, type, misc, b, blen, off);
 	case REC_HEADER_ATTR:
 		if (!pd->pipe)
 			return 0;
@@ -777,8 +876,60 @@ static int file_header(struct htr_perfdata *pd)
 	return records(pd, doff, doff + dlen);
 }
 
+/* Sort by (cpu, time), keeping record order among equals: a merge sort
+ * (qsort is not stable), O(n log n) with one temporary array. */
+static int sort_switches(struct htr_perf_switch *v, size_t n)
+{
+	struct htr_perf_switch *tmp = malloc(n * sizeof(*tmp));
+	size_t w, i, lo, mid, hi, a, b;
+
+	if (!tmp)
+		return -1;
+	for (w = 1; w < n; w *= 2) {
+		for (lo = 0; lo < n; lo += 2 * w) {
+			mid = lo + w < n ? lo + w : n;
+			hi = lo + 2 * w < n ? lo + 2 * w : n;
+			for (i = lo, a = lo, b = mid; i < hi; i++) {
+				if (a < mid && (b >= hi ||
+				    v[a].cpu < v[b].cpu ||
+				    (v[a].cpu == v[b].cpu &&
+				     v[a].time <= v[b].time)))
+					tmp[i] = v[a++];
+				else
+					tmp[i] = v[b++];
+			}
+		}
+		memcpy(v, tmp, n * sizeof(*v));
+	}
+	free(tmp);
+	return 0;
+}
+
+uint64_t htr_perfdata__time_to_tsc(const struct htr_perfdata *pd, uint64_t ns)
+{
+	const struct htr_perf_pt *pt = &pd->pt;
+	uint64_t t, quot, rem;
+
+	if (!pt->present || !pt->time_mult || pt->time_shift > 63)
+		return ns;
+	t = ns > pt->time_zero ? ns - pt->time_zero : 0;
+	quot = t / pt->time_mult;
+	rem = t % pt->time_mult;
+	/* (quot << shift) + (rem << shift) / mult, saturating. */
+	if (pt->time_shift && quot > (UINT64_MAX >> pt->time_shift))
+		return UINT64_MAX;
+	{
+		__extension__ unsigned __int128 r =
+			((unsigned __int128) rem << pt->time_shift) /
+			pt->time_mult;
+		uint64_t q = quot << pt->time_shift;
+
+		return r > UINT64_MAX - q ? UINT64_MAX : q + (uint64_t) r;
+	}
+}
+
 /* After the records: the intel_pt attr, build-ids, derived fields. */
-static void finish(struct htr_perfdata *pd)
+static int finish(struct htr_perfdata *pd)
 {
 	struct htr_perf_priv *pv = pd->priv;
 	struct htr_perf_pt *pt = &pd->pt;
@@ -822,10 +973,14 @@ static void finish(struct htr_perfdata *pd)
 				break;
 			}
 	}
+	/* Switches by CPU, then time; equal times keep record order. */
+	if (pd->nswitches && sort_switches(pd->switches, pd->nswitches) < 0)
+		return nomem(pd);
 	/* Threads that only had trace: their pid from the sideband. */
 	for (i = 0; i < pd->nthreads; i++)
 		if (pd->threads[i].pid == UINT32_MAX)
 			pd->threads[i].pid = pd->threads[i].tid;
+	return 0;
 }
 
 int htr_perfdata__parse(struct htr_perfdata **out, const void *data,
@@ -887,7 +1042,9 @@ int htr_perfdata__parse(struct htr_perfdata **out, const void *data,
 				  pd->name);
 		goto fail;
 	}
-	finish(pd);
+	rc = finish(pd);
+	if (rc < 0)
+		goto fail;
 	pd->priv->err = NULL;
 	*out = pd;
 	return 0;
@@ -954,6 +1111,10 @@ void htr_perfdata__close(struct htr_perfdata *pd)
 	for (i = 0; i < pd->nthreads; i++)
 		free(pd->threads[i].chunks);
 	free(pd->threads);
+	for (i = 0; i < pd->ncpus; i++)
+		free(pd->cpus[i].chunks);
+	free(pd->cpus);
+	free(pd->switches);
 	for (i = 0; i < pd->nmodules; i++)
 		free(pd->modules[i].path);
 	free(pd->modules);

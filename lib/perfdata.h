@@ -75,6 +75,24 @@ struct htr_perf_thread {
 	int exited;
 };
 
+/* One CPU's Intel PT data (per-CPU buffers: perf record without
+ * --per-thread), its pieces in file order. */
+struct htr_perf_cpu {
+	uint32_t cpu;
+	struct htr_perf_chunk *chunks;
+	size_t nchunks;
+	uint64_t pt_bytes;
+	uint64_t aux_truncated, aux_lost;
+};
+
+/* From @time on (perf's clock, ns), thread @tid of @pid runs on @cpu
+ * (tid UINT32_MAX: a thread left and the sideband does not say which
+ * came).  From SWITCH and SWITCH_CPU_WIDE records. */
+struct htr_perf_switch {
+	uint64_t time;
+	uint32_t cpu, pid, tid;
+};
+
 struct htr_perfdata {
 	const uint8_t *data;       /* the whole file (mapped or borrowed) */
 	uint64_t size;
@@ -94,6 +112,14 @@ struct htr_perfdata {
 	struct htr_perf_module *modules;
 	size_t nmodules;
 	uint64_t per_cpu_buffers;  /* AUXTRACE records with no thread */
+	/* Per-CPU trace (pt.per_cpu_mmaps, or AUXTRACE records with no
+	 * thread), by CPU number, and the context switches sorted by (cpu,
+	 * time, record order). */
+	struct htr_perf_cpu *cpus;
+	size_t ncpus;
+	struct htr_perf_switch *switches;
+	size_t nswitches;
+	uint64_t switches_untimed; /* switch records without time or cpu */
 	uint64_t nrecords;
 	/* private */
 	void *map;
@@ -115,6 +141,11 @@ int htr_perfdata__open(struct htr_perfdata **out, const char *path,
  * outlive the reader).  @name names them in messages. */
 int htr_perfdata__parse(struct htr_perfdata **out, const void *data,
 			size_t size, const char *name, struct htr_err *err);
+
+/* perf's clock @ns as a TSC value (the inverse of the TSC conversion,
+ * rounded down); @ns itself when the file has no conversion. */
+uint64_t htr_perfdata__time_to_tsc(const struct htr_perfdata *pd,
+				   uint64_t ns);
 
 /* Unmap and free.  NULL is fine. */
 void htr_perfdata__close(struct htr_perfdata *pd);

@@ -8,16 +8,6 @@
 #define NBATCH 4
 #define BATCH 8192
 
-enum ev_type { EV_RUN, EV_RESUME, EV_GAP, EV_TIME, EV_SYNC };
-
-struct ev {
-	uint8_t type;
-	uint8_t cls;
-	int32_t code;
-	uint32_t n;
-	uint64_t a, b;
-};
-
 struct htr_pipe {
 	struct htr_tb *tb;
 	struct htr_writer *w;
@@ -25,27 +15,28 @@ struct htr_pipe {
 	int started, finished;
 	pthread_mutex_t lock;
 	pthread_cond_t not_empty, not_full;
-	struct ev *batch[NBATCH];
+	struct htr_ev *batch[NBATCH];
 	uint32_t len[NBATCH];
 	unsigned head, tail, count;   /* full batches: [head, head + count) */
 	int done;                     /* no more batches will come */
 	int err;                      /* the builder's first error */
-	struct ev *cur;               /* the producer's batch (= batch[tail]) */
+	struct htr_ev *cur;           /* the producer's batch (= batch[tail]) */
 	uint32_t ncur;
 	uint64_t insns;               /* producer side */
 	int (*progress)(void *ctx, uint64_t offset);
 	void *progress_ctx;
+	struct htr_ev_sink ek;        /* the decoder's sink packs into it */
 	_Atomic uint64_t blocks;
 };
 
-static int apply(struct htr_tb *tb, const struct ev *e)
+int htr_ev__apply(struct htr_tb *tb, const struct htr_ev *e)
 {
 	switch (e->type) {
-	case EV_RUN:
+	case HTR_EV_RUN:
 		return htr_tb__run(tb, e->a, e->n, (enum htr_icls) e->cls, e->b);
-	case EV_RESUME:
+	case HTR_EV_RESUME:
 		return htr_tb__resume(tb, e->a);
-	case EV_GAP: {
+	case HTR_EV_GAP: {
 		struct htr_decode_gap g;
 
 		g.kind = (int) e->n;
@@ -55,9 +46,9 @@ static int apply(struct htr_tb *tb, const struct ev *e)
 		g.async = e->cls;
 		return htr_tb__gap(tb, &g);
 	}
-	case EV_TIME:
+	case HTR_EV_TIME:
 		return htr_tb__time(tb, e->a);
-	case EV_SYNC:
+	case HTR_EV_SYNC:
 		return htr_tb__sync(tb, e->a);
 	}
 	return HTR_ERR_INVALID;
@@ -68,7 +59,7 @@ static void *builder_main(void *arg)
 	struct htr_pipe *p = arg;
 
 	for (;;) {
-		const struct ev *evs;
+		const struct htr_ev *evs;
 		uint32_t n, i;
 		int err;
 
@@ -87,7 +78,7 @@ static void *builder_main(void *arg)
 		/* After an error, batches are drained unread so the decoding
 		 * thread never waits for room that will not come. */
 		for (i = 0; !err && i < n; i++)
-			err = apply(p->tb, &evs[i]);
+			err = htr_ev__apply(p->tb, &evs[i]);
 		atomic_store_explicit(&p->blocks, htr_writer__nblocks(p->w),
 				      memory_order_relaxed);
 
@@ -120,53 +111,73 @@ static int publish(struct htr_pipe *p)
 	return err;
 }
 
-static inline int put(struct htr_pipe *p, uint8_t type, uint8_t cls,
-		      uint32_t n, uint64_t a, uint64_t b, int32_t code)
+/* One packer per decoder callback, handing each event to k->put. */
+static int pack(void *ctx, uint8_t type, uint8_t cls, uint32_t n, uint64_t a,
+		uint64_t b, int32_t code)
 {
-	struct ev *e = &p->cur[p->ncur++];
+	const struct htr_ev_sink *k = ctx;
+	struct htr_ev e;
 
-	e->type = type;
-	e->cls = cls;
-	e->n = n;
-	e->a = a;
-	e->b = b;
-	e->code = code;
-	return p->ncur == BATCH ? publish(p) : 0;
+	e.type = type;
+	e.cls = cls;
+	e.n = n;
+	e.a = a;
+	e.b = b;
+	e.code = code;
+	return k->put(k->ctx, &e);
 }
 
 static int on_run(void *ctx, uint64_t ip, uint32_t ninsn, enum htr_icls cls,
 		  uint64_t ret_ip)
 {
-	struct htr_pipe *p = ctx;
-
-	p->insns += ninsn;
-	return put(p, EV_RUN, (uint8_t) cls, ninsn, ip, ret_ip, 0);
+	return pack(ctx, HTR_EV_RUN, (uint8_t) cls, ninsn, ip, ret_ip, 0);
 }
 
 static int on_resume(void *ctx, uint64_t ip)
 {
-	return put(ctx, EV_RESUME, 0, 0, ip, 0, 0);
+	return pack(ctx, HTR_EV_RESUME, 0, 0, ip, 0, 0);
 }
 
 static int on_gap(void *ctx, const struct htr_decode_gap *g)
 {
-	return put(ctx, EV_GAP, (uint8_t) g->async, (uint32_t) g->kind,
-		   g->offset, g->ip, g->code);
+	return pack(ctx, HTR_EV_GAP, (uint8_t) g->async, (uint32_t) g->kind,
+		    g->offset, g->ip, g->code);
 }
 
 static int on_time(void *ctx, uint64_t tsc)
 {
-	return put(ctx, EV_TIME, 0, 0, tsc, 0, 0);
+	return pack(ctx, HTR_EV_TIME, 0, 0, tsc, 0, 0);
 }
 
 static int on_sync(void *ctx, uint64_t offset)
 {
-	return put(ctx, EV_SYNC, 0, 0, offset, 0, 0);
+	return pack(ctx, HTR_EV_SYNC, 0, 0, offset, 0, 0);
+}
+
+void htr_ev__sink(struct htr_decode_sink *sink, struct htr_ev_sink *k)
+{
+	sink->ctx = k;
+	sink->run = on_run;
+	sink->resume = on_resume;
+	sink->gap = on_gap;
+	sink->time = on_time;
+	sink->sync = on_sync;
+}
+
+static int put(void *ctx, const struct htr_ev *e)
+{
+	struct htr_pipe *p = ctx;
+
+	if (e->type == HTR_EV_RUN)
+		p->insns += e->n;
+	p->cur[p->ncur++] = *e;
+	return p->ncur == BATCH ? publish(p) : 0;
 }
 
 static int on_progress(void *ctx, uint64_t offset)
 {
-	struct htr_pipe *p = ctx;
+	const struct htr_ev_sink *k = ctx;
+	struct htr_pipe *p = k->ctx;
 
 	return p->progress ? p->progress(p->progress_ctx, offset) : 0;
 }
@@ -181,13 +192,10 @@ void htr_pipe__sink(struct htr_pipe *p, struct htr_decode_sink *sink,
 {
 	p->progress = progress;
 	p->progress_ctx = ctx;
+	p->ek.put = put;
+	p->ek.ctx = p;
+	htr_ev__sink(sink, &p->ek);
 	sink->progress = on_progress;
-	sink->ctx = p;
-	sink->run = on_run;
-	sink->resume = on_resume;
-	sink->gap = on_gap;
-	sink->time = on_time;
-	sink->sync = on_sync;
 }
 
 int htr_pipe__start(struct htr_pipe **out, struct htr_tb *tb,
@@ -200,7 +208,7 @@ int htr_pipe__start(struct htr_pipe **out, struct htr_tb *tb,
 	if (!p)
 		return HTR_ERR_NOMEM;
 	for (i = 0; i < NBATCH; i++) {
-		p->batch[i] = malloc(BATCH * sizeof(struct ev));
+		p->batch[i] = malloc(BATCH * sizeof(struct htr_ev));
 		if (!p->batch[i]) {
 			htr_pipe__free(p);
 			return HTR_ERR_NOMEM;

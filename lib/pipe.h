@@ -15,6 +15,34 @@
 
 struct htr_pipe;
 
+/* A decoder event, packed: the pipe's batches hold them, CPU-wide builds
+ * spool them to a file. */
+enum htr_ev_type {
+	HTR_EV_RUN, HTR_EV_RESUME, HTR_EV_GAP, HTR_EV_TIME, HTR_EV_SYNC,
+};
+
+struct htr_ev {
+	uint8_t type;              /* enum htr_ev_type */
+	uint8_t cls;               /* run: enum htr_icls; gap: async */
+	int32_t code;              /* gap: code */
+	uint32_t n;                /* run: instructions; gap: kind */
+	uint64_t a, b;             /* run: ip, ret_ip; resume: ip; gap:
+				    * offset, ip; time: tsc; sync: offset */
+};
+
+/* Feed @e to @tb.  Returns the builder's result. */
+int htr_ev__apply(struct htr_tb *tb, const struct htr_ev *e);
+
+/* Where a packing sink hands its events. */
+struct htr_ev_sink {
+	int (*put)(void *ctx, const struct htr_ev *e);
+	void *ctx;
+};
+
+/* Set @sink's run, resume, gap, time and sync callbacks to pack each
+ * event and hand it to @k (ctx = @k, which must outlive the sink). */
+void htr_ev__sink(struct htr_decode_sink *sink, struct htr_ev_sink *k);
+
 /* Start the builder thread on @tb.  Returns 0, HTR_ERR_NOMEM or
  * HTR_ERR_IO (no thread). */
 int htr_pipe__start(struct htr_pipe **out, struct htr_tb *tb,

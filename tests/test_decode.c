@@ -146,7 +146,8 @@ static int decode(const char *trace, struct htr_image *img,
 		  struct htr_decode_cfg *cfg, struct rec *r, struct htr_err *e)
 {
 	struct htr_decode_sink sink = {
-		r, on_run, on_resume, on_gap, on_time, on_sync, on_progress
+		r, on_run, on_resume, on_gap, on_time, on_sync, on_progress,
+		NULL
 	};
 	size_t size = 0;
 	uint8_t *buf = slurp(trace, &size);
@@ -497,7 +498,7 @@ Test(decode, garbage)
 	struct rec r;
 	uint8_t zeros[64] = { 0 };
 	struct htr_decode_sink sink = { &r, on_run, on_resume, on_gap,
-					on_time, on_sync, on_progress };
+					on_time, on_sync, on_progress, NULL };
 	uint8_t *buf;
 	size_t size, i;
 
