@@ -136,8 +136,6 @@ int htr_builder_add_bytes(struct htr_builder *b, const void *data,
 
 struct glue {
 	struct htr_builder *b;
-	struct htr_tb *tb;
-	struct htr_writer *w;
 	struct htr_pipe *pipe;
 	const uint8_t *trace;
 	uint64_t trace_size;

@@ -2,6 +2,7 @@
 #include "cmd.h"
 
 #include "htr/htr.h"
+#include "cpuwide.h"
 #include "perfdata.h"
 
 #include <errno.h>
@@ -446,12 +447,52 @@ static void perf_thread_info(const struct htr_perfdata *pd,
 	}
 }
 
+/* The build options: the file's parameters, unless given on the command
+ * line. */
+static void perf_opts(const struct perf_build *pb,
+		      const struct htr_perfdata *pd, struct htr_build_opts *o)
+{
+	const struct htr_build_opts *u = pb->user;
+
+	*o = *u;
+	if (!u->cpu_family && !strcmp(pd->cpu_vendor, "GenuineIntel")) {
+		o->cpu_family = pd->cpu_family;
+		o->cpu_model = pd->cpu_model;
+		o->cpu_stepping = pd->cpu_stepping;
+	}
+	if (!u->cpuid_0x15_eax && !u->cpuid_0x15_ebx) {
+		o->cpuid_0x15_eax = pd->pt.tsc_ctc_d;
+		o->cpuid_0x15_ebx = pd->pt.tsc_ctc_n;
+	}
+	if (!u->mtc_freq && pd->pt.mtc)
+		o->mtc_freq = pd->pt.mtc_freq;
+	if (!u->nom_freq)
+		o->nom_freq = (uint8_t) (pd->pt.max_nonturbo_ratio > 255 ?
+					 255 : pd->pt.max_nonturbo_ratio);
+}
+
+/* The summary line of a thread's build. */
+static void perf_summary(const struct perf_build *pb, const char *name,
+			 const struct htr_perf_thread *t, const char *out,
+			 const struct htr_build_stats *st, double sec)
+{
+	struct stat sb;
+	uint64_t fsize = stat(out, &sb) == 0 ? (uint64_t) sb.st_size : 0;
+
+	if (pb->quiet)
+		return;
+	fprintf(stderr, "htr: build: %s (pid %u, %s) -> %s: %" PRIu64
+		" insns, %" PRIu64 " blocks, depth %u, %" PRIu64 " gaps, %"
+		PRIu64 " bytes, %.2f s\n", name, t->pid,
+		t->comm[0] ? t->comm : "?", out, st->insns, st->blocks,
+		st->max_depth, st->gaps, fsize, sec);
+}
+
 /* Build thread @t of @pd into @out. */
 static int perf_thread(struct perf_build *pb, const struct htr_perfdata *pd,
 		       const struct htr_perf_thread *t, const char *out)
 {
-	const struct htr_build_opts *u = pb->user;
-	struct htr_build_opts opts = *u;
+	struct htr_build_opts opts;
 	struct htr_thread_info ti;
 	struct htr_build_stats st;
 	struct htr_builder *b = NULL;
@@ -462,21 +503,7 @@ static int perf_thread(struct perf_build *pb, const struct htr_perfdata *pd,
 	size_t i, at;
 	int err, rc = HTR_EXIT_FAIL;
 
-	/* The file's parameters, unless given on the command line. */
-	if (!u->cpu_family && !strcmp(pd->cpu_vendor, "GenuineIntel")) {
-		opts.cpu_family = pd->cpu_family;
-		opts.cpu_model = pd->cpu_model;
-		opts.cpu_stepping = pd->cpu_stepping;
-	}
-	if (!u->cpuid_0x15_eax && !u->cpuid_0x15_ebx) {
-		opts.cpuid_0x15_eax = pd->pt.tsc_ctc_d;
-		opts.cpuid_0x15_ebx = pd->pt.tsc_ctc_n;
-	}
-	if (!u->mtc_freq && pd->pt.mtc)
-		opts.mtc_freq = pd->pt.mtc_freq;
-	if (!u->nom_freq)
-		opts.nom_freq = (uint8_t) (pd->pt.max_nonturbo_ratio > 255 ?
-					   255 : pd->pt.max_nonturbo_ratio);
+	perf_opts(pb, pd, &opts);
 	snprintf(name, sizeof(name), "%s tid %u", pb->trace, t->tid);
 	if (same_file(pb->trace, out))
 		return usage_error("build", "%s: the output would overwrite "
@@ -528,17 +555,7 @@ static int perf_thread(struct perf_build *pb, const struct htr_perfdata *pd,
 		goto done;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &end);
-	if (!pb->quiet) {
-		struct stat sb;
-		double sec = seconds(&start, &end);
-		uint64_t fsize = stat(out, &sb) == 0 ? (uint64_t) sb.st_size : 0;
-
-		fprintf(stderr, "htr: build: %s (pid %u, %s) -> %s: %" PRIu64
-			" insns, %" PRIu64 " blocks, depth %u, %" PRIu64
-			" gaps, %" PRIu64 " bytes, %.2f s\n", name, t->pid,
-			t->comm[0] ? t->comm : "?", out, st.insns, st.blocks,
-			st.max_depth, st.gaps, fsize, sec);
-	}
+	perf_summary(pb, name, t, out, &st, seconds(&start, &end));
 	if (t->aux_truncated || t->aux_lost)
 		fprintf(stderr, "htr: build: warning: %s: perf lost trace data "
 			"(%" PRIu64 " AUX records truncated, %" PRIu64
@@ -549,6 +566,169 @@ static int perf_thread(struct perf_build *pb, const struct htr_perfdata *pd,
 done:
 	htr_builder_free(b);
 	free(buf);
+	return rc;
+}
+
+/* One process's threads of a CPU-wide recording (cpuwide.h): every CPU
+ * decoded with the image of process @pid.  @others gets the tids of
+ * other threads found with trace. */
+static int cpuwide_pid(struct perf_build *pb, const struct htr_perfdata *pd,
+		       uint32_t pid, const char *prefix, int has_tid,
+		       uint32_t tid, struct htr_cpuwide_stats *cs,
+		       size_t *built)
+{
+	struct htr_cpuwide_thread *v;
+	const struct htr_perf_thread *rep = NULL;
+	struct htr_build_opts opts;
+	struct htr_builder *b = NULL;
+	struct timespec start, end;
+	size_t i, n = 0;
+	char name[128];
+	int err, rc = HTR_EXIT_FAIL;
+
+	v = calloc(pd->nthreads ? pd->nthreads : 1, sizeof(*v));
+	if (!v)
+		return fail("build", "out of memory");
+	for (i = 0; i < pd->nthreads; i++) {
+		const struct htr_perf_thread *t = &pd->threads[i];
+		char *out;
+
+		if (t->pid != pid || !t->tid || (has_tid && t->tid != tid))
+			continue;
+		out = malloc(strlen(prefix) + 32);
+		if (!out) {
+			rc = fail("build", "out of memory");
+			goto done;
+		}
+		sprintf(out, "%s.%u.htr", prefix, t->tid);
+		if (same_file(pb->trace, out)) {
+			free(out);
+			rc = usage_error("build", "%s: the output would "
+					 "overwrite the trace; give another "
+					 "-o", prefix);
+			goto done;
+		}
+		v[n].tid = t->tid;
+		v[n].out = out;
+		perf_thread_info(pd, t, &v[n].info);
+		n++;
+		if (!rep)
+			rep = t;
+	}
+	if (!n) {
+		rc = HTR_EXIT_OK;
+		goto done;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	perf_opts(pb, pd, &opts);
+	err = htr_builder_alloc(&b, &opts);
+	if (err < 0) {
+		rc = fail("build", "%s", htr_errstr(err));
+		goto done;
+	}
+	if (perf_image(pb, b, pd, rep) != 0)
+		goto done;
+	err = htr_cpuwide__build(b, pd, v, n, cs);
+	if (pb->pr->printed && pb->pr->tty)
+		fputc('\n', stderr);
+	if (err == HTR_ERR_CANCELED && stop_signal) {
+		fprintf(stderr, "htr: build: %s: interrupted\n", pb->trace);
+		rc = HTR_EXIT_FAIL;
+		goto done;
+	}
+	if (err < 0) {
+		rc = fail("build", "%s: %s", pb->trace,
+			  htr_builder_last_error(b)[0] ?
+			  htr_builder_last_error(b) : htr_errstr(err));
+		goto done;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	for (i = 0; i < n; i++) {
+		const struct htr_perf_thread *t;
+
+		if (!v[i].built)
+			continue;
+		(*built)++;
+		for (t = pd->threads; t->tid != v[i].tid; t++)
+			;
+		snprintf(name, sizeof(name), "%s tid %u", pb->trace, t->tid);
+		perf_summary(pb, name, t, v[i].out, &v[i].stats,
+			     seconds(&start, &end));
+		warn_result(name, v[i].out, &v[i].stats, 1);
+	}
+	rc = HTR_EXIT_OK;
+done:
+	htr_builder_free(b);
+	for (i = 0; i < n; i++)
+		free((char *) v[i].out);
+	free(v);
+	return rc;
+}
+
+/* A CPU-wide recording: the threads of the workload's process first, then
+ * those of any other process that has trace. */
+static int build_cpuwide(struct perf_build *pb, const struct htr_perfdata *pd,
+			 const char *prefix, int has_tid, uint32_t tid,
+			 size_t *built)
+{
+	struct htr_cpuwide_stats cs;
+	uint32_t *pids = NULL;
+	size_t npids = 0, i, j, k;
+	int rc = HTR_EXIT_OK;
+	uint64_t lost = 0, truncated = 0;
+
+	if (!pd->nswitches)
+		return fail("build", "%s: a CPU-wide recording (per-CPU trace "
+			    "buffers) without context-switch records%s: the "
+			    "threads cannot be told apart; record with perf "
+			    "record --per-thread, or with switch events (the "
+			    "default since Linux 4.3)", pb->trace,
+			    pd->switches_untimed ? " that carry time and CPU" :
+			    "");
+	if (!pd->pt.present || !pd->pt.tsc)
+		return fail("build", "%s: a CPU-wide recording without TSC "
+			    "packets: the trace cannot be matched to the "
+			    "context switches (record with intel_pt/tsc/u)",
+			    pb->trace);
+	for (i = 0; i < pd->ncpus; i++) {
+		lost += pd->cpus[i].aux_lost;
+		truncated += pd->cpus[i].aux_truncated;
+	}
+	memset(&cs, 0, sizeof(cs));
+	pids = malloc((pd->nthreads + 1) * sizeof(*pids));
+	if (!pids)
+		return fail("build", "out of memory");
+	/* The first process named in the file, usually the workload. */
+	if (pd->nthreads)
+		pids[npids++] = pd->threads[0].pid;
+	for (k = 0; k < npids && rc == HTR_EXIT_OK && !stop_signal; k++) {
+		rc = cpuwide_pid(pb, pd, pids[k], prefix, has_tid, tid, &cs,
+				 built);
+		/* Processes of the other threads that had trace. */
+		for (i = 0; i < cs.nother; i++) {
+			const struct htr_perf_thread *t = NULL;
+
+			for (j = 0; j < pd->nthreads; j++)
+				if (pd->threads[j].tid == cs.other[i])
+					t = &pd->threads[j];
+			for (j = 0; t && j < npids && pids[j] != t->pid; j++)
+				;
+			if (t && j == npids)
+				pids[npids++] = t->pid;
+		}
+	}
+	if (rc == HTR_EXIT_OK && cs.insns_unknown)
+		fprintf(stderr, "htr: build: warning: %s: %" PRIu64 " "
+			"instructions ran when no context-switch record says "
+			"which thread was on the CPU: left out\n", pb->trace,
+			cs.insns_unknown);
+	if (rc == HTR_EXIT_OK && (lost || truncated))
+		fprintf(stderr, "htr: build: warning: %s: perf lost trace "
+			"data (%" PRIu64 " AUX records truncated, %" PRIu64
+			" partial or collided): the trees have gaps there\n",
+			pb->trace, truncated, lost);
+	htr_cpuwide__stats_free(&cs);
+	free(pids);
 	return rc;
 }
 
@@ -565,12 +745,6 @@ static int build_perf(struct perf_build *pb, const char *outarg, int has_tid,
 	memset(&err, 0, sizeof(err));
 	if (htr_perfdata__open(&pd, pb->trace, &err) < 0)
 		return fail("build", "%s", err.msg);
-	if (pd->pt.per_cpu_mmaps || (pd->per_cpu_buffers && !pd->nthreads)) {
-		rc = fail("build", "%s: a CPU-wide recording (per-cpu trace "
-			  "buffers) is not supported yet; record with perf "
-			  "record --per-thread", pb->trace);
-		goto done;
-	}
 	if (pd->pt.snapshot_mode)
 		fprintf(stderr, "htr: build: warning: %s: snapshot mode: each "
 			"thread's snapshots are decoded one after the other\n",
@@ -579,6 +753,10 @@ static int build_perf(struct perf_build *pb, const char *outarg, int has_tid,
 	if (!prefix) {
 		rc = fail("build", "out of memory");
 		goto done;
+	}
+	if (pd->ncpus) {
+		rc = build_cpuwide(pb, pd, prefix, has_tid, tid, &built);
+		goto none;
 	}
 	for (i = 0; i < pd->nthreads; i++) {
 		const struct htr_perf_thread *t = &pd->threads[i];
@@ -600,6 +778,7 @@ static int build_perf(struct perf_build *pb, const char *outarg, int has_tid,
 		if (stop_signal)
 			break;
 	}
+none:
 	if (!built && rc == HTR_EXIT_OK) {
 		if (has_tid)
 			rc = fail("build", "%s: no Intel PT trace of thread %u",
