@@ -19,8 +19,11 @@
 #  listing  --itrace=cr lists as many calls and returns as the
 #           instruction samples carry;
 #  times    user-only recordings: perf's time (--ns) at LAST of every
-#           block equals the truth's TSC_LAST (the file says 1 tick = 1 ns,
-#           time_zero 0: perf time is the TSC).
+#           block equals the truth's TSC_LAST converted to perf time with
+#           the file's time_shift, time_mult and time_zero (perf's formula,
+#           in exact 64-bit integers: ns = zero + (tsc >> shift) * mult +
+#           ((tsc & (2^shift - 1)) * mult >> shift)), which must look like a
+#           kernel's (shift <= 31, mult of 32 bits, zero not 0).
 #
 # Where perf differs, by design (printed as figures, not checked): the
 # time at FIRST, and with --filter also at LAST.  The truth gives the time
@@ -49,6 +52,10 @@ if ! command -v perf >/dev/null 2>&1; then
 fi
 if ! command -v qemu-x86_64 >/dev/null 2>&1; then
 	echo "SKIP: qemu-x86_64 is not installed (Debian package qemu-user)"
+	exit 77
+fi
+if ! command -v python3 >/dev/null 2>&1; then
+	echo "SKIP: no python3 (the time conversion needs 64-bit integers)"
 	exit 77
 fi
 if ! command -v cc >/dev/null 2>&1 || ! command -v c++ >/dev/null 2>&1; then
@@ -106,6 +113,42 @@ fi
 if [ "$(perf_script -i "$work/probe.data" --itrace=i1i -F tid | head -1)" = "" ]; then
 	echo "SKIP: this perf decodes no Intel PT: $(tail -1 "$work/perf.stderr")"
 	exit 77
+fi
+
+# The TSC conversion perf.data $1 declares (AUXTRACE_INFO): "SHIFT MULT
+# ZERO".
+tconv() {
+	perf_script -i "$1" -D | awk '
+	/^ *Time Shift/ { s = $3 }
+	/^ *Time Mul/ { m = $3 }
+	/^ *Time Zero/ { z = $3 }
+	/^ *Cap Time Zero/ { print s, m, z; exit }'
+}
+
+# The truth $1 with its TSCs (block TSC_FIRST, TSC_LAST) in perf time, with
+# the conversion $2 ("SHIFT MULT ZERO").
+truth_ns() {
+	python3 -c '
+import sys
+s, m, z = (int(v) for v in sys.argv[2].split())
+def ns(t):
+    t = int(t)
+    return z + (t >> s) * m + (((t & ((1 << s) - 1)) * m) >> s)
+for line in open(sys.argv[1]):
+    f = line.split()
+    if f and f[0] == "block":
+        f[6] = str(ns(f[6]))
+        f[7] = str(ns(f[7]))
+        line = " ".join(f) + "\n"
+    sys.stdout.write(line)
+' "$1" "$2"
+}
+
+tc=$(tconv "$work/probe.data")
+if ! echo "$tc" | awk '$0 !~ /^[0-9]+ [0-9]+ [0-9]+$/ ||
+	$1 > 31 || $2 == 0 || $2 >= 4294967296 || $3 == 0 { exit 1 }'; then
+	fail "the TSC conversion is not a kernel's: '$tc'"
+	exit 1
 fi
 
 # $1 key, $2 result line (ok ... or what differs)
@@ -212,7 +255,8 @@ run() {
 			fail "$name $mode $t: truth without tid or insns"
 			continue
 		fi
-		compare "$out.insns" "$tid" "$truth" >"$out.$t.cmp"
+		truth_ns "$truth" "$(tconv "$out.data")" >"$out.$t.ns"
+		compare "$out.insns" "$tid" "$out.$t.ns" >"$out.$t.cmp"
 		got=$(awk '$1 == "n" { print $2 }' "$out.$t.cmp")
 		ic=$(awk '$1 == "ic" { print $2 }' "$out.$t.cmp")
 		ir=$(awk '$1 == "ir" { print $2 }' "$out.$t.cmp")

@@ -15,9 +15,10 @@
  *               version, arch, nr_cpus, cpudesc, cpuid, total_mem,
  *               cmdline, event_desc, pmu_mappings, auxtrace (the index)
  *
- * Everything is little-endian (x86-64 only, like the recorder).  The timing
- * words say 1 TSC tick = 1 ns (time_shift 0, time_mult 1, time_zero 0):
- * the recorder's clock is modelled, so perf time equals the TSC.
+ * Everything is little-endian (x86-64 only, like the recorder).  The
+ * modelled TSC runs at the nominal frequency of the CPU the file names (1.9
+ * GHz); the timing words convert it to perf time as a kernel would (see
+ * struct tconv), and every sideband record's time is converted with them.
  */
 #include "rec_int.h"
 
@@ -99,9 +100,14 @@ enum {
  * perf's decoder applies no erratum workaround to it, nor does libipt. */
 #define CPUID_STR "GenuineIntel,6,142,10"
 #define CPUDESC_STR "Intel(R) Core(TM) i7-8650U CPU @ 1.90GHz"
-/* The modelled TSC runs at 1 GHz; perf derives the CBR scale from this
- * (TSC frequency / 100 MHz). */
-#define MAX_NONTURBO_RATIO 10u
+/* The modelled TSC runs at that CPU's nominal 1.9 GHz; perf derives the CBR
+ * scale from the ratio (TSC frequency / 100 MHz). */
+#define TSC_KHZ 1900000u
+#define MAX_NONTURBO_RATIO (TSC_KHZ / 100000u)
+/* perf time (the kernel's sched_clock, ns) when the TSC read 0: a machine
+ * up for an hour or so.  Not a round number, so that a reader that ignores
+ * it, or applies it twice, shows. */
+#define TIME_ZERO 3612345678901ull
 
 /* The attrs are written as perf 6.1 knows them (PERF_ATTR_SIZE_VER7):
  * a newer linux/perf_event.h must not make perf reject the file. */
@@ -194,14 +200,56 @@ static void end(struct buf *b, size_t at)
 		memcpy(b->p + at + 6, &size, 2);
 }
 
-/* sample_id_all's trailer for SAMPLE_TYPE: pid/tid, time, cpu, id. */
-static void sample_id(struct buf *b, uint32_t pid, uint32_t tid, uint64_t time,
-		      uint64_t id)
+/* ------------------------------------------------------------------ */
+/* time */
+
+/* TSC to perf time, as the kernel publishes it in the perf mmap page
+ * (time_shift, time_mult, time_zero) and perf applies it:
+ * ns = time_zero + (tsc >> shift) * mult + ((tsc & (2^shift - 1)) * mult
+ * >> shift). */
+struct tconv {
+	uint64_t shift, mult, zero;
+};
+
+/* The kernel's cyc2ns scale for a TSC of @khz: the largest shift whose
+ * multiplier (ns per tick << shift, rounded) fits 32 bits, at most 31
+ * (the mmap page's documented bound; a shift of 32 becomes 31 with half
+ * the multiplier). */
+static void tconv_init(struct tconv *tc, uint64_t khz, uint64_t zero)
+{
+	uint64_t shift = 32, mult = 0;
+
+	for (; shift > 0; shift--) {
+		mult = ((1000000ull << shift) + khz / 2) / khz;
+		if (mult >> 32 == 0)
+			break;
+	}
+	if (shift == 32) {
+		shift = 31;
+		mult >>= 1;
+	}
+	tc->shift = shift;
+	tc->mult = mult;
+	tc->zero = zero;
+}
+
+static uint64_t tconv_ns(const struct tconv *tc, uint64_t tsc)
+{
+	uint64_t quot = tsc >> tc->shift;
+	uint64_t rem = tsc & ((1ull << tc->shift) - 1);
+
+	return tc->zero + quot * tc->mult + ((rem * tc->mult) >> tc->shift);
+}
+
+/* sample_id_all's trailer for SAMPLE_TYPE: pid/tid, time, cpu, id.  @tsc
+ * is the modelled clock; the record says perf time. */
+static void sample_id(struct buf *b, const struct tconv *tc, uint32_t pid,
+		      uint32_t tid, uint64_t tsc, uint32_t cpu, uint64_t id)
 {
 	u32(b, pid);
 	u32(b, tid);
-	u64(b, time);
-	u32(b, 0);      /* cpu: qemu-user's threads ran on no real CPU */
+	u64(b, tconv_ns(tc, tsc));
+	u32(b, cpu);
 	u32(b, 0);
 	u64(b, id);
 }
@@ -436,6 +484,7 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 	struct buf b = { 0 };
 	uint64_t t0 = REC_TSC_START - 2, tend = 0;
 	uint64_t priv[PRIV_MAX];
+	struct tconv tc;
 	size_t at, i, flen = strlen(filter);
 	char cm[16];
 
@@ -443,12 +492,13 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 		if (th[i].last_tsc > tend)
 			tend = th[i].last_tsc;
 	tend += 1;
+	tconv_init(&tc, TSC_KHZ, TIME_ZERO);
 
 	memset(priv, 0, sizeof(priv));
 	priv[PRIV_PMU_TYPE] = PT_PMU_TYPE;
-	priv[PRIV_TIME_SHIFT] = 0;
-	priv[PRIV_TIME_MULT] = 1;
-	priv[PRIV_TIME_ZERO] = 0;
+	priv[PRIV_TIME_SHIFT] = tc.shift;
+	priv[PRIV_TIME_MULT] = tc.mult;
+	priv[PRIV_TIME_ZERO] = tc.zero;
 	priv[PRIV_CAP_USER_TIME_ZERO] = 1;
 	priv[PRIV_TSC_BIT] = PT_CFG_TSC;
 	priv[PRIV_NORETCOMP_BIT] = PT_CFG_NORETCOMP;
@@ -476,10 +526,10 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 
 	/* TIME_CONV: perf's own TSC conversion, the same words. */
 	at = begin(&b, UREC_TIME_CONV, 0);
-	u64(&b, 0);     /* time_shift */
-	u64(&b, 1);     /* time_mult */
-	u64(&b, 0);     /* time_zero */
-	u64(&b, 0);     /* time_cycles */
+	u64(&b, tc.shift);
+	u64(&b, tc.mult);
+	u64(&b, tc.zero);
+	u64(&b, 0);     /* time_cycles: no cap_user_time_short */
 	u64(&b, 0);     /* time_mask */
 	u8(&b, 1);      /* cap_user_time_zero */
 	u8(&b, 0);      /* cap_user_time_short */
@@ -496,7 +546,7 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 	u32(&b, (uint32_t) pid);
 	u32(&b, (uint32_t) pid);
 	put(&b, cm, sizeof(cm));
-	sample_id(&b, (uint32_t) pid, (uint32_t) pid, t0, nth + 1);
+	sample_id(&b, &tc, (uint32_t) pid, (uint32_t) pid, t0, 0, nth + 1);
 	end(&b, at);
 	for (i = 0; i < c->im.nmods; i++) {
 		const struct rec_mod *m = c->im.mods[i];
@@ -532,8 +582,8 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 			u32(&b, 2);     /* MAP_PRIVATE */
 			put(&b, m->path, strlen(m->path) + 1);
 			align(&b, 8);
-			sample_id(&b, (uint32_t) pid, (uint32_t) pid, t0 + 1,
-				  nth + 1);
+			sample_id(&b, &tc, (uint32_t) pid, (uint32_t) pid,
+				  t0 + 1, 0, nth + 1);
 			end(&b, at);
 		}
 	}
@@ -550,21 +600,23 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 			u32(&b, (uint32_t) pid);
 			u32(&b, tid);
 			u32(&b, (uint32_t) pid);
-			u64(&b, born);
-			sample_id(&b, (uint32_t) pid, tid, born, nth + 1 + i);
+			u64(&b, tconv_ns(&tc, born));
+			sample_id(&b, &tc, (uint32_t) pid, tid, born, 0,
+				  nth + 1 + i);
 			end(&b, at);
 			at = begin(&b, PERF_RECORD_COMM, 0);
 			u32(&b, (uint32_t) pid);
 			u32(&b, tid);
 			put(&b, cm, sizeof(cm));
-			sample_id(&b, (uint32_t) pid, tid, born, nth + 1 + i);
+			sample_id(&b, &tc, (uint32_t) pid, tid, born, 0,
+				  nth + 1 + i);
 			end(&b, at);
 		}
 		at = begin(&b, PERF_RECORD_ITRACE_START, 0);
 		u32(&b, (uint32_t) pid);
 		u32(&b, tid);
-		sample_id(&b, (uint32_t) pid, tid, th[i].tid == pid ? t0 + 1 :
-			  born, 1 + i);
+		sample_id(&b, &tc, (uint32_t) pid, tid, th[i].tid == pid ?
+			  t0 + 1 : born, 0, 1 + i);
 		end(&b, at);
 	}
 	at = begin(&b, UREC_FINISHED_ROUND, 0);
@@ -613,7 +665,7 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 		u64(&b, 0);
 		u64(&b, size);
 		u64(&b, 0);
-		sample_id(&b, (uint32_t) pid, tid, tend, 1 + i);
+		sample_id(&b, &tc, (uint32_t) pid, tid, tend, 0, 1 + i);
 		end(&b, at);
 	}
 	for (i = nth; i-- > 0;) {
@@ -624,8 +676,9 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 		u32(&b, (uint32_t) pid);
 		u32(&b, tid);
 		u32(&b, (uint32_t) pid);
-		u64(&b, tend + 1);
-		sample_id(&b, (uint32_t) pid, tid, tend + 1, nth + 1 + i);
+		u64(&b, tconv_ns(&tc, tend + 1));
+		sample_id(&b, &tc, (uint32_t) pid, tid, tend + 1, 0,
+			  nth + 1 + i);
 		end(&b, at);
 	}
 	at = begin(&b, UREC_FINISHED_ROUND, 0);
