@@ -229,14 +229,19 @@ compare() {
 	}' "$1" "$3"
 }
 
-# name mode exe args...
+# name mode exe args...; mode: user or filter, then -cpusN for a CPU-wide
+# recording on N modelled CPUs (htr record --cpus N)
 run() {
 	name=$1 mode=$2 exe=$3
 	shift 3
 	out=$work/$name-$mode
-	filt=""
-	[ "$mode" = filter ] && filt="--filter $exe"
-	if ! "$htr" record -q -o "$out.data" $filt -- "$exe" "$@" \
+	base=${mode%%-cpus*}
+	opts=""
+	[ "$base" = filter ] && opts="--filter $exe"
+	case $mode in
+	*-cpus*) opts="$opts --cpus ${mode##*-cpus}" ;;
+	esac
+	if ! "$htr" record -q -o "$out.data" $opts -- "$exe" "$@" \
 		>"$out.stdout" 2>"$out.stderr" </dev/null; then
 		fail "$name $mode: record: $(tail -1 "$out.stderr")"
 		return
@@ -286,7 +291,7 @@ run() {
 			res="call/return IDs differ (< truth, > perf): $d; $fig"
 		elif [ "$lc" != "$ic" ] || [ "$lr" != "$ir" ]; then
 			res="--itrace=cr lists other counts: $fig"
-		elif [ "$mode" = user ] && [ "$tmis" != 0 ]; then
+		elif [ "$base" = user ] && [ "$tmis" != 0 ]; then
 			res="times at LAST differ, first:$tfirst; $fig"
 		else
 			res="ok $fig"
@@ -304,6 +309,15 @@ run dlopen-O0 filter "$work/dlopen-O0" "$work/libdl-O0.so"
 run signal-O2 user "$work/signal-O2"
 run longjmp-O2 filter "$work/longjmp-O2"
 run except-O2 user "$work/except-O2"
+# CPU-wide (perf record -a's layout): perf attributes each CPU's trace to
+# threads by the context-switch records; one CPU (every change of thread in
+# the log preempts), two (threads migrate at every syscall)
+run threads-O2 user-cpus1 "$work/threads-O2"
+run threads-O2 user-cpus2 "$work/threads-O2"
+run threads-O2 filter-cpus2 "$work/threads-O2"
+run calls-O0 user-cpus2 "$work/calls-O0"
+run signal-O2 user-cpus1 "$work/signal-O2"
+run dlopen-O0 filter-cpus2 "$work/dlopen-O0" "$work/libdl-O0.so"
 if [ -n "${HTR_PERF_ALL:-}" ]; then
 	for o in O0 O2; do
 		for p in longjmp lazy static except virt; do
