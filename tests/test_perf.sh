@@ -34,6 +34,13 @@
 # later in perf), and where tracing resumes (TIP.PGE, no timing packet)
 # it estimates the time from the instructions decoded since the last TSC.
 #
+# CPU-wide recordings (mode -cpusN: htr record --cpus N, perf record -a's
+# layout) are checked the same way per tid: perf must attribute every
+# CPU's trace to the right threads by the context-switch records.  Also:
+# with one CPU nothing runs elsewhere; with two the main thread migrates
+# (it makes syscalls, which free its CPU).  The figures say on which CPUs
+# each thread ran and how many switch-outs preempted a thread.
+#
 # A difference perf cannot avoid would be listed in
 # tests/record/perf-known.txt (KEY<TAB>reason) and print as KNOWN; none is
 # listed: on every program of the suite perf agrees on everything checked.
@@ -251,6 +258,17 @@ run() {
 	perf_script -i "$out.data" --itrace=i1i -F tid,time,flags --ns \
 		>"$out.insns"
 	perf_script -i "$out.data" --itrace=cr -F tid,flags >"$out.branches"
+	# CPU-wide: where each thread ran, and how often one was preempted
+	ncpus=""
+	case $mode in
+	*-cpus*)
+		ncpus=${mode##*-cpus}
+		perf_script -i "$out.data" --itrace=i1i -F tid,cpu |
+			tr -d '[]' | sort -u >"$out.cpus"
+		npre=$(perf_script -i "$out.data" --no-itrace \
+			--show-switch-events | grep -c 'OUT preempt')
+		;;
+	esac
 	for truth in "$out.data".t*.truth; do
 		t=${truth##*.data.}
 		t=${t%.truth}
@@ -283,6 +301,12 @@ run() {
 			"$out.branches" | wc -l)
 		nb=$(grep -c '^block' "$truth")
 		fig="insns $got/$want, calls $pc/$tc, returns $pr/$tr, listed $lc/$ic calls $lr/$ir returns, time at LAST $((nb - tmis))/$nb, at FIRST $((nb - fmis))/$nb blocks"
+		oncpus=""
+		if [ -n "$ncpus" ]; then
+			oncpus=$(awk -v tid="$tid" '$1 == tid { print $2 + 0 }' \
+				"$out.cpus" | paste -sd, -)
+			fig="$fig, on CPUs $oncpus ($npre preemptions in all)"
+		fi
 		if [ "$got" != "$want" ]; then
 			res="insns differ: $fig"
 		elif ! cmp -s "$out.$t.pids" "$out.$t.tids"; then
@@ -291,6 +315,12 @@ run() {
 			res="call/return IDs differ (< truth, > perf): $d; $fig"
 		elif [ "$lc" != "$ic" ] || [ "$lr" != "$ir" ]; then
 			res="--itrace=cr lists other counts: $fig"
+		elif [ "$ncpus" = 1 ] && [ "$oncpus" != 0 ]; then
+			res="ran on other CPUs than the only one: $fig"
+		elif [ "$ncpus" = 2 ] && [ "$t" = t0 ] &&
+			[ "$oncpus" != 0,1 ]; then
+			# the main thread makes syscalls: it must migrate
+			res="the main thread did not migrate: $fig"
 		elif [ "$base" = user ] && [ "$tmis" != 0 ]; then
 			res="times at LAST differ, first:$tfirst; $fig"
 		else
