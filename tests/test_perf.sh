@@ -93,6 +93,8 @@ cc -O0 -g -o "$work/calls-O0" "$src/calls.c" || fail "cannot compile calls.c"
 cc -O2 -g -o "$work/calls-O2" "$src/calls.c" || fail "cannot compile calls.c"
 cc -O2 -g -pthread -o "$work/threads-O2" "$src/threads.c" ||
 	fail "cannot compile threads.c"
+cc -O2 -g -pthread -o "$work/workers-O2" "$src/workers.c" ||
+	fail "cannot compile workers.c"
 cc -O0 -g -o "$work/dlopen-O0" "$src/dlopen.c" -ldl ||
 	fail "cannot compile dlopen.c"
 cc -O0 -g -shared -fPIC -o "$work/libdl-O0.so" "$src/dllib.c" ||
@@ -100,7 +102,8 @@ cc -O0 -g -shared -fPIC -o "$work/libdl-O0.so" "$src/dllib.c" ||
 cc -O2 -g -o "$work/signal-O2" "$src/signal.c" || fail "cannot compile signal.c"
 cc -O2 -g -o "$work/longjmp-O2" "$src/longjmp.c" || fail "cannot compile longjmp.c"
 c++ -O2 -g -o "$work/except-O2" "$src/except.cc" || fail "cannot compile except.cc"
-# HTR_PERF_ALL=1: also the rest of the suite, both levels, both modes.
+# HTR_PERF_ALL=1: also the rest of the suite, both levels, both modes, and
+# CPU-wide on one and three CPUs.
 if [ -n "${HTR_PERF_ALL:-}" ]; then
 	for o in O0 O2; do
 		cc -$o -g -o "$work/longjmp-$o" "$src/longjmp.c"
@@ -347,12 +350,19 @@ run threads-O2 user-cpus2 "$work/threads-O2"
 run threads-O2 filter-cpus2 "$work/threads-O2"
 run calls-O0 user-cpus2 "$work/calls-O0"
 run signal-O2 user-cpus1 "$work/signal-O2"
+# five threads on fewer CPUs: preemption and migration together
+run workers-O2 user "$work/workers-O2"
+run workers-O2 user-cpus2 "$work/workers-O2"
+run workers-O2 user-cpus3 "$work/workers-O2"
+run workers-O2 filter-cpus2 "$work/workers-O2"
 run dlopen-O0 filter-cpus2 "$work/dlopen-O0" "$work/libdl-O0.so"
 if [ -n "${HTR_PERF_ALL:-}" ]; then
 	for o in O0 O2; do
 		for p in longjmp lazy static except virt; do
 			run $p-$o user "$work/$p-$o"
 			run $p-$o filter "$work/$p-$o"
+			run $p-$o user-cpus1 "$work/$p-$o"
+			run $p-$o filter-cpus3 "$work/$p-$o"
 		done
 	done
 fi

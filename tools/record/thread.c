@@ -398,9 +398,9 @@ static void arrive(struct rec_thread *t, const struct rec_insn *in)
 	if (t->c->failed)
 		return;
 	if (!t->on && in->traced) {
-		if (!t->started)
+		if (!t->started) {
 			header(t);
-		else {
+		} else {
 			fprintf(t->truth, "gap %llu disabled\n",
 				(unsigned long long) t->id);
 			t->gaps++;
