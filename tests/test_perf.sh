@@ -19,8 +19,11 @@
 #  listing  --itrace=cr lists as many calls and returns as the
 #           instruction samples carry;
 #  times    user-only recordings: perf's time (--ns) at LAST of every
-#           block equals the truth's TSC_LAST (the file says 1 tick = 1 ns,
-#           time_zero 0: perf time is the TSC).
+#           block equals the truth's TSC_LAST converted to perf time with
+#           the file's time_shift, time_mult and time_zero (perf's formula,
+#           in exact 64-bit integers: ns = zero + (tsc >> shift) * mult +
+#           ((tsc & (2^shift - 1)) * mult >> shift)), which must look like a
+#           kernel's (shift <= 31, mult of 32 bits, zero not 0).
 #
 # Where perf differs, by design (printed as figures, not checked): the
 # time at FIRST, and with --filter also at LAST.  The truth gives the time
@@ -30,6 +33,13 @@
 # that needs the next TNT/TIP (so some blocks start up to --tsc-gran ticks
 # later in perf), and where tracing resumes (TIP.PGE, no timing packet)
 # it estimates the time from the instructions decoded since the last TSC.
+#
+# CPU-wide recordings (mode -cpusN: htr record --cpus N, perf record -a's
+# layout) are checked the same way per tid: perf must attribute every
+# CPU's trace to the right threads by the context-switch records.  Also:
+# with one CPU nothing runs elsewhere; with two the main thread migrates
+# (it makes syscalls, which free its CPU).  The figures say on which CPUs
+# each thread ran and how many switch-outs preempted a thread.
 #
 # A difference perf cannot avoid would be listed in
 # tests/record/perf-known.txt (KEY<TAB>reason) and print as KNOWN; none is
@@ -49,6 +59,10 @@ if ! command -v perf >/dev/null 2>&1; then
 fi
 if ! command -v qemu-x86_64 >/dev/null 2>&1; then
 	echo "SKIP: qemu-x86_64 is not installed (Debian package qemu-user)"
+	exit 77
+fi
+if ! command -v python3 >/dev/null 2>&1; then
+	echo "SKIP: no python3 (the time conversion needs 64-bit integers)"
 	exit 77
 fi
 if ! command -v cc >/dev/null 2>&1 || ! command -v c++ >/dev/null 2>&1; then
@@ -79,6 +93,8 @@ cc -O0 -g -o "$work/calls-O0" "$src/calls.c" || fail "cannot compile calls.c"
 cc -O2 -g -o "$work/calls-O2" "$src/calls.c" || fail "cannot compile calls.c"
 cc -O2 -g -pthread -o "$work/threads-O2" "$src/threads.c" ||
 	fail "cannot compile threads.c"
+cc -O2 -g -pthread -o "$work/workers-O2" "$src/workers.c" ||
+	fail "cannot compile workers.c"
 cc -O0 -g -o "$work/dlopen-O0" "$src/dlopen.c" -ldl ||
 	fail "cannot compile dlopen.c"
 cc -O0 -g -shared -fPIC -o "$work/libdl-O0.so" "$src/dllib.c" ||
@@ -86,7 +102,8 @@ cc -O0 -g -shared -fPIC -o "$work/libdl-O0.so" "$src/dllib.c" ||
 cc -O2 -g -o "$work/signal-O2" "$src/signal.c" || fail "cannot compile signal.c"
 cc -O2 -g -o "$work/longjmp-O2" "$src/longjmp.c" || fail "cannot compile longjmp.c"
 c++ -O2 -g -o "$work/except-O2" "$src/except.cc" || fail "cannot compile except.cc"
-# HTR_PERF_ALL=1: also the rest of the suite, both levels, both modes.
+# HTR_PERF_ALL=1: also the rest of the suite, both levels, both modes, and
+# CPU-wide on one and three CPUs.
 if [ -n "${HTR_PERF_ALL:-}" ]; then
 	for o in O0 O2; do
 		cc -$o -g -o "$work/longjmp-$o" "$src/longjmp.c"
@@ -106,6 +123,42 @@ fi
 if [ "$(perf_script -i "$work/probe.data" --itrace=i1i -F tid | head -1)" = "" ]; then
 	echo "SKIP: this perf decodes no Intel PT: $(tail -1 "$work/perf.stderr")"
 	exit 77
+fi
+
+# The TSC conversion perf.data $1 declares (AUXTRACE_INFO): "SHIFT MULT
+# ZERO".
+tconv() {
+	perf_script -i "$1" -D | awk '
+	/^ *Time Shift/ { s = $3 }
+	/^ *Time Mul/ { m = $3 }
+	/^ *Time Zero/ { z = $3 }
+	/^ *Cap Time Zero/ { print s, m, z; exit }'
+}
+
+# The truth $1 with its TSCs (block TSC_FIRST, TSC_LAST) in perf time, with
+# the conversion $2 ("SHIFT MULT ZERO").
+truth_ns() {
+	python3 -c '
+import sys
+s, m, z = (int(v) for v in sys.argv[2].split())
+def ns(t):
+    t = int(t)
+    return z + (t >> s) * m + (((t & ((1 << s) - 1)) * m) >> s)
+for line in open(sys.argv[1]):
+    f = line.split()
+    if f and f[0] == "block":
+        f[6] = str(ns(f[6]))
+        f[7] = str(ns(f[7]))
+        line = " ".join(f) + "\n"
+    sys.stdout.write(line)
+' "$1" "$2"
+}
+
+tc=$(tconv "$work/probe.data")
+if ! echo "$tc" | awk '$0 !~ /^[0-9]+ [0-9]+ [0-9]+$/ ||
+	$1 > 31 || $2 == 0 || $2 >= 4294967296 || $3 == 0 { exit 1 }'; then
+	fail "the TSC conversion is not a kernel's: '$tc'"
+	exit 1
 fi
 
 # $1 key, $2 result line (ok ... or what differs)
@@ -186,14 +239,19 @@ compare() {
 	}' "$1" "$3"
 }
 
-# name mode exe args...
+# name mode exe args...; mode: user or filter, then -cpusN for a CPU-wide
+# recording on N modelled CPUs (htr record --cpus N)
 run() {
 	name=$1 mode=$2 exe=$3
 	shift 3
 	out=$work/$name-$mode
-	filt=""
-	[ "$mode" = filter ] && filt="--filter $exe"
-	if ! "$htr" record -q -o "$out.data" $filt -- "$exe" "$@" \
+	base=${mode%%-cpus*}
+	opts=""
+	[ "$base" = filter ] && opts="--filter $exe"
+	case $mode in
+	*-cpus*) opts="$opts --cpus ${mode##*-cpus}" ;;
+	esac
+	if ! "$htr" record -q -o "$out.data" $opts -- "$exe" "$@" \
 		>"$out.stdout" 2>"$out.stderr" </dev/null; then
 		fail "$name $mode: record: $(tail -1 "$out.stderr")"
 		return
@@ -203,6 +261,17 @@ run() {
 	perf_script -i "$out.data" --itrace=i1i -F tid,time,flags --ns \
 		>"$out.insns"
 	perf_script -i "$out.data" --itrace=cr -F tid,flags >"$out.branches"
+	# CPU-wide: where each thread ran, and how often one was preempted
+	ncpus=""
+	case $mode in
+	*-cpus*)
+		ncpus=${mode##*-cpus}
+		perf_script -i "$out.data" --itrace=i1i -F tid,cpu |
+			tr -d '[]' | sort -u >"$out.cpus"
+		npre=$(perf_script -i "$out.data" --no-itrace \
+			--show-switch-events | grep -c 'OUT preempt')
+		;;
+	esac
 	for truth in "$out.data".t*.truth; do
 		t=${truth##*.data.}
 		t=${t%.truth}
@@ -212,7 +281,8 @@ run() {
 			fail "$name $mode $t: truth without tid or insns"
 			continue
 		fi
-		compare "$out.insns" "$tid" "$truth" >"$out.$t.cmp"
+		truth_ns "$truth" "$(tconv "$out.data")" >"$out.$t.ns"
+		compare "$out.insns" "$tid" "$out.$t.ns" >"$out.$t.cmp"
 		got=$(awk '$1 == "n" { print $2 }' "$out.$t.cmp")
 		ic=$(awk '$1 == "ic" { print $2 }' "$out.$t.cmp")
 		ir=$(awk '$1 == "ir" { print $2 }' "$out.$t.cmp")
@@ -234,6 +304,12 @@ run() {
 			"$out.branches" | wc -l)
 		nb=$(grep -c '^block' "$truth")
 		fig="insns $got/$want, calls $pc/$tc, returns $pr/$tr, listed $lc/$ic calls $lr/$ir returns, time at LAST $((nb - tmis))/$nb, at FIRST $((nb - fmis))/$nb blocks"
+		oncpus=""
+		if [ -n "$ncpus" ]; then
+			oncpus=$(awk -v tid="$tid" '$1 == tid { print $2 + 0 }' \
+				"$out.cpus" | paste -sd, -)
+			fig="$fig, on CPUs $oncpus ($npre preemptions in all)"
+		fi
 		if [ "$got" != "$want" ]; then
 			res="insns differ: $fig"
 		elif ! cmp -s "$out.$t.pids" "$out.$t.tids"; then
@@ -242,7 +318,13 @@ run() {
 			res="call/return IDs differ (< truth, > perf): $d; $fig"
 		elif [ "$lc" != "$ic" ] || [ "$lr" != "$ir" ]; then
 			res="--itrace=cr lists other counts: $fig"
-		elif [ "$mode" = user ] && [ "$tmis" != 0 ]; then
+		elif [ "$ncpus" = 1 ] && [ "$oncpus" != 0 ]; then
+			res="ran on other CPUs than the only one: $fig"
+		elif [ "$ncpus" = 2 ] && [ "$t" = t0 ] &&
+			[ "$oncpus" != 0,1 ]; then
+			# the main thread makes syscalls: it must migrate
+			res="the main thread did not migrate: $fig"
+		elif [ "$base" = user ] && [ "$tmis" != 0 ]; then
 			res="times at LAST differ, first:$tfirst; $fig"
 		else
 			res="ok $fig"
@@ -260,11 +342,27 @@ run dlopen-O0 filter "$work/dlopen-O0" "$work/libdl-O0.so"
 run signal-O2 user "$work/signal-O2"
 run longjmp-O2 filter "$work/longjmp-O2"
 run except-O2 user "$work/except-O2"
+# CPU-wide (perf record -a's layout): perf attributes each CPU's trace to
+# threads by the context-switch records; one CPU (every change of thread in
+# the log preempts), two (threads migrate at every syscall)
+run threads-O2 user-cpus1 "$work/threads-O2"
+run threads-O2 user-cpus2 "$work/threads-O2"
+run threads-O2 filter-cpus2 "$work/threads-O2"
+run calls-O0 user-cpus2 "$work/calls-O0"
+run signal-O2 user-cpus1 "$work/signal-O2"
+# five threads on fewer CPUs: preemption and migration together
+run workers-O2 user "$work/workers-O2"
+run workers-O2 user-cpus2 "$work/workers-O2"
+run workers-O2 user-cpus3 "$work/workers-O2"
+run workers-O2 filter-cpus2 "$work/workers-O2"
+run dlopen-O0 filter-cpus2 "$work/dlopen-O0" "$work/libdl-O0.so"
 if [ -n "${HTR_PERF_ALL:-}" ]; then
 	for o in O0 O2; do
 		for p in longjmp lazy static except virt; do
 			run $p-$o user "$work/$p-$o"
 			run $p-$o filter "$work/$p-$o"
+			run $p-$o user-cpus1 "$work/$p-$o"
+			run $p-$o filter-cpus3 "$work/$p-$o"
 		done
 	done
 fi

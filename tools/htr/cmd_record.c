@@ -7,19 +7,30 @@
 
 static const char usage_text[] =
 "usage: htr record [-o OUT] [--raw DIR] [--filter MODULE|START-END]...\n"
-"                  [--psb-period N] [--no-ret-compression] -- PROG [ARGS...]\n"
+"                  [--cpus N] [--psb-period N] [--no-ret-compression]\n"
+"                  -- PROG [ARGS...]\n"
 "\n"
 "Runs PROG under qemu-user (qemu-x86_64 -singlestep -d exec,nochain) and\n"
 "writes the Intel PT a processor would have written for that execution:\n"
 "user-only tracing, return compression, PSB+ every N bytes, TSC from a\n"
 "cycle model (one tick per instruction, 200 per syscall, 1000 per signal).\n"
-"One trace per thread.  Also writes the ground truth of each thread (every\n"
-"call and return, the call tree; tools/synth/TRUTH.md).\n"
+"One trace per thread, or with --cpus one per modelled CPU.  Also writes the\n"
+"ground truth of each thread (every call and return, the call tree;\n"
+"tools/synth/TRUTH.md).  The modelled TSC runs at 1.9 GHz; perf.data\n"
+"converts it to perf time as a kernel would (time_shift 31, time_mult\n"
+"1130254551, time_zero 3612345678901).\n"
 "\n"
 "  -o, --out OUT            perf.data to write (default: perf.data), as\n"
 "                           'perf record -e intel_pt//u --per-thread' lays\n"
 "                           it out ('perf script --itrace=...' decodes it);\n"
 "                           the truth of thread N goes to OUT.tN.truth\n"
+"      --cpus N             a CPU-wide perf.data instead, as 'perf record -e\n"
+"                           intel_pt//u -a' writes it on N CPUs: the threads\n"
+"                           are scheduled on N modelled CPUs (a syscall frees\n"
+"                           the CPU; a thread takes the CPU after the one it\n"
+"                           last ran on, preempting the thread there), one\n"
+"                           trace per CPU, context-switch records; not with\n"
+"                           --raw\n"
 "      --raw DIR            write DIR/tN.pt and DIR/tN.truth per thread N,\n"
 "                           DIR/build.args (the modules as --elf FILE@BASE\n"
 "                           and the timing options for 'htr build') and\n"
@@ -93,6 +104,7 @@ int cmd_record(int argc, char **argv)
 		{ "psb-period", required_argument, NULL, 'p' },
 		{ "no-ret-compression", no_argument, NULL, 'n' },
 		{ "tsc-gran", required_argument, NULL, 'g' },
+		{ "cpus", required_argument, NULL, 'c' },
 		{ "qemu", required_argument, NULL, 'Q' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -150,6 +162,14 @@ int cmd_record(int argc, char **argv)
 			}
 			o.tsc_gran = v;
 			break;
+		case 'c':
+			if (parse_u64(optarg, &v) < 0 || !v || v > 4096) {
+				free(filters);
+				return usage_error("record", "--cpus: a number "
+						   "of CPUs from 1 to 4096");
+			}
+			o.cpus = (unsigned) v;
+			break;
 		case 'Q':
 			o.qemu = optarg;
 			break;
@@ -168,6 +188,11 @@ int cmd_record(int argc, char **argv)
 	if (optind >= argc) {
 		free(filters);
 		return usage_error("record", "no program to record");
+	}
+	if (o.cpus && o.raw_dir) {
+		free(filters);
+		return usage_error("record", "--cpus writes a perf.data: not "
+				   "with --raw");
 	}
 	o.filters = filters;
 	o.nfilters = nf;

@@ -1,23 +1,29 @@
 /*
  * perf.data writer: the file `perf record -e intel_pt//u --per-thread`
- * writes, around the traces the recorder made (see README.md, "perf.data").
+ * writes, or with --cpus N the one `perf record -e intel_pt//u -a` writes
+ * on an N-CPU machine, around the traces the recorder made (see README.md,
+ * "perf.data").
  *
  * Layout (perf's tools/perf/Documentation/perf.data-file-format.txt):
  *
  *   header      "PERFILE2", sizes, the attrs and data sections, feature bits
- *   ids         the event ids of each attr (one per thread, per-thread mode)
+ *   ids         the event ids of each attr (one per thread, per-thread mode;
+ *               one per CPU, CPU-wide)
  *   attrs       intel_pt//u (the PMU's dynamic type) and dummy:u (sideband)
  *   data        AUXTRACE_INFO, TIME_CONV, COMM, MMAP2 per executable
  *               segment of every module, FORK/COMM of the other threads,
  *               ITRACE_START, FINISHED_ROUND, AUXTRACE + the PT bytes of
- *               each thread (cpu -1, its tid), AUX, EXIT, FINISHED_ROUND
+ *               each thread (cpu -1, its tid), AUX, EXIT, FINISHED_ROUND;
+ *               CPU-wide: AUXTRACE per CPU (that cpu, tid -1), then
+ *               ITRACE_START and SWITCH_CPU_WIDE records in time order
  *   features    a section table, then build-ids, hostname, osrelease,
  *               version, arch, nr_cpus, cpudesc, cpuid, total_mem,
  *               cmdline, event_desc, pmu_mappings, auxtrace (the index)
  *
- * Everything is little-endian (x86-64 only, like the recorder).  The timing
- * words say 1 TSC tick = 1 ns (time_shift 0, time_mult 1, time_zero 0):
- * the recorder's clock is modelled, so perf time equals the TSC.
+ * Everything is little-endian (x86-64 only, like the recorder).  The
+ * modelled TSC runs at the nominal frequency of the CPU the file names (1.9
+ * GHz); the timing words convert it to perf time as a kernel would (see
+ * struct tconv), and every sideband record's time is converted with them.
  */
 #include "rec_int.h"
 
@@ -99,9 +105,14 @@ enum {
  * perf's decoder applies no erratum workaround to it, nor does libipt. */
 #define CPUID_STR "GenuineIntel,6,142,10"
 #define CPUDESC_STR "Intel(R) Core(TM) i7-8650U CPU @ 1.90GHz"
-/* The modelled TSC runs at 1 GHz; perf derives the CBR scale from this
- * (TSC frequency / 100 MHz). */
-#define MAX_NONTURBO_RATIO 10u
+/* The modelled TSC runs at that CPU's nominal 1.9 GHz; perf derives the CBR
+ * scale from the ratio (TSC frequency / 100 MHz). */
+#define TSC_KHZ 1900000u
+#define MAX_NONTURBO_RATIO (TSC_KHZ / 100000u)
+/* perf time (the kernel's sched_clock, ns) when the TSC read 0: a machine
+ * up for an hour or so.  Not a round number, so that a reader that ignores
+ * it, or applies it twice, shows. */
+#define TIME_ZERO 3612345678901ull
 
 /* The attrs are written as perf 6.1 knows them (PERF_ATTR_SIZE_VER7):
  * a newer linux/perf_event.h must not make perf reject the file. */
@@ -194,14 +205,56 @@ static void end(struct buf *b, size_t at)
 		memcpy(b->p + at + 6, &size, 2);
 }
 
-/* sample_id_all's trailer for SAMPLE_TYPE: pid/tid, time, cpu, id. */
-static void sample_id(struct buf *b, uint32_t pid, uint32_t tid, uint64_t time,
-		      uint64_t id)
+/* ------------------------------------------------------------------ */
+/* time */
+
+/* TSC to perf time, as the kernel publishes it in the perf mmap page
+ * (time_shift, time_mult, time_zero) and perf applies it:
+ * ns = time_zero + (tsc >> shift) * mult + ((tsc & (2^shift - 1)) * mult
+ * >> shift). */
+struct tconv {
+	uint64_t shift, mult, zero;
+};
+
+/* The kernel's cyc2ns scale for a TSC of @khz: the largest shift whose
+ * multiplier (ns per tick << shift, rounded) fits 32 bits, at most 31
+ * (the mmap page's documented bound; a shift of 32 becomes 31 with half
+ * the multiplier). */
+static void tconv_init(struct tconv *tc, uint64_t khz, uint64_t zero)
+{
+	uint64_t shift = 32, mult = 0;
+
+	for (; shift > 0; shift--) {
+		mult = ((1000000ull << shift) + khz / 2) / khz;
+		if (mult >> 32 == 0)
+			break;
+	}
+	if (shift == 32) {
+		shift = 31;
+		mult >>= 1;
+	}
+	tc->shift = shift;
+	tc->mult = mult;
+	tc->zero = zero;
+}
+
+static uint64_t tconv_ns(const struct tconv *tc, uint64_t tsc)
+{
+	uint64_t quot = tsc >> tc->shift;
+	uint64_t rem = tsc & ((1ull << tc->shift) - 1);
+
+	return tc->zero + quot * tc->mult + ((rem * tc->mult) >> tc->shift);
+}
+
+/* sample_id_all's trailer for SAMPLE_TYPE: pid/tid, time, cpu, id.  @tsc
+ * is the modelled clock; the record says perf time. */
+static void sample_id(struct buf *b, const struct tconv *tc, uint32_t pid,
+		      uint32_t tid, uint64_t tsc, uint32_t cpu, uint64_t id)
 {
 	u32(b, pid);
 	u32(b, tid);
-	u64(b, time);
-	u32(b, 0);      /* cpu: qemu-user's threads ran on no real CPU */
+	u64(b, tconv_ns(tc, tsc));
+	u32(b, cpu);
 	u32(b, 0);
 	u64(b, id);
 }
@@ -323,6 +376,31 @@ static char *filter_string(const struct rec_ctx *c)
 /* ------------------------------------------------------------------ */
 /* the file */
 
+/* Event ids: intel_pt//u 1..n, dummy:u n+1..2n, one per thread
+ * (per-thread mode) or per CPU (CPU-wide), as perf opens the events. */
+static size_t nevents(const struct rec_ctx *c, size_t nth)
+{
+	return c->sched.n ? c->sched.n : nth;
+}
+
+static uint64_t pt_id(size_t k)
+{
+	return 1 + k;
+}
+
+static uint64_t dummy_id(size_t n, size_t k)
+{
+	return n + 1 + k;
+}
+
+/* The tid of thread index @idx (the scheduler's), 0 for the idle task. */
+static uint32_t task_tid(const struct rec_ctx *c, int32_t idx)
+{
+	int real;
+
+	return idx < 0 ? 0 : (uint32_t) rec_tid(c, (unsigned) idx, &real);
+}
+
 static uint64_t psb_period_bits(uint64_t bytes)
 {
 	/* psb_period=N means 2^(N+11) bytes; the nearest at or below. */
@@ -376,6 +454,9 @@ static void make_attrs(const struct rec_ctx *c, struct perf_event_attr *pt,
 	dummy->comm_exec = 1;
 	dummy->sample_id_all = 1;
 	dummy->build_id = 1;
+	/* CPU-wide: perf asks for context-switch records on its tracking
+	 * event (record_switch_events) and sets have_sched_switch to 3. */
+	dummy->context_switch = c->sched.n ? 1 : 0;
 }
 
 struct out {
@@ -427,34 +508,110 @@ static uint64_t file_size(const char *path)
 	return stat(path, &st) == 0 ? (uint64_t) st.st_size : 0;
 }
 
-/* The sideband and the per-thread AUXTRACE records. @index gets each
- * AUXTRACE record's (file offset, header size). */
+/* One AUXTRACE record and the trace after it, padded to 8 bytes; @index
+ * gets the record's (file offset, header size). */
+static void auxtrace(struct out *o, struct buf *index, const char *path,
+		     uint64_t ref, uint32_t idx, uint32_t tid, uint32_t cpu)
+{
+	struct buf b = { 0 };
+	uint64_t size = file_size(path);
+	size_t at;
+
+	at = begin(&b, UREC_AUXTRACE, 0);
+	u64(&b, size + (8 - size % 8) % 8);
+	u64(&b, 0);                     /* offset in the AUX area */
+	/* reference: perf fills a 7-byte TSC's top byte from it */
+	u64(&b, ref);
+	u32(&b, idx);
+	u32(&b, tid);
+	u32(&b, cpu);
+	u32(&b, 0);
+	end(&b, at);
+	u64(index, o->off);
+	u64(index, b.n);
+	if (b.oom) {
+		o->err = ENOMEM;
+	} else {
+		emit(o, b.p, b.n);
+		emit_file(o, path, size);
+	}
+	free(b.p);
+}
+
+/* CPU-wide: the scheduler's context switches as the kernel reports them,
+ * in time order: PERF_RECORD_SWITCH_CPU_WIDE (next_prev_pid/tid, then the
+ * sample_id of the task switched out or in, on that CPU, from the dummy
+ * event's id for it), and ITRACE_START (from intel_pt's id for the CPU)
+ * before the first thread a CPU runs, when its trace starts. */
+static void switches(struct buf *b, const struct rec_ctx *c,
+		     const struct tconv *tc, pid_t pid, size_t nev)
+{
+	const struct rec_sched *sc = &c->sched;
+	size_t i, at;
+
+	for (i = 0; i < sc->nsw; i++) {
+		const struct rec_switch *w = &sc->sw[i];
+		uint32_t tp = w->task < 0 ? 0 : (uint32_t) pid;
+		uint32_t op = w->other < 0 ? 0 : (uint32_t) pid;
+		uint32_t tt = task_tid(c, w->task), ot = task_tid(c, w->other);
+		uint16_t misc = 0;
+
+		if (w->first) {
+			at = begin(b, PERF_RECORD_ITRACE_START, 0);
+			u32(b, tp);
+			u32(b, tt);
+			sample_id(b, tc, tp, tt, w->tsc - 1, w->cpu,
+				  pt_id(w->cpu));
+			end(b, at);
+		}
+		if (w->out)
+			misc = PERF_RECORD_MISC_SWITCH_OUT |
+			       (w->preempt ? PERF_RECORD_MISC_SWITCH_OUT_PREEMPT :
+				0);
+		at = begin(b, PERF_RECORD_SWITCH_CPU_WIDE, misc);
+		u32(b, op);
+		u32(b, ot);
+		sample_id(b, tc, tp, tt, w->tsc, w->cpu, dummy_id(nev, w->cpu));
+		end(b, at);
+	}
+}
+
+/* The sideband and the AUXTRACE records. @index gets each AUXTRACE
+ * record's (file offset, header size). */
 static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 			 const char *comm, const struct rec_perf_thread *th,
 			 size_t nth, const char *filter, struct buf *index)
 {
+	const struct rec_sched *sc = &c->sched;
 	struct buf b = { 0 };
 	uint64_t t0 = REC_TSC_START - 2, tend = 0;
 	uint64_t priv[PRIV_MAX];
-	size_t at, i, flen = strlen(filter);
+	struct tconv tc;
+	size_t at, i, flen = strlen(filter), nev = nevents(c, nth);
 	char cm[16];
 
 	for (i = 0; i < nth; i++)
 		if (th[i].last_tsc > tend)
 			tend = th[i].last_tsc;
+	if (sc->n && sc->nsw && sc->sw[sc->nsw - 1].tsc > tend)
+		tend = sc->sw[sc->nsw - 1].tsc;
 	tend += 1;
+	tconv_init(&tc, TSC_KHZ, TIME_ZERO);
 
 	memset(priv, 0, sizeof(priv));
 	priv[PRIV_PMU_TYPE] = PT_PMU_TYPE;
-	priv[PRIV_TIME_SHIFT] = 0;
-	priv[PRIV_TIME_MULT] = 1;
-	priv[PRIV_TIME_ZERO] = 0;
+	priv[PRIV_TIME_SHIFT] = tc.shift;
+	priv[PRIV_TIME_MULT] = tc.mult;
+	priv[PRIV_TIME_ZERO] = tc.zero;
 	priv[PRIV_CAP_USER_TIME_ZERO] = 1;
 	priv[PRIV_TSC_BIT] = PT_CFG_TSC;
 	priv[PRIV_NORETCOMP_BIT] = PT_CFG_NORETCOMP;
-	priv[PRIV_HAVE_SCHED_SWITCH] = 0;
+	/* CPU-wide: context-switch records on a CPU-wide target, which perf
+	 * calls 3 (1 would be the sched:sched_switch tracepoint, 2 switch
+	 * records of a per-thread target). */
+	priv[PRIV_HAVE_SCHED_SWITCH] = sc->n ? 3 : 0;
 	priv[PRIV_SNAPSHOT_MODE] = 0;
-	priv[PRIV_PER_CPU_MMAPS] = 0;
+	priv[PRIV_PER_CPU_MMAPS] = sc->n ? 1 : 0;
 	priv[PRIV_MTC_BIT] = PT_CFG_MTC;
 	priv[PRIV_MTC_FREQ_BITS] = PT_CFG_MTC_PERIOD;
 	/* CPUID 0x15: TSC/core crystal = EBX/EAX, as build.args says. */
@@ -476,10 +633,10 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 
 	/* TIME_CONV: perf's own TSC conversion, the same words. */
 	at = begin(&b, UREC_TIME_CONV, 0);
-	u64(&b, 0);     /* time_shift */
-	u64(&b, 1);     /* time_mult */
-	u64(&b, 0);     /* time_zero */
-	u64(&b, 0);     /* time_cycles */
+	u64(&b, tc.shift);
+	u64(&b, tc.mult);
+	u64(&b, tc.zero);
+	u64(&b, 0);     /* time_cycles: no cap_user_time_short */
 	u64(&b, 0);     /* time_mask */
 	u8(&b, 1);      /* cap_user_time_zero */
 	u8(&b, 0);      /* cap_user_time_short */
@@ -496,7 +653,8 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 	u32(&b, (uint32_t) pid);
 	u32(&b, (uint32_t) pid);
 	put(&b, cm, sizeof(cm));
-	sample_id(&b, (uint32_t) pid, (uint32_t) pid, t0, nth + 1);
+	sample_id(&b, &tc, (uint32_t) pid, (uint32_t) pid, t0, 0,
+		  dummy_id(nev, 0));
 	end(&b, at);
 	for (i = 0; i < c->im.nmods; i++) {
 		const struct rec_mod *m = c->im.mods[i];
@@ -532,8 +690,8 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 			u32(&b, 2);     /* MAP_PRIVATE */
 			put(&b, m->path, strlen(m->path) + 1);
 			align(&b, 8);
-			sample_id(&b, (uint32_t) pid, (uint32_t) pid, t0 + 1,
-				  nth + 1);
+			sample_id(&b, &tc, (uint32_t) pid, (uint32_t) pid,
+				  t0 + 1, 0, dummy_id(nev, 0));
 			end(&b, at);
 		}
 	}
@@ -550,21 +708,25 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 			u32(&b, (uint32_t) pid);
 			u32(&b, tid);
 			u32(&b, (uint32_t) pid);
-			u64(&b, born);
-			sample_id(&b, (uint32_t) pid, tid, born, nth + 1 + i);
+			u64(&b, tconv_ns(&tc, born));
+			sample_id(&b, &tc, (uint32_t) pid, tid, born, 0,
+				  dummy_id(nev, sc->n ? 0 : i));
 			end(&b, at);
 			at = begin(&b, PERF_RECORD_COMM, 0);
 			u32(&b, (uint32_t) pid);
 			u32(&b, tid);
 			put(&b, cm, sizeof(cm));
-			sample_id(&b, (uint32_t) pid, tid, born, nth + 1 + i);
+			sample_id(&b, &tc, (uint32_t) pid, tid, born, 0,
+				  dummy_id(nev, sc->n ? 0 : i));
 			end(&b, at);
 		}
+		if (sc->n)
+			continue;       /* CPU-wide: with the switches */
 		at = begin(&b, PERF_RECORD_ITRACE_START, 0);
 		u32(&b, (uint32_t) pid);
 		u32(&b, tid);
-		sample_id(&b, (uint32_t) pid, tid, th[i].tid == pid ? t0 + 1 :
-			  born, 1 + i);
+		sample_id(&b, &tc, (uint32_t) pid, tid, th[i].tid == pid ?
+			  t0 + 1 : born, 0, 1 + i);
 		end(&b, at);
 	}
 	at = begin(&b, UREC_FINISHED_ROUND, 0);
@@ -576,36 +738,23 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 	}
 	emit(o, b.p, b.n);
 
-	/* The traces: one AUXTRACE record per thread (per-thread mode: its
-	 * own buffer idx, cpu -1), the bytes right after it. */
-	for (i = 0; i < nth && !o->err; i++) {
-		uint64_t size = file_size(th[i].pt_path);
+	/* The traces: per-thread mode, one AUXTRACE record per thread (its
+	 * own buffer idx, cpu -1); CPU-wide, one per CPU that ran something
+	 * (buffer idx = the CPU, as perf's per-CPU mmaps; tid -1). */
+	for (i = 0; !sc->n && i < nth && !o->err; i++)
+		auxtrace(o, index, th[i].pt_path, th[i].first_tsc, (uint32_t) i,
+			 (uint32_t) th[i].tid, UINT32_MAX);
+	for (i = 0; i < sc->n && !o->err; i++)
+		if (file_size(sc->cpus[i].s.path))
+			auxtrace(o, index, sc->cpus[i].s.path,
+				 sc->cpus[i].s.first_tsc, (uint32_t) i,
+				 UINT32_MAX, (uint32_t) i);
 
-		b.n = 0;
-		at = begin(&b, UREC_AUXTRACE, 0);
-		u64(&b, size + (8 - size % 8) % 8);
-		u64(&b, 0);                     /* offset in the AUX area */
-		/* reference: perf fills a 7-byte TSC's top byte from it */
-		u64(&b, th[i].first_tsc);
-		u32(&b, (uint32_t) i);          /* idx: the thread's buffer */
-		u32(&b, (uint32_t) th[i].tid);
-		u32(&b, UINT32_MAX);            /* cpu -1 */
-		u32(&b, 0);
-		end(&b, at);
-		u64(index, o->off);
-		u64(index, b.n);
-		if (b.oom) {
-			o->err = ENOMEM;
-			break;
-		}
-		emit(o, b.p, b.n);
-		emit_file(o, th[i].pt_path, size);
-	}
-
-	/* The kernel's AUX records (all data arrived, nothing lost), and the
-	 * threads' exits after everything they ran. */
+	/* The context switches, the kernel's AUX records (all data arrived,
+	 * nothing lost), and the threads' exits after everything they ran. */
 	b.n = 0;
-	for (i = 0; i < nth; i++) {
+	switches(&b, c, &tc, pid, nev);
+	for (i = 0; !sc->n && i < nth; i++) {
 		uint32_t tid = (uint32_t) th[i].tid;
 		uint64_t size = file_size(th[i].pt_path);
 
@@ -613,19 +762,36 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 		u64(&b, 0);
 		u64(&b, size);
 		u64(&b, 0);
-		sample_id(&b, (uint32_t) pid, tid, tend, 1 + i);
+		sample_id(&b, &tc, (uint32_t) pid, tid, tend, 0, pt_id(i));
+		end(&b, at);
+	}
+	for (i = 0; i < sc->n; i++) {
+		uint64_t size = file_size(sc->cpus[i].s.path);
+
+		if (!size)
+			continue;
+		/* every thread has left its CPU: the idle task's */
+		at = begin(&b, PERF_RECORD_AUX, 0);
+		u64(&b, 0);
+		u64(&b, size);
+		u64(&b, 0);
+		sample_id(&b, &tc, 0, 0, tend, (uint32_t) i, pt_id(i));
 		end(&b, at);
 	}
 	for (i = nth; i-- > 0;) {
 		uint32_t tid = (uint32_t) th[i].tid;
+		int cpu = sc->n ? rec_sched_last_cpu(sc, th[i].cpu) : 0;
 
+		if (cpu < 0)
+			cpu = 0;
 		at = begin(&b, PERF_RECORD_EXIT, 0);
 		u32(&b, (uint32_t) pid);
 		u32(&b, (uint32_t) pid);
 		u32(&b, tid);
 		u32(&b, (uint32_t) pid);
-		u64(&b, tend + 1);
-		sample_id(&b, (uint32_t) pid, tid, tend + 1, nth + 1 + i);
+		u64(&b, tconv_ns(&tc, tend + 1));
+		sample_id(&b, &tc, (uint32_t) pid, tid, tend + 1, (uint32_t) cpu,
+			  dummy_id(nev, sc->n ? (size_t) cpu : i));
 		end(&b, at);
 	}
 	at = begin(&b, UREC_FINISHED_ROUND, 0);
@@ -696,7 +862,7 @@ int rec_perf_write(const char *out, const struct rec_ctx *c, pid_t pid,
 	char *filter = filter_string(c);
 	struct utsname un;
 	struct sysinfo si;
-	size_t i, s;
+	size_t i, s, nev = nevents(c, nth);
 	long ncpu;
 	int rc = -1;
 
@@ -720,15 +886,15 @@ int rec_perf_write(const char *out, const struct rec_ctx *c, pid_t pid,
 	/* header (patched at the end), ids, attrs */
 	zeros(&head, 104);
 	ids_off = head.n;
-	for (i = 0; i < 2 * nth; i++)
+	for (i = 0; i < 2 * nev; i++)
 		u64(&head, 1 + i);      /* intel_pt: 1..n, dummy: n+1..2n */
 	attrs_off = head.n;
 	attr_bytes(&head, &pt);
 	u64(&head, ids_off);
-	u64(&head, nth * 8);
+	u64(&head, nev * 8);
 	attr_bytes(&head, &dummy);
-	u64(&head, ids_off + nth * 8);
-	u64(&head, nth * 8);
+	u64(&head, ids_off + nev * 8);
+	u64(&head, nev * 8);
 	align(&head, 8);
 	data_off = head.n;
 	if (head.oom)
@@ -765,8 +931,11 @@ int rec_perf_write(const char *out, const struct rec_ctx *c, pid_t pid,
 			str(&f.body, "x86_64");
 			break;
 		case FEAT_NRCPUS:
-			/* available, online */
-			ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+			/* available, online: the modelled machine's CPUs
+			 * (CPU-wide: perf sizes its per-CPU tables by it),
+			 * else the host's */
+			ncpu = c->sched.n ? (long) c->sched.n :
+			       sysconf(_SC_NPROCESSORS_ONLN);
 			u32(&f.body, (uint32_t) (ncpu > 0 ? ncpu : 1));
 			u32(&f.body, (uint32_t) (ncpu > 0 ? ncpu : 1));
 			break;
@@ -792,15 +961,15 @@ int rec_perf_write(const char *out, const struct rec_ctx *c, pid_t pid,
 			u32(&f.body, 2);
 			u32(&f.body, ATTR_SIZE);
 			attr_bytes(&f.body, &pt);
-			u32(&f.body, (uint32_t) nth);
+			u32(&f.body, (uint32_t) nev);
 			str(&f.body, "intel_pt//u");
-			for (s = 0; s < nth; s++)
-				u64(&f.body, 1 + s);
+			for (s = 0; s < nev; s++)
+				u64(&f.body, pt_id(s));
 			attr_bytes(&f.body, &dummy);
-			u32(&f.body, (uint32_t) nth);
+			u32(&f.body, (uint32_t) nev);
 			str(&f.body, "dummy:u");
-			for (s = 0; s < nth; s++)
-				u64(&f.body, 1 + nth + s);
+			for (s = 0; s < nev; s++)
+				u64(&f.body, dummy_id(nev, s));
 			break;
 		case FEAT_PMU_MAPPINGS:
 			u32(&f.body, 5);

@@ -14,6 +14,13 @@
 #define REC_TICKS_SYSCALL 200u
 #define REC_TICKS_SIGNAL 1000u
 #define REC_TSC_START 1000000u
+/* --cpus: the kernel's time around a context switch (switch-out record at
+ * +REC_SWITCH_OUT_AT, switch-in at +REC_SWITCH_IN_AT, the incoming thread's
+ * TSC packet at +REC_TICKS_SWITCH), far enough apart that perf's inexact
+ * conversion of perf time back to TSC cannot reorder them. */
+#define REC_TICKS_SWITCH 50u
+#define REC_SWITCH_OUT_AT 20u
+#define REC_SWITCH_IN_AT 30u
 
 /* ------------------------------------------------------------------ */
 /* modules and instructions (image.c) */
@@ -82,10 +89,74 @@ const struct rec_insn *rec_image_insn(struct rec_image *im, uint64_t pc,
 struct rec_mod *rec_image_mod(struct rec_image *im, uint64_t pc);
 
 /* ------------------------------------------------------------------ */
-/* one guest thread (thread.c) */
+/* packet streams (sched.c) */
+
+/* Where packets go: a thread's own trace (per-thread mode) or a modelled
+ * CPU's (--cpus), which the threads that run on it share. */
+struct rec_stream {
+	FILE *fp;
+	struct ptw w;
+	uint64_t psb_last;      /* offset after the last PSB+ */
+	int synced;             /* a PSB+ was written: decoders can start */
+	uint64_t first_tsc;     /* the clock when the first packet was due */
+	char path[512];
+};
+
+/* Returns 0 or -1 (errno). */
+int rec_stream_open(struct rec_stream *s, const char *path, uint64_t now);
+/* Write what is pending and close.  Returns 0 or -1. */
+int rec_stream_close(struct rec_stream *s);
+uint64_t rec_stream_bytes(const struct rec_stream *s);
+
+/* ------------------------------------------------------------------ */
+/* the modelled scheduler (sched.c): --cpus N */
 
 struct rec_ctx;
 struct rec_thread;
+
+/* A context switch as PERF_RECORD_SWITCH_CPU_WIDE says it.  Threads are
+ * their index (qemu's CPU number; perf.c maps it to a tid), -1 the idle
+ * task. */
+struct rec_switch {
+	uint64_t tsc;
+	uint32_t cpu;
+	uint8_t out;            /* switch-out (else switch-in) */
+	uint8_t preempt;        /* out while still runnable */
+	uint8_t first;          /* the CPU's first switch-in: trace starts */
+	int32_t task;           /* the task switched out or in (sample_id) */
+	int32_t other;          /* next (out) or previous (in) task */
+};
+
+struct rec_cpu {
+	struct rec_stream s;
+	struct rec_thread *cur; /* NULL: idle */
+	int32_t cur_idx;
+	int used;               /* some thread ran here */
+};
+
+struct rec_sched {
+	unsigned n;             /* 0: per-thread mode */
+	struct rec_cpu *cpus;
+	/* per thread index: its CPU or -1, the CPU it last ran on or -1 */
+	int32_t *on, *last;
+	size_t nth;
+	struct rec_switch *sw;
+	size_t nsw, capsw;
+};
+
+int rec_sched_init(struct rec_ctx *c, unsigned ncpus);
+void rec_sched_fini(struct rec_sched *sc);
+/* Thread @t (index @idx) runs now: put it on a CPU if it is on none,
+ * preempting the thread there. */
+void rec_sched_need(struct rec_ctx *c, struct rec_thread *t, unsigned idx);
+/* Thread @t entered the kernel (a syscall, its exit): it leaves its CPU,
+ * which goes idle. */
+void rec_sched_release(struct rec_ctx *c, unsigned idx);
+/* The CPU thread @idx ran on last, or -1. */
+int rec_sched_last_cpu(const struct rec_sched *sc, unsigned idx);
+
+/* ------------------------------------------------------------------ */
+/* one guest thread (thread.c) */
 
 struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned cpu);
 /* The next instruction qemu ran on this thread; @sig: a signal was
@@ -104,6 +175,13 @@ struct rec_thread_stats {
 	uint64_t first_tsc, last_tsc;
 };
 void rec_thread_stats(const struct rec_thread *t, struct rec_thread_stats *s);
+/* The scheduler takes the thread off its CPU: an asynchronous disable
+ * (FUP at the instruction it runs next + TIP.PGD) if tracing is on. */
+void rec_thread_switch_out(struct rec_thread *t);
+/* The scheduler puts the thread on a CPU whose packets go to @s: a TSC
+ * packet before the next TIP.PGE, at once (MODE.Exec + TIP.PGE at the
+ * instruction it runs next) if a switch-out disabled tracing. */
+void rec_thread_switch_in(struct rec_thread *t, struct rec_stream *s);
 
 /* The recorder's context, shared by its threads. */
 struct rec_ctx {
@@ -120,6 +198,7 @@ struct rec_ctx {
 	pid_t *clones;
 	size_t nclones, capclones;
 	int clone_open;         /* a clone(CLONE_THREAD) awaits its return */
+	struct rec_sched sched; /* --cpus */
 	char *err;
 	size_t errlen;
 	int failed;

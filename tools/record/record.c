@@ -531,6 +531,10 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 		return errf(err, errlen, "no program to record");
 	if (check_prog(argv[0], &exe, err, errlen) < 0)
 		return -1;
+	if (o->raw_dir && o->cpus) {
+		errf(err, errlen, "--cpus writes a perf.data, not --raw");
+		goto out;
+	}
 	if (o->raw_dir && raw_target_ok(o->raw_dir, err, errlen) < 0)
 		goto out;
 	final = strdup(o->raw_dir ? o->raw_dir : o->out);
@@ -548,6 +552,8 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 	c.err = err;
 	c.errlen = errlen;
 	if (rec_image_init(&c.im, o->filters, o->nfilters, err, errlen) < 0)
+		goto out;
+	if (o->cpus && rec_sched_init(&c, o->cpus) < 0)
 		goto out;
 	if (spawn(&q, o->qemu, exe, argv, err, errlen) < 0)
 		goto out;
@@ -575,6 +581,14 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 	for (i = 0; i < ts.n; i++)
 		if (ts.t[i] && rec_thread_end(ts.t[i]) < 0)
 			goto out;
+	for (i = 0; i < c.sched.n; i++) {
+		if (rec_stream_close(&c.sched.cpus[i].s) < 0) {
+			errf(err, errlen, "%s: cannot write: %s",
+			     c.sched.cpus[i].s.path, strerror(errno));
+			goto out;
+		}
+		res->bytes += rec_stream_bytes(&c.sched.cpus[i].s);
+	}
 	if (!ts.n) {
 		errf(err, errlen, "%s: qemu logged no instruction (is it "
 		     "qemu-user 7.2 with -singlestep and -d exec?)", o->qemu);
@@ -674,6 +688,7 @@ out:
 	free(ts.t);
 	if (c.im.cache)
 		rec_image_fini(&c.im);
+	rec_sched_fini(&c.sched);
 	if (tmp)
 		rm_tree(tmp);
 	free(tmp);

@@ -31,6 +31,8 @@ struct rec_opts {
 	uint64_t tsc_gran;              /* min ticks between TSC packets */
 	const char *qemu;               /* qemu-x86_64 to run */
 	int quiet;                      /* no summary on stderr */
+	unsigned cpus;                  /* --cpus N: a CPU-wide perf.data of
+					 * N modelled CPUs; 0: per-thread */
 };
 
 void rec_opts_init(struct rec_opts *o);

@@ -52,10 +52,14 @@ struct held {
 
 struct rec_thread {
 	struct rec_ctx *c;
-	unsigned cpu;
-	FILE *pt_fp, *truth;
-	struct ptw w;
-	char pt_path[512], truth_path[512];
+	unsigned cpu;           /* qemu's CPU: the thread's index */
+	FILE *truth;
+	char truth_path[512];
+	/* where packets go: own (per-thread mode) or the CPU the thread runs
+	 * on (--cpus; NULL while it runs on none) */
+	struct rec_stream own, *s;
+	int tsc_due;            /* switched in: a TSC before the next PGE */
+	int preempted;          /* switched out while tracing was on */
 	/* the instruction waiting for its successor */
 	struct rec_insn cur;
 	int have_cur;
@@ -63,7 +67,6 @@ struct rec_thread {
 	int started;            /* something was traced */
 	uint64_t id;            /* next instruction ID */
 	uint64_t last_id, last_tsc;
-	uint64_t psb_last;
 	uint64_t dtime;         /* the time a decoder reports now */
 	uint64_t first_tsc;
 	/* return compression, as the decoder's 64-entry stack */
@@ -314,36 +317,37 @@ static void timing(struct rec_thread *t)
 	uint64_t now = t->c->clock;
 
 	if (now - t->dtime >= t->c->o->tsc_gran) {
-		ptw_tsc(&t->w, now);
+		ptw_tsc(&t->s->w, now);
 		t->dtime = now;
 	}
 }
 
 static void tnt(struct rec_thread *t, int taken)
 {
-	if (ptw_tnt_starts(&t->w))
+	if (ptw_tnt_starts(&t->s->w))
 		timing(t);
-	ptw_tnt(&t->w, taken, 6);
+	ptw_tnt(&t->s->w, taken, 6);
 }
 
 static void tip(struct rec_thread *t, uint64_t ip)
 {
-	ptw_tnt_flush(&t->w);
+	ptw_tnt_flush(&t->s->w);
 	timing(t);
-	ptw_ip(&t->w, ppt_tip, ip);
+	ptw_ip(&t->s->w, ppt_tip, ip);
 }
 
 static void psb(struct rec_thread *t, uint64_t fup)
 {
-	ptw_simple(&t->w, ppt_psb);
+	ptw_simple(&t->s->w, ppt_psb);
 	/* PSB+ repeats the decoder's time: it reads PSB+ ahead. */
-	ptw_tsc(&t->w, t->dtime);
+	ptw_tsc(&t->s->w, t->dtime);
 	if (fup) {
-		ptw_mode_exec(&t->w);
-		ptw_ip(&t->w, ppt_fup, fup);
+		ptw_mode_exec(&t->s->w);
+		ptw_ip(&t->s->w, ppt_fup, fup);
 	}
-	ptw_simple(&t->w, ppt_psbend);
-	t->psb_last = ptw_offset(&t->w);
+	ptw_simple(&t->s->w, ppt_psbend);
+	t->s->psb_last = ptw_offset(&t->s->w);
+	t->s->synced = 1;
 	/* Conservatively, nothing before a PSB+ is compressed after it. */
 	comp_reset(t);
 }
@@ -351,32 +355,60 @@ static void psb(struct rec_thread *t, uint64_t fup)
 static void disable(struct rec_thread *t, uint64_t ip, int suppressed)
 {
 	if (suppressed)
-		ptw_ip_suppressed(&t->w, ppt_tip_pgd);
+		ptw_ip_suppressed(&t->s->w, ppt_tip_pgd);
 	else
-		ptw_ip(&t->w, ppt_tip_pgd, ip);
+		ptw_ip(&t->s->w, ppt_tip_pgd, ip);
 	t->on = 0;
+}
+
+/* Tracing resumes at @pc: MODE.Exec + TIP.PGE, after the PSB+ a decoder
+ * needs to start on this stream, and after a TSC when the thread was just
+ * switched in (the decoder must see that time passed on this CPU). */
+static void enable(struct rec_thread *t, uint64_t pc)
+{
+	if (t->tsc_due) {
+		t->tsc_due = 0;
+		t->dtime = t->c->clock;
+		if (t->s->synced)
+			ptw_tsc(&t->s->w, t->dtime);
+	}
+	if (!t->s->synced)
+		psb(t, 0);
+	ptw_mode_exec(&t->s->w);
+	ptw_ip(&t->s->w, ppt_tip_pge, pc);
+	comp_reset(t);
+	t->on = 1;
+	t->started = 1;
+}
+
+/* The thread leaves its CPU (--cpus): it entered the kernel. */
+static void leave_cpu(struct rec_thread *t)
+{
+	if (!t->c->sched.n)
+		return;
+	rec_sched_release(t->c, t->cpu);
+	t->s = NULL;
 }
 
 /* @in is about to run: enable tracing if it is traced, PSB+ if due. */
 static void arrive(struct rec_thread *t, const struct rec_insn *in)
 {
+	/* After a syscall the thread needs a CPU again (--cpus). */
+	rec_sched_need(t->c, t, t->cpu);
+	if (t->c->failed)
+		return;
 	if (!t->on && in->traced) {
 		if (!t->started) {
 			header(t);
-			psb(t, 0);
 		} else {
 			fprintf(t->truth, "gap %llu disabled\n",
 				(unsigned long long) t->id);
 			t->gaps++;
 		}
-		ptw_mode_exec(&t->w);
-		ptw_ip(&t->w, ppt_tip_pge, in->pc);
-		comp_reset(t);
-		t->on = 1;
-		t->started = 1;
-	} else if (t->on && ptw_offset(&t->w) - t->psb_last >=
+		enable(t, in->pc);
+	} else if (t->on && ptw_offset(&t->s->w) - t->s->psb_last >=
 		   t->c->o->psb_period) {
-		ptw_tnt_flush(&t->w);
+		ptw_tnt_flush(&t->s->w);
 		psb(t, in->pc);
 	}
 }
@@ -447,6 +479,8 @@ static void flow(struct rec_thread *t, const struct rec_insn *in, uint64_t next,
 		do_return(t, next, traced);
 		break;
 	case RK_SYSCALL:
+		/* In the kernel, which may block: the CPU is free. */
+		leave_cpu(t);
 		t->c->clock += REC_TICKS_SYSCALL;
 		break;
 	default:
@@ -458,7 +492,7 @@ static void flow(struct rec_thread *t, const struct rec_insn *in, uint64_t next,
 static void interrupt(struct rec_thread *t, uint64_t next)
 {
 	if (t->on) {
-		ptw_ip(&t->w, ppt_fup, next);
+		ptw_ip(&t->s->w, ppt_fup, next);
 		disable(t, 0, 1);
 	}
 }
@@ -656,12 +690,45 @@ int rec_thread_retract(struct rec_thread *t, uint64_t pc)
 int rec_thread_step(struct rec_thread *t, uint64_t pc, int sig)
 {
 	t->c->executed++;
+	rec_sched_need(t->c, t, t->cpu);
 	return step(t, pc, sig);
+}
+
+/* The instruction the thread runs next, or 0 if none is known yet. */
+static uint64_t pending_pc(const struct rec_thread *t)
+{
+	if (t->holding)
+		return t->held_insn.pc;
+	return t->have_cur ? t->cur.pc : 0;
+}
+
+void rec_thread_switch_out(struct rec_thread *t)
+{
+	if (t->on) {
+		/* A timer interrupt: the pending instruction has not run. */
+		ptw_ip(&t->s->w, ppt_fup, pending_pc(t));
+		disable(t, 0, 1);
+		t->preempted = 1;
+	}
+	t->s = NULL;
+}
+
+void rec_thread_switch_in(struct rec_thread *t, struct rec_stream *s)
+{
+	t->s = s;
+	t->tsc_due = 1;
+	if (t->preempted) {
+		/* Resumes where it stopped: nothing was lost, no gap
+		 * (TRUTH.md). */
+		t->preempted = 0;
+		enable(t, pending_pc(t));
+	}
 }
 
 struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned cpu)
 {
 	struct rec_thread *t = calloc(1, sizeof(*t));
+	char p[512];
 
 	if (!t) {
 		rec_fail(c, "out of memory");
@@ -671,12 +738,19 @@ struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned cpu)
 	t->cpu = cpu;
 	t->dtime = c->clock;
 	t->first_tsc = c->clock;
-	snprintf(t->pt_path, sizeof(t->pt_path), "%s/t%u.pt", c->tmpdir, cpu);
 	snprintf(t->truth_path, sizeof(t->truth_path), "%s/t%u.truth",
 		 c->tmpdir, cpu);
-	t->pt_fp = fopen(t->pt_path, "wb");
 	t->truth = fopen(t->truth_path, "w");
-	if (!t->pt_fp || !t->truth || ptw_init(&t->w, t->pt_fp) < 0) {
+	if (!c->sched.n) {
+		snprintf(p, sizeof(p), "%s/t%u.pt", c->tmpdir, cpu);
+		if (rec_stream_open(&t->own, p, c->clock) < 0) {
+			rec_thread_free(t);
+			t = NULL;
+		} else {
+			t->s = &t->own;
+		}
+	}
+	if (!t || !t->truth) {
 		rec_fail(c, "%s: cannot write the thread's trace", c->tmpdir);
 		rec_thread_free(t);
 		return NULL;
@@ -688,8 +762,12 @@ struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned cpu)
 
 int rec_thread_end(struct rec_thread *t)
 {
-	int rc;
+	int rc = 0;
 
+	/* Its last instruction runs on a CPU too (--cpus). */
+	rec_sched_need(t->c, t, t->cpu);
+	if (t->c->failed)
+		return -1;
 	if (t->holding) {
 		/* The process ended inside a handler that interrupted an
 		 * ambiguous branch: its held part is lost. */
@@ -727,13 +805,13 @@ int rec_thread_end(struct rec_thread *t)
 	fprintf(t->truth, "insns %llu\nblocks %llu\ngaps %llu\nend\n",
 		(unsigned long long) t->id, (unsigned long long) t->blocks,
 		(unsigned long long) t->gaps);
-	rc = ptw_finish(&t->w);
+	/* Exited (or killed): off its CPU. */
+	leave_cpu(t);
+	if (t->s == &t->own && rec_stream_close(&t->own) < 0)
+		rc = -1;
 	if (fclose(t->truth) != 0)
 		rc = -1;
 	t->truth = NULL;
-	if (fclose(t->pt_fp) != 0)
-		rc = -1;
-	t->pt_fp = NULL;
 	if (rc < 0)
 		rec_fail(t->c, "%s: cannot write the thread's trace",
 			 t->c->tmpdir);
@@ -746,7 +824,8 @@ void rec_thread_stats(const struct rec_thread *t, struct rec_thread_stats *s)
 	s->insns = t->id;
 	s->blocks = t->blocks;
 	s->gaps = t->gaps;
-	s->bytes = ptw_offset(&t->w);
+	/* --cpus: the CPUs' streams hold the bytes */
+	s->bytes = rec_stream_bytes(&t->own);
 	s->first_tsc = t->first_tsc;
 	s->last_tsc = t->dtime;
 }
@@ -757,10 +836,7 @@ void rec_thread_free(struct rec_thread *t)
 		return;
 	if (t->truth)
 		fclose(t->truth);
-	if (t->pt_fp)
-		fclose(t->pt_fp);
-	if (t->w.enc)
-		ptw_fini(&t->w);
+	rec_stream_close(&t->own);
 	free(t->st);
 	free(t->fkeys);
 	free(t->fvals);
