@@ -8,8 +8,11 @@
 # one-thread programs; with threads the two runs may be scheduled
 # differently, so a difference there is printed, not failed.  perf
 # inject's rewrites (its own writer, file and pipe format) must give the
-# same trees as the recording they come from; the times htr gives in ns
-# must be perf script's.  Then damaged perf.data files: the reader on
+# same trees as the recording they come from; perf script must agree on
+# each thread's instructions and times in ns.  CPU-wide recordings
+# (htr record --cpus N) must give each thread its truth's tree, and perf
+# script's instructions and times.  Then damaged perf.data files: the
+# reader on
 # every truncation point and 20000 random byte flips in process
 # (test_perfdata_check), htr build on a sample of truncations, a wrong
 # AUXTRACE size, a missing module, a module under --symfs: one-line errors
@@ -114,59 +117,78 @@ same threads-O2 -- "$work/threads-O2"
 same dlopen-O0 -- "$work/dlopen-O0" "$work/libdl-O0.so"
 same filter-O0 --filter "$work/calls-O0" -- "$work/calls-O0"
 
-# The thread htr info names is perf script's (comm, pid/tid).
-# Nanoseconds: the time htr gives a block's last instruction (dump --tsc
-# --json: end_ns, perf's TSC conversion from the file) is the time perf
-# script --ns prints for that instruction (one sample per instruction, the
-# Nth of the tid is ID N).  Blocks that ended at a return only: where
-# tracing resumed perf estimates the time (see test_perf.sh).
+# Against perf script (tests/perf_ns.py): each .htr PREFIX.TID.htr built
+# from $1/$2 names its thread as perf does, has as many instructions as
+# perf decodes for that tid, and gives each block that ended at a return
+# perf's time (--ns) at its last instruction.  $3 the .htr prefix, $4 what,
+# $5 "insns" to leave times out (--filter).
+perf_agree() {
+	perf script -f -i "$1/$2" --itrace=i1i --ns -F comm,pid,tid,time \
+		>"$1/insns.txt" 2>"$work/err" ||
+		{ fail "$4: perf script: $(head -1 "$work/err")"; return; }
+	for h in "$1/$3".*.htr; do
+		tid=$(basename "$h" .htr | sed 's/.*\.//')
+		"$htr" dump --tsc --json "$h" >"$1/ns.$tid.json" 2>/dev/null
+		"$htr" info "$h" >"$1/info.$tid" 2>&1
+		if res=$(python3 "$here/perf_ns.py" "$1/insns.txt" \
+			 "$1/ns.$tid.json" "$tid" "$1/info.$tid" ${5:-}); then
+			echo "ok      $4 tid $tid: perf's thread, $res"
+		else
+			fail "$4 tid $tid: against perf script: $(echo "$res" | tr '\n' ' ')"
+		fi
+	done
+}
+
+# CPU-wide recordings (htr record --cpus N: per-CPU buffers and
+# context-switch records, threads migrating): each thread's tree equals
+# its truth (record-cmp: instructions, blocks, gaps; the truth's times are
+# the thread's own clock model, not the CPU stream's, so record-cmp only
+# counts where they differ) and perf script agrees on the instructions
+# and times of every thread.
+cpuwide() {
+	name=$1 ncpu=$2
+	shift 2
+	d=$work/w.$name.$ncpu
+	mkdir "$d"
+	if ! "$htr" record -q --cpus "$ncpu" -o "$d/cw.data" "$@" \
+		>/dev/null 2>"$d/err"; then
+		fail "$name --cpus $ncpu: record: $(head -1 "$d/err")"
+		return
+	fi
+	if ! "$htr" build -q "$d/cw.data" 2>"$d/build.err" ||
+	   [ -s "$d/build.err" ]; then
+		fail "$name --cpus $ncpu: htr build: $(head -1 "$d/build.err")"
+		return
+	fi
+	n=0
+	for truth in "$d"/cw.data.t*.truth; do
+		tid=$(awk '$1 == "tid" { print $3; exit }' "$truth")
+		n=$((n + 1))
+		if ! res=$("$cmp" "$truth" "$d/cw.$tid.htr" 2>&1); then
+			fail "$name --cpus $ncpu: tid $tid against its truth: $res"
+			return
+		fi
+	done
+	echo "ok      $name --cpus $ncpu: $n thread(s), each its truth"
+	if command -v perf >/dev/null 2>&1; then
+		case "$*" in
+		*--filter*) perf_agree "$d" cw.data cw "$name --cpus $ncpu" insns ;;
+		*) perf_agree "$d" cw.data cw "$name --cpus $ncpu" ;;
+		esac
+	fi
+}
+
+cc -O2 -g -pthread -o "$work/workers-O2" "$src/workers.c" ||
+	fail "cannot compile workers.c"
+cpuwide threads-O2 1 -- "$work/threads-O2"
+cpuwide threads-O2 2 -- "$work/threads-O2"
+cpuwide workers-O2 2 -- "$work/workers-O2"
+cpuwide workers-O2 3 -- "$work/workers-O2"
+cpuwide filter-O0 2 --filter "$work/calls-O0" -- "$work/calls-O0"
+
 if command -v perf >/dev/null 2>&1; then
 	for c in calls-O0 threads-O2; do
-		d=$work/c.$c
-		perf script -f -i "$d/rec.data" --itrace=i1i --ns \
-			-F comm,pid,tid,time \
-			>"$d/insns.txt" 2>"$work/err" ||
-			{ fail "$c: perf script: $(head -1 "$work/err")"; continue; }
-		for h in "$d"/rec.*.htr; do
-			tid=$(basename "$h" .htr | sed 's/^rec\.//')
-			"$htr" dump --tsc --json "$h" >"$d/ns.$tid.json" 2>/dev/null
-			"$htr" info "$h" >"$d/info.$tid" 2>&1
-			if res=$(python3 - "$d/insns.txt" "$d/ns.$tid.json" "$tid" \
-				 "$d/info.$tid" <<'PY'
-import json, sys
-insns, dump, tid, info = sys.argv[1:5]
-times, who = [], None
-for line in open(insns):
-    f = line.split()        # COMM PID/TID SEC.NS:
-    if len(f) >= 3 and f[1].split('/')[-1] == tid:
-        sec, ns = f[2].rstrip(':').split('.')
-        times.append(int(sec) * 10**9 + int(ns))
-        who = '%s (pid %s, %s)' % (tid, f[1].split('/')[0], f[0])
-said = [l.split(':', 1)[1].strip() for l in open(info)
-        if l.startswith('thread:')]
-if said != [who]:
-    print('htr info says thread %s, perf %s' % (said, who))
-    sys.exit(1)
-n = bad = 0
-for b in json.load(open(dump)):
-    if b['end_ns'] is None or set(b['flags'].split(',')) & \
-       {'late', 'truncated', 'unwound', 'implicit-return'}:
-        continue
-    n += 1
-    if b['last'] >= len(times) or times[b['last']] != b['end_ns']:
-        bad += 1
-        if bad <= 3:
-            print('block %d: htr %d ns, perf %s' % (b['block'], b['end_ns'],
-                  times[b['last']] if b['last'] < len(times) else 'none'))
-print('%d of %d blocks' % (n - bad, n))
-sys.exit(1 if bad or not n else 0)
-PY
-			); then
-				echo "ok      $c tid $tid: thread as perf names it, end times in ns equal perf's: $res"
-			else
-				fail "$c tid $tid: ns against perf script: $(echo "$res" | tr '\n' ' ')"
-			fi
-		done
+		perf_agree "$work/c.$c" rec.data rec "$c"
 	done
 	# The chrome export of a perf.data build: on the thread's track,
 	# named as perf names it, each block starting at its start_ns (from
@@ -250,6 +272,32 @@ else
 	fail "split AUXTRACE: $(head -2 "$work/err")"
 fi
 
+# A CPU-wide recording: --tid builds one thread; without switch records
+# the threads cannot be told apart: one line, exit 1, no file.
+d=$work/w.workers-O2.2
+if [ -f "$d/cw.data" ]; then
+	tid=$(ls "$d"/cw.*.htr | tail -1 | sed 's/.*cw\.\([0-9]*\)\.htr/\1/')
+	mkdir "$work/cwtid"
+	if "$htr" build -q --tid "$tid" -o "$work/cwtid/x" "$d/cw.data" &&
+	   [ "$(ls "$work/cwtid")" = "x.$tid.htr" ] &&
+	   [ "$("$htr" dump --json "$work/cwtid/x.$tid.htr" | cksum)" = \
+	     "$("$htr" dump --json "$d/cw.$tid.htr" | cksum)" ]; then
+		echo "ok      CPU-wide --tid $tid: one file, the same tree"
+	else
+		fail "CPU-wide --tid $tid: $(ls "$work/cwtid" | tr '\n' ' ')"
+	fi
+	"$check" --no-switches "$d/cw.data" "$work/nosw.data" &&
+	"$htr" build -q -o "$work/cwtid/n" "$work/nosw.data" 2>"$work/err"
+	rc=$?
+	if [ $rc -eq 1 ] && [ "$(wc -l <"$work/err")" -eq 1 ] &&
+	   grep -q 'context-switch' "$work/err" &&
+	   [ -z "$(ls "$work/cwtid" | grep '^n')" ]; then
+		echo "ok      CPU-wide without switch records: $(cat "$work/err")"
+	else
+		fail "CPU-wide without switch records: exit $rc: $(head -2 "$work/err")"
+	fi
+fi
+
 # --tid: only that thread.
 d=$work/c.threads-O2
 tid=$(ls "$d"/rec.*.htr | head -1 | sed 's/.*rec\.\([0-9]*\)\.htr/\1/')
@@ -269,7 +317,7 @@ rc=$?
 # The reader in process: every truncation point, random flips (of the
 # pipe format too, when perf made one).
 data=$work/c.calls-O0/rec.data
-for f in "$data" "$work/c.calls-O0/pipe.data"; do
+for f in "$data" "$work/c.calls-O0/pipe.data" "$work/w.workers-O2.3/cw.data"; do
 	[ -f "$f" ] || continue
 	if "$check" "$f" >"$work/check.out"; then
 		echo "ok      reader, $(basename "$f"): $(tr '\n' ' ' <"$work/check.out")"
@@ -314,25 +362,29 @@ damaged() {
 
 # htr build on truncations: a sample through the header, the attrs, the
 # sideband, the trace and the features (under 8 bytes there is no magic:
-# the file is taken for a raw trace).
-size=$(stat -c %s "$data")
-n=0 bad=0
-for cut in 8 15 16 103 104 $(seq 105 37 "$size"); do
-	[ "$cut" -lt "$size" ] || continue
-	head -c "$cut" "$data" >"$work/cut.data"
-	# a cut in a feature the reader skips still reads: 0 or 1
-	"$htr" build -q -o "$work/cutout" "$work/cut.data" >/dev/null \
-		2>"$work/err"
-	rc=$?
-	n=$((n + 1))
-	if [ $rc -gt 1 ] || grep -qv '^htr: build: ' "$work/err" ||
-	   { [ $rc -eq 1 ] && [ "$(wc -l <"$work/err")" -ne 1 ]; }; then
-		bad=$((bad + 1))
-		[ $bad -le 3 ] && fail "cut at $cut: exit $rc: $(head -2 "$work/err")"
-	fi
-	rm -f "$work"/cutout*
+# the file is taken for a raw trace), of a per-thread and of a CPU-wide
+# recording.
+for f in "$data" "$work/w.threads-O2.2/cw.data"; do
+	[ -f "$f" ] || continue
+	size=$(stat -c %s "$f")
+	n=0 bad=0
+	for cut in 8 15 16 103 104 $(seq 105 37 "$size"); do
+		[ "$cut" -lt "$size" ] || continue
+		head -c "$cut" "$f" >"$work/cut.data"
+		# a cut in a feature the reader skips still reads: 0 or 1
+		"$htr" build -q -o "$work/cutout" "$work/cut.data" >/dev/null \
+			2>"$work/err"
+		rc=$?
+		n=$((n + 1))
+		if [ $rc -gt 1 ] || grep -qv '^htr: build: ' "$work/err" ||
+		   { [ $rc -eq 1 ] && [ "$(wc -l <"$work/err")" -ne 1 ]; }; then
+			bad=$((bad + 1))
+			[ $bad -le 3 ] && fail "$(basename "$f") cut at $cut: exit $rc: $(head -2 "$work/err")"
+		fi
+		rm -f "$work"/cutout*
+	done
+	[ $bad -eq 0 ] && echo "ok      htr build on $n truncated copies of $(basename "$f")"
 done
-[ $bad -eq 0 ] && echo "ok      htr build on $n truncated copies"
 
 # A wrong AUXTRACE size: past the end (an error), and 8 bytes too many (the
 # next record is misread: an error or a build with gaps, never a crash).

@@ -14,6 +14,11 @@
  *                                        records (a thread's trace in
  *                                        several buffers, as perf writes
  *                                        long recordings)
+ *   test_perfdata_check --no-switches FILE OUT
+ *                                        write FILE with its context-
+ *                                        switch records made a type no
+ *                                        reader knows (as if recorded
+ *                                        without switch events)
  *
  * Each read is also checked: every thread's trace chunk lies in the file.
  * exit: 0 ok, 1 a failure
@@ -184,6 +189,45 @@ static int split(const char *in, const char *out)
 	return 0;
 }
 
+/* File format: walk the data section (AUXTRACE payloads included). */
+static int no_switches(const char *in, const char *out)
+{
+	size_t size, n = 0;
+	uint8_t *p = slurp(in, &size);
+	uint64_t off, end;
+	FILE *f;
+
+	if (!p || size < 104) {
+		printf("FAIL: %s: not a file-format perf.data\n", in);
+		return 1;
+	}
+	off = get64(p + 40);
+	end = off + get64(p + 48);
+	while (off + 8 <= end && end <= size) {
+		uint32_t type;
+		uint16_t rsz;
+
+		memcpy(&type, p + off, 4);
+		memcpy(&rsz, p + off + 6, 2);
+		if (rsz < 8)
+			break;
+		if (type == 14 || type == 15) {
+			type = 0x7fff;
+			memcpy(p + off, &type, 4);
+			n++;
+		}
+		off += rsz + (type == 71 && rsz >= 16 ? get64(p + off + 8) : 0);
+	}
+	f = fopen(out, "wb");
+	if (!n || !f || fwrite(p, 1, size, f) != size || fclose(f)) {
+		printf("FAIL: %s: no switch record, or cannot write %s\n", in,
+		       out);
+		return 1;
+	}
+	free(p);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	uint8_t *p, *q;
@@ -214,6 +258,8 @@ int main(int argc, char **argv)
 	}
 	if (argc == 4 && !strcmp(argv[1], "--split"))
 		return split(argv[2], argv[3]);
+	if (argc == 4 && !strcmp(argv[1], "--no-switches"))
+		return no_switches(argv[2], argv[3]);
 	if (argc != 2) {
 		fprintf(stderr, "usage: test_perfdata_check FILE\n");
 		return 2;

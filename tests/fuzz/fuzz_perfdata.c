@@ -1,7 +1,8 @@
 /*
  * libFuzzer target: the perf.data reader (lib/perfdata.c), from memory.
  * Any bytes read or fail with a message; when they read, every thread's
- * trace chunks must lie in the input and every module query must answer.
+ * and CPU's trace chunks must lie in the input, the context switches be
+ * sorted, and every module query must answer.
  */
 #include "fuzz.h"
 
@@ -36,6 +37,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		for (j = 0; j < pd->nmodules; j++)
 			(void) htr_perfdata__thread_has(pd, t, &pd->modules[j]);
+	}
+	for (i = 0; i < pd->ncpus; i++) {
+		const struct htr_perf_cpu *c = &pd->cpus[i];
+		uint64_t sum = 0;
+
+		for (j = 0; j < c->nchunks; j++) {
+			if (c->chunks[j].offset > size ||
+			    c->chunks[j].size > size - c->chunks[j].offset)
+				abort();
+			sum += c->chunks[j].size;
+		}
+		if (sum != c->pt_bytes)
+			abort();
+	}
+	/* Sorted by CPU, then time: the CPU-wide build searches them. */
+	for (i = 1; i < pd->nswitches; i++) {
+		const struct htr_perf_switch *a = &pd->switches[i - 1];
+		const struct htr_perf_switch *b = &pd->switches[i];
+
+		if (a->cpu > b->cpu || (a->cpu == b->cpu && a->time > b->time))
+			abort();
+		(void) htr_perfdata__time_to_tsc(pd, b->time);
 	}
 	htr_perfdata__close(pd);
 	return 0;

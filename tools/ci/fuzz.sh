@@ -55,7 +55,11 @@ if [ ! -d "$seeds" ]; then
 		build/tools/htr/htr record -q -o "$seeds/true.data" -- \
 			/bin/true >/dev/null 2>&1 &&
 			mv "$seeds/true.data" "$seeds/perfdata/" || true
-		rm -f "$seeds"/true.data*
+		# ... and a CPU-wide one (per-CPU buffers, switches).
+		build/tools/htr/htr record -q --cpus 2 -o "$seeds/cw.data" \
+			-- /bin/true >/dev/null 2>&1 &&
+			mv "$seeds/cw.data" "$seeds/perfdata/" || true
+		rm -f "$seeds"/true.data* "$seeds"/cw.data*
 	fi
 fi
 

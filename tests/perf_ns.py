@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""One thread of a perf.data build against perf script.
+
+usage: perf_ns.py INSNS DUMP TID INFO [insns]
+
+INSNS: `perf script --itrace=i1i --ns -F comm,pid,tid,time` of the
+recording (one line per instruction: the Nth line of a tid is its
+instruction ID N).  DUMP: `htr dump --tsc --json` of the thread's .htr,
+INFO: its `htr info`.  Checks that htr names the thread as perf does
+(comm, pid, tid), has as many instructions as perf decoded for it, and
+gives every block that ended at a return (not late, truncated, unwound
+or implicitly returned: where tracing resumed perf estimates the time)
+perf's time at its last instruction, in ns (end_ns); with "insns", the
+times are not compared (--filter recordings: perf dates a return out of
+the filter where it next sees a timing packet, see test_perf.sh).
+Prints one line; exit 1 on a difference.
+"""
+import json
+import sys
+
+insns, dump, tid, info = sys.argv[1:5]
+times, who = [], None
+for line in open(insns):
+    f = line.split()        # COMM PID/TID SEC.NS:
+    if len(f) >= 3 and f[1].split('/')[-1] == tid:
+        sec, ns = f[2].rstrip(':').split('.')
+        times.append(int(sec) * 10**9 + int(ns))
+        who = '%s (pid %s, %s)' % (tid, f[1].split('/')[0], f[0])
+facts = dict(l.split(':', 1) for l in open(info) if ':' in l)
+said = facts.get('thread', '').strip()
+if said != who:
+    print('htr info says thread %r, perf %r' % (said, who))
+    sys.exit(1)
+ninsns = int(facts['instructions'])
+if ninsns != len(times):
+    print('htr has %d instructions, perf decoded %d' % (ninsns, len(times)))
+    sys.exit(1)
+if sys.argv[5:] == ['insns']:
+    print('%d insns as perf' % ninsns)
+    sys.exit(0)
+n = bad = 0
+for b in json.load(open(dump)):
+    if b['end_ns'] is None or set(b['flags'].split(',')) & \
+       {'late', 'truncated', 'unwound', 'implicit-return'}:
+        continue
+    n += 1
+    if b['last'] >= len(times) or times[b['last']] != b['end_ns']:
+        bad += 1
+        if bad <= 3:
+            print('block %d: htr %d ns, perf %s' % (b['block'], b['end_ns'],
+                  times[b['last']] if b['last'] < len(times) else 'none'))
+print('%d insns as perf; end times of %d of %d blocks in ns as perf\'s'
+      % (ninsns, n - bad, n))
+sys.exit(1 if bad or not n else 0)
