@@ -412,18 +412,29 @@ static int build_thread(struct cw *w, size_t i, struct piece **v, size_t n,
 			e.a = p->start;
 			rc = apply(w, &o, &e);
 		}
+		/* Gaps right before the piece (in the stream). */
+		int gapped = p->nlead > 0;
+		uint64_t from = p->first + (adjacent ? p->nlead : 0);
+
 		/* Whether the switch lost instructions of this thread: the
 		 * decoder's rule, applied to the thread's own stops. */
-		if (rc == 0 && prev && p->enabled) {
-			if (prev->off && !(prev->async &&
-					   prev->off_ip == p->enable_ip))
+		if (rc == 0 && prev && p->enabled && prev->off) {
+			if (!(prev->async && prev->off_ip == p->enable_ip)) {
 				rc = gap_ev(w, &o, prev);
-			else if (!prev->off && !adjacent)
-				rc = gap_ev(w, &o, NULL);
+				gapped = 1;
+			}
+		} else if (rc == 0 && prev && !adjacent && !gapped) {
+			/* It moved with no stop in the trace: unknown loss. */
+			rc = gap_ev(w, &o, NULL);
+			gapped = 1;
 		}
+		/* Preempted and resumed where it stopped: nothing was lost,
+		 * the thread's decode goes on (no resume, as the decoder
+		 * reports none in one thread's trace). */
+		if (prev && !gapped)
+			from = p->first + p->nlead + 1;
 		if (rc == 0)
-			rc = replay(w, &o, p->first + (adjacent ? p->nlead : 0),
-				    p->first + p->nev);
+			rc = replay(w, &o, from, p->first + p->nev);
 	}
 	/* Stopped asynchronously at the very end: the decoder's end rule. */
 	if (rc == 0 && n && v[n - 1]->off && v[n - 1]->async)

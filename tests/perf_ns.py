@@ -3,11 +3,12 @@
 
 usage: perf_ns.py INSNS DUMP TID INFO [insns]
 
-INSNS: `perf script --itrace=i1i --ns -F comm,pid,tid,time` of the
-recording (one line per instruction: the Nth line of a tid is its
+INSNS: `perf script --itrace=i1i --ns -F comm,pid,tid,time,tod` of the
+recording in UTC (one line per instruction: the Nth line of a tid is its
 instruction ID N).  DUMP: `htr dump --tsc --json` of the thread's .htr,
 INFO: its `htr info`.  Checks that htr names the thread as perf does
-(comm, pid, tid), has as many instructions as perf decoded for it, and
+(comm, pid, tid), says it started when perf's wall clock (tod) says its
+first instruction ran (to the microsecond), has as many instructions as perf decoded for it, and
 gives every block that ended at a return (not late, truncated, unwound
 or implicitly returned: where tracing resumed perf estimates the time)
 perf's time at its last instruction, in ns (end_ns); with "insns", the
@@ -15,21 +16,37 @@ times are not compared (--filter recordings: perf dates a return out of
 the filter where it next sees a timing packet, see test_perf.sh).
 Prints one line; exit 1 on a difference.
 """
+import datetime
 import json
 import sys
 
 insns, dump, tid, info = sys.argv[1:5]
-times, who = [], None
+times, who, tod = [], None, None
 for line in open(insns):
-    f = line.split()        # COMM PID/TID SEC.NS:
-    if len(f) >= 3 and f[1].split('/')[-1] == tid:
-        sec, ns = f[2].rstrip(':').split('.')
+    f = line.split()        # COMM PID/TID DATE HH:MM:SS.NS SEC.NS:
+    if len(f) >= 5 and f[1].split('/')[-1] == tid:
+        sec, ns = f[4].rstrip(':').split('.')
         times.append(int(sec) * 10**9 + int(ns))
         who = '%s (pid %s, %s)' % (tid, f[1].split('/')[0], f[0])
+        if tod is None:         # to the microsecond, as htr info says it
+            tod = '%s %s UTC' % (f[2], f[3][:15])
 facts = dict(l.split(':', 1) for l in open(info) if ':' in l)
 said = facts.get('thread', '').strip()
 if said != who:
     print('htr info says thread %r, perf %r' % (said, who))
+    sys.exit(1)
+# htr dates the thread's first time point, perf its first instruction:
+# the same to within the microsecond htr info prints.
+started = facts.get('wall clock', '').strip()
+fmt = 'started %Y-%m-%d %H:%M:%S.%f UTC'
+try:
+    skew = abs(datetime.datetime.strptime(started, fmt) -
+               datetime.datetime.strptime('started ' + tod, fmt))
+except ValueError:
+    skew = None
+if skew is None or skew > datetime.timedelta(microseconds=1):
+    print('htr info says wall clock %r, perf\'s first instruction %r'
+          % (started, tod))
     sys.exit(1)
 ninsns = int(facts['instructions'])
 if ninsns != len(times):
@@ -49,6 +66,6 @@ for b in json.load(open(dump)):
         if bad <= 3:
             print('block %d: htr %d ns, perf %s' % (b['block'], b['end_ns'],
                   times[b['last']] if b['last'] < len(times) else 'none'))
-print('%d insns as perf; end times of %d of %d blocks in ns as perf\'s'
-      % (ninsns, n - bad, n))
+print('started %s as perf says, %d insns as perf; end times of %d of %d '
+      'blocks in ns as perf\'s' % (tod, ninsns, n - bad, n))
 sys.exit(1 if bad or not n else 0)

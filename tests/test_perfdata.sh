@@ -118,13 +118,14 @@ same dlopen-O0 -- "$work/dlopen-O0" "$work/libdl-O0.so"
 same filter-O0 --filter "$work/calls-O0" -- "$work/calls-O0"
 
 # Against perf script (tests/perf_ns.py): each .htr PREFIX.TID.htr built
-# from $1/$2 names its thread as perf does, has as many instructions as
+# from $1/$2 names its thread as perf does, starts when perf's wall clock
+# says (htr record writes perf's clock_data), has as many instructions as
 # perf decodes for that tid, and gives each block that ended at a return
 # perf's time (--ns) at its last instruction.  $3 the .htr prefix, $4 what,
 # $5 "insns" to leave times out (--filter).
 perf_agree() {
-	perf script -f -i "$1/$2" --itrace=i1i --ns -F comm,pid,tid,time \
-		>"$1/insns.txt" 2>"$work/err" ||
+	TZ=UTC perf script -f -i "$1/$2" --itrace=i1i --ns \
+		-F comm,pid,tid,time,tod >"$1/insns.txt" 2>"$work/err" ||
 		{ fail "$4: perf script: $(head -1 "$work/err")"; return; }
 	for h in "$1/$3".*.htr; do
 		tid=$(basename "$h" .htr | sed 's/.*\.//')

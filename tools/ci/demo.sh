@@ -4,8 +4,8 @@
 # went (TSC ticks per function and per call), and check the trace itself
 # against its ground truth with plain libipt.  Then the same on a real
 # program: compile tests/record/calls.c, record it under qemu-user with
-# htr record, build its tree from the raw trace and the module list, and
-# show where its time went.
+# htr record into a perf.data as perf would write it, build its tree from
+# that and show where its time went, in nanoseconds.
 set -eu
 cd "$(dirname "$0")/../.."
 . tools/ci/setup.sh
@@ -30,14 +30,17 @@ if [ ! -x "$htr" ] || ! command -v qemu-x86_64 >/dev/null 2>&1; then
 	echo "demo: no qemu-x86_64: skipping the htr record part" >&2
 	exit 0
 fi
-rm -rf "$out/calls-run" "$out/calls.htr" "$out/calls.htr.lmdb"
+rm -rf "$out/calls-run" "$out"/calls.*
 set -x
 cc -O2 -g -o "$out/calls" tests/record/calls.c
-# --filter: only the program's own code (the loader and libc run untraced)
-"$htr" record --raw "$out/calls-run" --filter "$out/calls" -- "$out/calls"
-cat "$out/calls-run/build.args"
-# shellcheck disable=SC2046
-"$htr" build "$out/calls-run/t0.pt" $(cat "$out/calls-run/build.args") \
-	-o "$out/calls.htr"
-"$htr" dump --tsc --depth 3 "$out/calls.htr"
-"$htr" top --limit 5 "$out/calls.htr"
+# As 'perf record -e intel_pt//u --filter "filter * @ ./calls" -- ./calls'
+# records it on a machine with Intel PT: a perf.data with one trace buffer
+# per CPU (here 2 modelled CPUs) that htr build splits into threads by its
+# context switches; only the program's own code is traced (the loader and
+# libc run untraced).
+"$htr" record -o "$out/calls.data" --cpus 2 --filter "$out/calls" -- \
+	"$out/calls"
+"$htr" build "$out/calls.data"
+"$htr" info "$out"/calls.*.htr
+"$htr" top --limit 8 "$out"/calls.*.htr
+"$htr" dump --tsc --depth 4 "$out"/calls.*.htr | head -n 20

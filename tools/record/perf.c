@@ -18,7 +18,7 @@
  *               ITRACE_START and SWITCH_CPU_WIDE records in time order
  *   features    a section table, then build-ids, hostname, osrelease,
  *               version, arch, nr_cpus, cpudesc, cpuid, total_mem,
- *               cmdline, event_desc, pmu_mappings, auxtrace (the index)
+ *               cmdline, event_desc, pmu_mappings, auxtrace (the index), clock_data
  *
  * Everything is little-endian (x86-64 only, like the recorder).  The
  * modelled TSC runs at the nominal frequency of the CPU the file names (1.9
@@ -36,6 +36,7 @@
 #include <sys/sysmacros.h>
 #include <sys/sysinfo.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 /* perf's own record types (tools/lib/perf/include/perf/event.h); the
@@ -62,6 +63,7 @@ enum {
 	FEAT_EVENT_DESC = 12,
 	FEAT_PMU_MAPPINGS = 16,
 	FEAT_AUXTRACE = 18,
+	FEAT_CLOCK_DATA = 29,
 	FEAT_BITS = 256,
 };
 
@@ -856,12 +858,13 @@ int rec_perf_write(const char *out, const struct rec_ctx *c, pid_t pid,
 		FEAT_BUILD_ID, FEAT_HOSTNAME, FEAT_OSRELEASE, FEAT_VERSION,
 		FEAT_ARCH, FEAT_NRCPUS, FEAT_CPUDESC, FEAT_CPUID,
 		FEAT_TOTAL_MEM, FEAT_CMDLINE, FEAT_EVENT_DESC,
-		FEAT_PMU_MAPPINGS, FEAT_AUXTRACE,
+		FEAT_PMU_MAPPINGS, FEAT_AUXTRACE, FEAT_CLOCK_DATA,
 	};
 	const size_t nfeat = sizeof(feats_on) / sizeof(feats_on[0]);
 	char *filter = filter_string(c);
 	struct utsname un;
 	struct sysinfo si;
+	struct tconv tc;
 	size_t i, s, nev = nevents(c, nth);
 	long ncpu;
 	int rc = -1;
@@ -989,6 +992,16 @@ int rec_perf_write(const char *out, const struct rec_ctx *c, pid_t pid,
 			 * of every AUXTRACE record */
 			u64(&f.body, index.n / 16);
 			put(&f.body, index.p, index.n);
+			break;
+		case FEAT_CLOCK_DATA:
+			/* version 1, the clock (perf record -k monotonic),
+			 * then the wall clock and perf time at one moment:
+			 * the start of the modelled clock */
+			tconv_init(&tc, TSC_KHZ, TIME_ZERO);
+			u32(&f.body, 1);
+			u32(&f.body, CLOCK_MONOTONIC);
+			u64(&f.body, c->wall_start_ns);
+			u64(&f.body, tconv_ns(&tc, REC_TSC_START));
 			break;
 		}
 		feat_done(&f, start);

@@ -190,6 +190,7 @@ struct rec_ctx {
 	const char *tmpdir;
 	const char *exe;        /* PROG's resolved path */
 	uint64_t clock;         /* the modelled TSC */
+	uint64_t wall_start_ns; /* the wall clock when it read REC_TSC_START */
 	uint64_t executed;
 	uint64_t oddities;
 	pid_t pid;              /* the guest's (qemu-user runs in-process) */

@@ -549,6 +549,13 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 	c.tmpdir = tmp;
 	c.exe = exe;
 	c.clock = REC_TSC_START;
+	{
+		struct timespec now;
+
+		clock_gettime(CLOCK_REALTIME, &now);
+		c.wall_start_ns = (uint64_t) now.tv_sec * 1000000000u +
+				  (uint64_t) now.tv_nsec;
+	}
 	c.err = err;
 	c.errlen = errlen;
 	if (rec_image_init(&c.im, o->filters, o->nfilters, err, errlen) < 0)
