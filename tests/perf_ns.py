@@ -1,12 +1,19 @@
 #!/usr/bin/env python3
 """One thread of a perf.data build against perf script.
 
-usage: perf_ns.py INSNS DUMP TID INFO [insns]
+usage: perf_ns.py INSNS DUMP TID INFO TREE GAPS [insns]
 
-INSNS: `perf script --itrace=i1i --ns -F comm,pid,tid,time,tod` of the
-recording in UTC (one line per instruction: the Nth line of a tid is its
-instruction ID N).  DUMP: `htr dump --tsc --json` of the thread's .htr,
-INFO: its `htr info`.  Checks that htr names the thread as perf does
+INSNS: `perf script --itrace=i1i --ns -F comm,pid,tid,time,tod,flags` of
+the recording in UTC (one line per instruction: the Nth line of a tid is
+its instruction ID N).  DUMP: `htr dump --tsc --json` of the thread's
+.htr, INFO: its `htr info`, TREE: its `htr dump --json`, GAPS: its `htr
+gaps --json`.  Checks that the calls and returns perf lists are the
+blocks' (a block entered by a traced call - entry known, not late, not
+right after a gap - starts after an instruction perf flags "call", and
+those are all of perf's; a block that ended at a return - not truncated,
+unwound or implicitly returned - ends at one perf flags "return" or "tr
+end return", and so do all of perf's), that htr names the thread as perf
+does
 (comm, pid, tid), says it started when perf's wall clock (tod) says its
 first instruction ran (to the microsecond), has as many instructions as perf decoded for it, and
 gives every block that ended at a return (not late, truncated, unwound
@@ -22,10 +29,16 @@ import sys
 
 insns, dump, tid, info = sys.argv[1:5]
 times, who, tod = [], None, None
+perf_calls, perf_rets = set(), set()
 for line in open(insns):
-    f = line.split()        # COMM PID/TID DATE HH:MM:SS.NS SEC.NS:
+    f = line.split()        # COMM PID/TID DATE HH:MM:SS.NS SEC.NS: FLAGS
     if len(f) >= 5 and f[1].split('/')[-1] == tid:
         sec, ns = f[4].rstrip(':').split('.')
+        flags = ' '.join(f[5:])
+        if flags == 'call':
+            perf_calls.add(len(times))
+        elif flags in ('return', 'tr end return'):
+            perf_rets.add(len(times))
         times.append(int(sec) * 10**9 + int(ns))
         who = '%s (pid %s, %s)' % (tid, f[1].split('/')[0], f[0])
         if tod is None:         # to the microsecond, as htr info says it
@@ -52,8 +65,24 @@ ninsns = int(facts['instructions'])
 if ninsns != len(times):
     print('htr has %d instructions, perf decoded %d' % (ninsns, len(times)))
     sys.exit(1)
-if sys.argv[5:] == ['insns']:
-    print('%d insns as perf' % ninsns)
+gap_ids = {g['id'] for g in json.load(open(sys.argv[6]))}
+htr_calls, htr_rets = set(), set()
+for b in json.load(open(sys.argv[5])):
+    fl = set(b['flags'].split(','))
+    if b['entry'] is not None and 'late' not in fl and b['first'] > 0 \
+       and b['first'] not in gap_ids:
+        htr_calls.add(b['first'] - 1)
+    if not fl & {'truncated', 'unwound', 'implicit-return'}:
+        htr_rets.add(b['last'])
+for what, h, p in (('calls', htr_calls, perf_calls),
+                   ('returns', htr_rets, perf_rets)):
+    if h != p:
+        print('%s: htr only %s, perf only %s' % (what, sorted(h - p)[:5],
+              sorted(p - h)[:5]))
+        sys.exit(1)
+if sys.argv[7:] == ['insns']:
+    print('%d insns, %d calls, %d returns as perf'
+          % (ninsns, len(htr_calls), len(htr_rets)))
     sys.exit(0)
 n = bad = 0
 for b in json.load(open(dump)):
@@ -66,6 +95,7 @@ for b in json.load(open(dump)):
         if bad <= 3:
             print('block %d: htr %d ns, perf %s' % (b['block'], b['end_ns'],
                   times[b['last']] if b['last'] < len(times) else 'none'))
-print('started %s as perf says, %d insns as perf; end times of %d of %d '
-      'blocks in ns as perf\'s' % (tod, ninsns, n - bad, n))
+print('started %s as perf says, %d insns, %d calls, %d returns as perf; '
+      'end times of %d of %d blocks in ns as perf\'s'
+      % (tod, ninsns, len(htr_calls), len(htr_rets), n - bad, n))
 sys.exit(1 if bad or not n else 0)

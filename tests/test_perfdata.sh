@@ -118,21 +118,25 @@ same dlopen-O0 -- "$work/dlopen-O0" "$work/libdl-O0.so"
 same filter-O0 --filter "$work/calls-O0" -- "$work/calls-O0"
 
 # Against perf script (tests/perf_ns.py): each .htr PREFIX.TID.htr built
-# from $1/$2 names its thread as perf does, starts when perf's wall clock
+# from $1/$2 has the calls and returns perf lists, names its thread as
+# perf does, starts when perf's wall clock
 # says (htr record writes perf's clock_data), has as many instructions as
 # perf decodes for that tid, and gives each block that ended at a return
 # perf's time (--ns) at its last instruction.  $3 the .htr prefix, $4 what,
 # $5 "insns" to leave times out (--filter).
 perf_agree() {
 	TZ=UTC perf script -f -i "$1/$2" --itrace=i1i --ns \
-		-F comm,pid,tid,time,tod >"$1/insns.txt" 2>"$work/err" ||
+		-F comm,pid,tid,time,tod,flags >"$1/insns.txt" 2>"$work/err" ||
 		{ fail "$4: perf script: $(head -1 "$work/err")"; return; }
 	for h in "$1/$3".*.htr; do
 		tid=$(basename "$h" .htr | sed 's/.*\.//')
 		"$htr" dump --tsc --json "$h" >"$1/ns.$tid.json" 2>/dev/null
 		"$htr" info "$h" >"$1/info.$tid" 2>&1
+		"$htr" dump --json "$h" >"$1/tree.$tid.json" 2>/dev/null
+		"$htr" gaps --json "$h" >"$1/gaps.$tid.json" 2>/dev/null
 		if res=$(python3 "$here/perf_ns.py" "$1/insns.txt" \
-			 "$1/ns.$tid.json" "$tid" "$1/info.$tid" ${5:-}); then
+			 "$1/ns.$tid.json" "$tid" "$1/info.$tid" \
+			 "$1/tree.$tid.json" "$1/gaps.$tid.json" ${5:-}); then
 			echo "ok      $4 tid $tid: perf's thread, $res"
 		else
 			fail "$4 tid $tid: against perf script: $(echo "$res" | tr '\n' ' ')"
@@ -239,19 +243,23 @@ fi
 # perf's own writer: `perf inject` rewrites a recording in the file format
 # and in the pipe format (skipped without perf).
 if command -v perf >/dev/null 2>&1; then
-	for c in calls-O0 threads-O2; do
-		d=$work/c.$c
+	# DIR PREFIX: DIR/PREFIX.data and its trees DIR/PREFIX.*.htr (the
+	# last a CPU-wide recording).
+	for spec in "c.calls-O0 rec" "c.threads-O2 rec" "w.workers-O2.2 cw"; do
+		c=${spec% *} p=${spec#* }
+		d=$work/$c
+		[ -f "$d/$p.data" ] || continue
 		for kind in file pipe; do
 			if [ $kind = file ]; then
-				perf inject -f -i "$d/rec.data" \
+				perf inject -f -i "$d/$p.data" \
 					-o "$d/$kind.data" 2>"$work/err"
 			else
-				perf inject -f -i "$d/rec.data" \
+				perf inject -f -i "$d/$p.data" \
 					-o - >"$d/$kind.data" 2>"$work/err"
 			fi || { fail "$c: perf inject ($kind): $(head -1 "$work/err")"; continue; }
 			if ! "$htr" build -q "$d/$kind.data" 2>"$work/err"; then
 				fail "$c: htr build of perf's $kind format: $(head -1 "$work/err")"
-			elif [ "$(trees "$d"/$kind.*.htr)" = "$(trees "$d"/rec.*.htr)" ]; then
+			elif [ "$(trees "$d"/$kind.*.htr)" = "$(trees "$d"/$p.*.htr)" ]; then
 				echo "ok      $c: perf inject's $kind format, the same trees"
 			else
 				fail "$c: perf inject's $kind format: the trees differ"
