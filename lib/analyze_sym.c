@@ -1,8 +1,10 @@
 /*
  * The "sym" analyzer: names, the symbol index and per-function figures.
  * Each block is named after the function at its entry address
- * (lib/symbols.h); late blocks, whose entry was never traced, are all
- * named "?".  One pre-order walk (chronological by first instruction)
+ * (lib/symbols.h); a late block, whose entry was never traced, after the
+ * function containing the first address it ran, marked as inferred:
+ * "~name" (kept apart from name's complete invocations: its time is only
+ * what the trace saw); blocks with neither are named "?".  One pre-order walk (chronological by first instruction)
  * builds, per distinct name, the list of its blocks, the number of calls,
  * the local ticks (from the "tsc" analyzer, its one dependency), the
  * inclusive ticks counting recursion once (only invocations with no
@@ -24,9 +26,24 @@
 
 #define LATE_NAME "?"
 
+/* Name slots: one per function as an entry, one per function as an
+ * address a late block ran ("~name"), one for "?". */
+static uint64_t nslots(uint64_t nfuncs)
+{
+	return 2 * nfuncs + 1;
+}
+
+static uint32_t slot_of(const struct htr_block_info *b, uint64_t nfuncs)
+{
+	if ((b->flags & HTR_BLOCK_LATE) && b->anchor_func < nfuncs)
+		return (uint32_t) (nfuncs + b->anchor_func);
+	return b->func < nfuncs ? b->func : (uint32_t) (2 * nfuncs);
+}
+
 /* Version of the stored results; bump on any change of their meaning or
  * layout.  (A new "tsc" makes them stale by itself: a dependency.) */
-#define HTR_SYM_VERSION 3u   /* 3: MODULE!name with several modules */
+#define HTR_SYM_VERSION 4u   /* 3: MODULE!name with several modules;
+			      * 4: ~name for late blocks */
 /* Block lists are stored in pieces of this many entries. */
 #define HTR_SYM_PIECE 16384u
 /* Longest name used as a key as is; longer ones are shortened. */
@@ -57,7 +74,7 @@ struct sym_res {
 	bool heap;
 	struct htr_an_name *names;   /* sorted by key */
 	size_t nnames;
-	uint32_t *func_name;         /* nfuncs + 1 entries (last: late) */
+	uint32_t *func_name;         /* nslots(nfuncs) entries */
 	uint64_t nfuncs;
 	uint64_t nblocks;
 	unsigned nskipped;
@@ -162,7 +179,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 	struct htr_block_info b;
 	struct htr_an_name *n;
 	uint64_t total, local;
-	uint32_t func, id;
+	uint32_t id;
 	int rc;
 
 	(void) parent;
@@ -175,8 +192,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 	}
 	while (w->sp > level)
 		w->active[w->stack[--w->sp]]--;
-	func = b.func;
-	id = func < a->nfuncs ? a->func_name[func] : a->func_name[a->nfuncs];
+	id = a->func_name[slot_of(&b, a->nfuncs)];
 	rc = htr_tsc__value(w->tsc, w->ctx, block, &total, &local);
 	if (rc < 0) {
 		w->rc = rc;
@@ -247,20 +263,27 @@ static int sym_compute(struct htr_analyzer_ctx *ctx, void **result,
 	}
 	if (a->nskipped)
 		htr_analysis__partial(ctx, err.msg);
-	a->names = calloc(a->nfuncs + 1, sizeof(*a->names));
-	a->func_name = malloc((a->nfuncs + 1) * sizeof(*a->func_name));
+	a->names = calloc(nslots(a->nfuncs), sizeof(*a->names));
+	a->func_name = malloc(nslots(a->nfuncs) * sizeof(*a->func_name));
 	if (!a->names || !a->func_name)
 		goto nomem;
-	/* One entry per function, then "?"; sort and merge equal names. */
-	for (i = 0; i <= a->nfuncs; i++) {
+	/* A name per slot; sort and merge equal names (unused ones go after
+	 * the walk). */
+	for (i = 0; i < nslots(a->nfuncs); i++) {
 		struct htr_an_name *n = &a->names[i];
 		uint8_t kb[HTR_SYM_KEYMAX + 32];
-		uint64_t entry = 0;
+		uint64_t addr = 0;
 
-		if (i < a->nfuncs && htr_func_entry(f, i, &entry) == 0)
-			htr_syms__name(syms, entry, buf, sizeof(buf));
-		else
+		if (i < a->nfuncs && htr_func_entry(f, i, &addr) == 0) {
+			htr_syms__name(syms, addr, buf, sizeof(buf));
+		} else if (i < 2 * a->nfuncs &&
+			   htr_func_entry(f, i - a->nfuncs, &addr) == 0) {
+			buf[0] = '~';
+			htr_syms__function(syms, addr, buf + 1,
+					   sizeof(buf) - 1);
+		} else {
 			snprintf(buf, sizeof(buf), LATE_NAME);
+		}
 		n->name = strdup(buf);
 		n->key_len = name_key(buf, kb);
 		n->key = malloc(n->key_len ? n->key_len : 1);
@@ -326,7 +349,7 @@ static int sym_compute(struct htr_analyzer_ctx *ctx, void **result,
 		a->names[k++] = *n;
 	}
 	a->nnames = k;
-	for (i = 0; i <= a->nfuncs; i++)
+	for (i = 0; i < nslots(a->nfuncs); i++)
 		a->func_name[i] = remap[a->func_name[i]];
 	rc = 0;
 	goto out;
@@ -414,14 +437,14 @@ static int sym_encode(struct htr_analyzer_ctx *ctx, const void *result,
 	free(val);
 	free(piece);
 	if (!rc) {
-		map = malloc((a->nfuncs + 1) * 4);
+		map = malloc(nslots(a->nfuncs) * 4);
 		if (!map)
 			return htr_analyzer_fail(ctx, HTR_ERR_NOMEM,
 						 "out of memory");
-		for (i = 0; i <= a->nfuncs; i++)
+		for (i = 0; i < nslots(a->nfuncs); i++)
 			htr_disk__put_le(map + 4 * i, a->func_name[i], 4);
-		rc = htr_analyzer_put(ctx, "f", 1, map, (a->nfuncs + 1) * 4);
-		th = table_hash(th, "f", 1, map, (a->nfuncs + 1) * 4);
+		rc = htr_analyzer_put(ctx, "f", 1, map, nslots(a->nfuncs) * 4);
+		th = table_hash(th, "f", 1, map, nslots(a->nfuncs) * 4);
 		free(map);
 	}
 	if (!rc) {
@@ -540,19 +563,19 @@ static int sym_decode(struct htr_analyzer_ctx *ctx, void **result,
 	ld.th = HTR_HASH_SEED;
 	want_h = htr_disk__get_le(p + 32, 8);
 	r->nskipped = (unsigned) htr_disk__get_le(p + 4, 4);
-	if (ld.nnames > r->nfuncs + 1)
+	if (ld.nnames > nslots(r->nfuncs))
 		goto corrupt;
 	rc = htr_analyzer_value(ctx, "f", 1, &v, &len);
-	if (rc == HTR_ERR_NOTFOUND || (!rc && len != (r->nfuncs + 1) * 4))
+	if (rc == HTR_ERR_NOTFOUND || (!rc && len != nslots(r->nfuncs) * 4))
 		goto corrupt;
 	if (rc < 0)
 		return rc;
 	fmap = v;
-	r->func_name = malloc((r->nfuncs + 1) * sizeof(*r->func_name));
+	r->func_name = malloc(nslots(r->nfuncs) * sizeof(*r->func_name));
 	r->names = calloc(ld.nnames ? ld.nnames : 1, sizeof(*r->names));
 	if (!r->func_name || !r->names)
 		return htr_analyzer_fail(ctx, HTR_ERR_NOMEM, "out of memory");
-	for (i = 0; i <= r->nfuncs; i++) {
+	for (i = 0; i < nslots(r->nfuncs); i++) {
 		r->func_name[i] = (uint32_t) htr_disk__get_le(fmap + 4 * i, 4);
 		if (r->func_name[i] >= ld.nnames &&
 		    r->func_name[i] != UINT32_MAX)
@@ -563,7 +586,7 @@ static int sym_decode(struct htr_analyzer_ctx *ctx, void **result,
 		goto corrupt;
 	if (rc < 0)
 		return rc;
-	ld.th = table_hash(ld.th, "f", 1, fmap, (r->nfuncs + 1) * 4);
+	ld.th = table_hash(ld.th, "f", 1, fmap, nslots(r->nfuncs) * 4);
 	if (ld.i != ld.nnames || ld.th != want_h)
 		goto corrupt;
 	r->nnames = (size_t) ld.nnames;
@@ -608,7 +631,7 @@ int htr_block_name(struct htr_analysis *a, uint32_t block, const char **name)
 {
 	struct htr_block_info b;
 	struct sym_res *r = usable(a);
-	uint32_t func, id;
+	uint32_t id;
 	int rc;
 
 	if (!r)
@@ -622,8 +645,7 @@ int htr_block_name(struct htr_analysis *a, uint32_t block, const char **name)
 	if (rc < 0)
 		return htr_err__set(&a->err, rc, "block %u: %s", block,
 				    htr_errstr(rc));
-	func = b.func;
-	id = func < r->nfuncs ? r->func_name[func] : r->func_name[r->nfuncs];
+	id = r->func_name[slot_of(&b, r->nfuncs)];
 	if (id >= r->nnames)
 		return htr_err__set(&a->err, HTR_ERR_CORRUPT, "block %u: its "
 				    "function has no name in the index", block);

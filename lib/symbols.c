@@ -599,6 +599,9 @@ out:
 	return 0;
 }
 
+static int describe(const struct htr_syms *syms, uint64_t addr, char *buf,
+		    size_t size, int offsets);
+
 /* The range holding @addr, or NULL. */
 static const struct range *find_range(const struct htr_syms *s, uint64_t addr)
 {
@@ -624,6 +627,20 @@ static const struct range *find_range(const struct htr_syms *s, uint64_t addr)
 
 int htr_syms__name(const struct htr_syms *syms, uint64_t addr, char *buf,
 		   size_t size)
+{
+	return describe(syms, addr, buf, size, 1);
+}
+
+int htr_syms__function(const struct htr_syms *syms, uint64_t addr,
+		       char *buf, size_t size)
+{
+	return describe(syms, addr, buf, size, 0);
+}
+
+/* htr_syms__name() (@offsets: "name+0xOFF" inside a symbol) and
+ * htr_syms__function() (without: the containing function). */
+static int describe(const struct htr_syms *syms, uint64_t addr, char *buf,
+		    size_t size, int offsets)
 {
 	const struct sym *e = NULL;
 	const struct range *r;
@@ -666,6 +683,11 @@ int htr_syms__name(const struct htr_syms *syms, uint64_t addr, char *buf,
 			inside = addr - e->addr < e->size;
 		else    /* up to the next symbol, inside the same range */
 			inside = r && r->mod == e->mod && e->addr >= r->lo;
+		if (inside && !offsets) {
+			snprintf(buf, size, "%s%s%s", mod, *mod ? "!" : "",
+				 syms->pool + e->name);
+			return 1;
+		}
 		if (inside) {
 			snprintf(buf, size, "%s%s%s+0x%llx", mod, *mod ? "!" : "",
 				 syms->pool + e->name, U64(addr - e->addr));

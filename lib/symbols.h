@@ -59,6 +59,15 @@ unsigned htr_syms__unreadable(const struct htr_file *file);
  * "MODULE!name", "MODULE!name+0xOFF".
  * Returns 1 if a symbol starts exactly at @addr, 0 otherwise.
  */
+/*
+ * As htr_syms__name() for an address inside a function rather than its
+ * entry: the containing symbol's name without "+0xOFF" ("MODULE!name"
+ * with several modules); outside every symbol "MODULE+0xOFFSET" or
+ * "0xADDR".  Returns 1 if a symbol contains @addr, 0 otherwise.
+ */
+int htr_syms__function(const struct htr_syms *syms, uint64_t addr,
+		       char *buf, size_t size);
+
 int htr_syms__name(const struct htr_syms *syms, uint64_t addr, char *buf,
 		   size_t size);
 

@@ -42,14 +42,18 @@ int htr_block_get(const struct htr_file *file, uint32_t block,
 	bi.nchildren = b->nchildren;
 	bi.flags = b->func_flags >> HTR_DISK_FLAG_SHIFT;
 	func = b->func_flags & HTR_FUNC_NONE;
-	if (func == HTR_FUNC_NONE) {
-		bi.func = HTR_NONE;
-		bi.entry = 0;
-	} else {
+	bi.func = bi.anchor_func = HTR_NONE;
+	if (func != HTR_FUNC_NONE) {
 		if (func >= file->nfuncs)
 			return HTR_ERR_CORRUPT;
-		bi.func = func;
-		bi.entry = file->funcs[func];
+		bi.anchor_func = func;
+		bi.anchor = file->funcs[func];
+		/* A late block's index names an address it ran, not its
+		 * entry (FORMAT.md, version 2). */
+		if (!(bi.flags & HTR_BLOCK_LATE)) {
+			bi.func = func;
+			bi.entry = file->funcs[func];
+		}
 	}
 	if (bi.first > bi.last || bi.last >= file->hdr->ninsns ||
 	    !valid_link(file, b->parent) || !valid_link(file, b->first_child) ||

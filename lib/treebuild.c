@@ -48,7 +48,9 @@ struct htr_tb {
 					 * ever */
 	htr_tb_extent_fn extent;
 	void *extent_ctx;
-	struct funcmap funcs;
+	struct funcmap funcs;   /* call targets */
+	struct funcmap anchors; /* addresses late frames ran, not targets */
+	uint32_t nentries;      /* in the writer's function table */
 };
 
 static uint64_t mix(uint64_t x)
@@ -89,6 +91,21 @@ static int funcmap_grow(struct funcmap *m)
 	return 0;
 }
 
+/* Whether @key is in @m; its value in *@val. */
+static int func_lookup(const struct funcmap *m, uint64_t key, uint32_t *val)
+{
+	size_t j;
+
+	if (!key || !m->cap)
+		return 0;
+	for (j = mix(key) & (m->cap - 1); m->keys[j]; j = (j + 1) & (m->cap - 1))
+		if (m->keys[j] == key) {
+			*val = m->vals[j];
+			return 1;
+		}
+	return 0;
+}
+
 /* The function index of @entry, adding it to the table if new. */
 static int func_index(struct htr_tb *t, uint64_t entry, uint32_t *out)
 {
@@ -107,13 +124,51 @@ static int func_index(struct htr_tb *t, uint64_t entry, uint32_t *out)
 			*out = m->vals[j];
 			return 0;
 		}
-	if (m->n >= HTR_FUNC_NONE)
+	/* An address a late frame ran may turn out to be an entry: one
+	 * index for both. */
+	if (!func_lookup(&t->anchors, entry, out)) {
+		if (t->nentries >= HTR_FUNC_NONE)
+			return HTR_ERR_LIMIT;
+		rc = htr_writer__func(t->w, entry);
+		if (rc < 0)
+			return rc;
+		*out = t->nentries++;
+	}
+	m->keys[j] = entry;
+	m->vals[j] = *out;
+	m->n++;
+	return 0;
+}
+
+/* The function-table index of @addr, an address a late frame ran (not
+ * an entry): shared with a function whose entry it is, else added once
+ * (kept apart from the call targets: func_known() must not see it). */
+static int anchor_index(struct htr_tb *t, uint64_t addr, uint32_t *out)
+{
+	struct funcmap *m = &t->anchors;
+	size_t j;
+	int rc;
+
+	*out = HTR_FUNC_NONE;
+	if (!addr)
+		return 0;
+	if (func_lookup(&t->funcs, addr, out))
+		return 0;
+	if ((m->n + 1) * 2 > m->cap && (rc = funcmap_grow(m)) < 0)
+		return rc;
+	for (j = mix(addr) & (m->cap - 1); m->keys[j]; j = (j + 1) & (m->cap - 1))
+		if (m->keys[j] == addr) {
+			*out = m->vals[j];
+			return 0;
+		}
+	if (t->nentries >= HTR_FUNC_NONE)
 		return HTR_ERR_LIMIT;
-	rc = htr_writer__func(t->w, entry);
+	rc = htr_writer__func(t->w, addr);
 	if (rc < 0)
 		return rc;
-	m->keys[j] = entry;
-	m->vals[j] = (uint32_t) m->n++;
+	m->keys[j] = addr;
+	m->vals[j] = t->nentries++;
+	m->n++;
 	*out = m->vals[j];
 	return 0;
 }
@@ -121,15 +176,9 @@ static int func_index(struct htr_tb *t, uint64_t entry, uint32_t *out)
 /* Whether @entry is a call target seen so far. */
 static int func_known(const struct htr_tb *t, uint64_t entry)
 {
-	const struct funcmap *m = &t->funcs;
-	size_t j;
+	uint32_t v;
 
-	if (!entry || !m->cap)
-		return 0;
-	for (j = mix(entry) & (m->cap - 1); m->keys[j]; j = (j + 1) & (m->cap - 1))
-		if (m->keys[j] == entry)
-			return 1;
-	return 0;
+	return func_lookup(&t->funcs, entry, &v);
 }
 
 int htr_tb__alloc(struct htr_tb **out, struct htr_writer *w)
@@ -168,6 +217,8 @@ void htr_tb__free(struct htr_tb *t)
 	free(t->st);
 	free(t->funcs.keys);
 	free(t->funcs.vals);
+	free(t->anchors.keys);
+	free(t->anchors.vals);
 	free(t);
 }
 
@@ -242,19 +293,24 @@ static int emit(struct htr_tb *t, const struct frame *f, uint64_t last,
 		unsigned flags, struct frame *parent)
 {
 	struct htr_disk_block b;
-	uint32_t idx;
+	uint32_t idx, func = f->func;
 	int rc;
 
 	/* A call whose callee ran no traced instruction (the trace ends or
 	 * stops right after it) is no block: it has nothing to span. */
 	if (f->first > last)
 		return 0;
+	/* A late block records an address it ran: readers infer its
+	 * function from it. */
+	if (((f->flags | flags) & HTR_BLOCK_LATE) && func == HTR_FUNC_NONE &&
+	    (rc = anchor_index(t, f->anchor, &func)) < 0)
+		return rc;
 	memset(&b, 0, sizeof(b));
 	htr_disk__put48(b.first, f->first);
 	htr_disk__put48(b.last, last);
 	b.first_child = f->first_child;
 	b.nchildren = f->nchildren;
-	b.func_flags = f->func | (uint32_t) (f->flags | flags)
+	b.func_flags = func | (uint32_t) (f->flags | flags)
 				 << HTR_DISK_FLAG_SHIFT;
 	rc = htr_writer__block(t->w, &b, &idx);
 	if (rc < 0)

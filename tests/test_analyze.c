@@ -91,7 +91,7 @@ static struct htr_analysis *open_an(struct htr_file *f, const char *sidecar,
 /* Expected figures from the truth alone. */
 struct expect {
 	uint64_t *total, *children;
-	char **name;             /* per block; "?" for late blocks */
+	char **name;             /* per block; "~name" for late blocks */
 	int64_t *parent;         /* post-order index of the parent, -1 */
 	uint32_t *chrono;        /* block indices by pre-order index */
 };
@@ -155,8 +155,16 @@ static void expect_init(struct expect *e, const struct truth *t)
 		e->total[i] = b->tsc_last > first ? b->tsc_last - first : 0;
 		e->parent[i] = b->parent < 0 || (uint64_t) b->parent >= npre ?
 			       -1 : post_of_pre[b->parent];
-		e->name[i] = b->flags & TRUTH_LATE ? strdup("?") :
-			     demangled(t->funcs[b->func].name);
+		e->name[i] = demangled(t->funcs[b->func].name);
+		/* Late blocks: inferred from an address they ran. */
+		if (b->flags & TRUTH_LATE) {
+			char *late = malloc(strlen(e->name[i]) + 2);
+
+			cr_assert(late);
+			sprintf(late, "~%s", e->name[i]);
+			free(e->name[i]);
+			e->name[i] = late;
+		}
 	}
 	/* Children come before parents (post-order). */
 	for (i = 0; i < t->nblocks; i++)

@@ -4,6 +4,8 @@
  * relocated to a PIE base; offsets inside functions, the module fallback
  * and unknown addresses; ELF files deleted, replaced, stripped, corrupted
  * or fuzzed after the build; .dynsym-only files; duplicate addresses.
+ * Late blocks named "~name" after the function the synthesizer knows they
+ * were in.
  */
 #include "htr/htr.h"
 #include "symbols.h"
@@ -205,6 +207,98 @@ static void check_module_only(const struct loaded *l, const struct truth *t,
 			 U64(t->funcs[i].entry - t->base));
 		cr_assert_str_eq(got, want);
 	}
+}
+
+/* Synthesize scenario @sc (seed @seed), build it, and check every late
+ * block's name (the analysis's) against the truth's function of the late
+ * block with the same span or, with @tail_ok (scenarios with tail calls),
+ * the truth's function that contains the address the block ran.  Returns
+ * the number checked. */
+static size_t check_late(int sc, uint64_t seed, int tail_ok)
+{
+	struct htr_analysis_opts ao;
+	struct htr_analysis *a = NULL;
+	struct htr_file *f = NULL;
+	struct synth_opts o;
+	struct truth t;
+	char prefix[256], path[300], spec[300], out[300], err[512];
+	char want[160], dem[128];
+	size_t i, j, k, n = 0;
+	uint32_t fn;
+
+	synth_opts_init(&o);
+	o.seed = seed;
+	o.insns = 20000;
+	o.scenario = (enum synth_scenario) sc;
+	o.bundle = 0;
+	snprintf(prefix, sizeof(prefix), "%s/late%d-%llu", dir, sc, U64(seed));
+	cr_assert_eq(synth_run(&o, prefix, NULL, err, sizeof(err)), 0, "%s",
+		     err);
+	snprintf(path, sizeof(path), "%s.truth", prefix);
+	cr_assert_eq(truth_load(&t, path, err, sizeof(err)), 0, "%s", err);
+	snprintf(spec, sizeof(spec), "%s.elf@0x%llx", prefix, U64(t.base));
+	snprintf(path, sizeof(path), "%s.pt", prefix);
+	snprintf(out, sizeof(out), "%s.htr", prefix);
+	build_with_truth(&t, spec, path, out, NULL);
+	cr_assert_eq(htr_file_open(&f, out, NULL), 0);
+	htr_analysis_opts_init(&ao);
+	ao.analyzers = HTR_ANALYZE_ALL;
+	cr_assert_eq(htr_analysis_open(&a, f, &ao), 0, "%s",
+		     htr_analysis_last_error(a));
+	for (i = 0; i < htr_block_count(f); i++) {
+		struct htr_block_info b;
+		const char *name;
+
+		cr_assert_eq(htr_block_get(f, (uint32_t) i, &b, sizeof(b)), 0);
+		if (!(b.flags & HTR_BLOCK_LATE))
+			continue;
+		for (j = 0; j < t.nblocks; j++)
+			if (t.blocks[j].first == b.first &&
+			    t.blocks[j].last == b.last &&
+			    (t.blocks[j].flags & TRUTH_LATE))
+				break;
+		cr_assert_lt(j, t.nblocks, "scenario %d seed %llu: late block "
+			     "%zu (%llu..%llu) is not the truth's", sc,
+			     U64(seed), i, U64(b.first), U64(b.last));
+		if (t.blocks[j].func == TRUTH_FUNC_NONE)
+			continue;
+		cr_assert_neq(b.anchor_func, HTR_NONE);
+		cr_assert_eq(b.func, HTR_NONE, "a late block's entry is "
+			     "unknown");
+		fn = t.blocks[j].func;
+		/* Code that ran before the trace may have left the called
+		 * function by a tail jump: the block runs (and is named after)
+		 * the function containing its code. */
+		if (tail_ok)
+			for (k = 0; k < t.nfuncs; k++)
+				if (b.anchor >= t.funcs[k].entry &&
+				    b.anchor - t.funcs[k].entry <
+				    t.funcs[k].size)
+					fn = (uint32_t) k;
+		expect_name(t.funcs[fn].name, dem, sizeof(dem));
+		snprintf(want, sizeof(want), "~%s", dem);
+		cr_assert_eq(htr_block_name(a, (uint32_t) i, &name), 0);
+		cr_assert_str_eq(name, want, "scenario %d seed %llu block %zu",
+				 sc, U64(seed), i);
+		n++;
+	}
+	htr_analysis_close(a);
+	htr_file_close(f);
+	truth_free(&t);
+	return n;
+}
+
+Test(symbols, late_blocks_named_after_their_function)
+{
+	static const int scs[] = { SYNTH_LATE_START, SYNTH_MIXED,
+				   SYNTH_LATE_GAP, SYNTH_REAL };
+	size_t k, n = 0;
+	uint64_t seed;
+
+	for (k = 0; k < sizeof(scs) / sizeof(scs[0]); k++)
+		for (seed = 1; seed <= 5; seed++)
+			n += check_late(scs[k], seed, scs[k] == SYNTH_REAL);
+	cr_assert_geq(n, 20, "only %zu late blocks checked", n);
 }
 
 Test(symbols, link_base)

@@ -346,9 +346,19 @@ static void check_blocks(const struct gtree *g, const struct htr_file *f)
 		if (func == HTR_FUNC_NONE) {
 			cr_assert_eq(bi.func, HTR_NONE);
 			cr_assert_eq(bi.entry, 0);
+			cr_assert_eq(bi.anchor_func, HTR_NONE);
+			cr_assert_eq(bi.anchor, 0);
+		} else if (bi.flags & HTR_BLOCK_LATE) {
+			/* The index names an address it ran, not an entry. */
+			cr_assert_eq(bi.func, HTR_NONE);
+			cr_assert_eq(bi.entry, 0);
+			cr_assert_eq(bi.anchor_func, func);
+			cr_assert_eq(bi.anchor, 0x400000 + 16 * func);
 		} else {
 			cr_assert_eq(bi.func, func);
 			cr_assert_eq(bi.entry, 0x400000 + 16 * func);
+			cr_assert_eq(bi.anchor_func, func);
+			cr_assert_eq(bi.anchor, bi.entry);
 		}
 		cr_assert_eq(htr_block_parent(f, n->post), P(g, n->parent));
 		cr_assert_eq(htr_block_first_child(f, n->post),

@@ -137,6 +137,13 @@ struct htr_block_info {
 	uint32_t parent;           /* HTR_NONE for a root */
 	uint32_t nchildren;
 	uint32_t flags;            /* HTR_BLOCK_* */
+	/* Added in format version 2 (0 / HTR_NONE in older files): an
+	 * address inside the block's function - its entry, or for a late
+	 * block the first address it ran itself (not its entry: the function
+	 * containing it is inferred) - and its index in the function table
+	 * (HTR_NONE if unknown). */
+	uint64_t anchor;
+	uint32_t anchor_func;
 };
 
 /**

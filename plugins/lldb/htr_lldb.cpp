@@ -598,17 +598,36 @@ class Namer {
 public:
 	Namer(lldb::SBTarget t, struct htr_analysis *an) : target_(t), an_(an) {}
 
-	// Name of @block (entry @entry, function index @func).
-	const std::string &name(uint32_t block, uint32_t func, uint64_t entry)
+	// Name of block @bi: its function's, or for a late block "~" and the
+	// function containing the first address it ran (as the CLI names it).
+	const std::string &name(const struct htr_block_info &bi)
 	{
 		static const std::string unknown = "?";
+		uint32_t block = bi.index, func = bi.func;
+		uint64_t entry = bi.entry;
 
+		if (func == HTR_NONE && (bi.flags & HTR_BLOCK_LATE) &&
+		    bi.anchor_func != HTR_NONE) {
+			uint64_t key = (uint64_t) bi.anchor_func | 1ull << 32;
+			auto it = cache_.find(key);
+			if (it != cache_.end())
+				return it->second;
+			std::string n = lookup(bi.anchor, false);
+			const char *lib = nullptr;
+			if (n.empty() && an_ &&
+			    htr_block_name(an_, block, &lib) == 0 && lib)
+				n = lib;
+			else
+				n = "~" + (n.empty() ? fmt("0x%" PRIx64,
+							  bi.anchor) : n);
+			return cache_.emplace(key, n).first->second;
+		}
 		if (func == HTR_NONE)
 			return unknown;
 		auto it = cache_.find(func);
 		if (it != cache_.end())
 			return it->second;
-		std::string n = lookup(entry);
+		std::string n = lookup(entry, true);
 		if (n.empty()) {
 			const char *lib = nullptr;
 			if (an_ && htr_block_name(an_, block, &lib) == 0 && lib)
@@ -619,7 +638,8 @@ public:
 		return cache_.emplace(func, n).first->second;
 	}
 
-	std::string lookup(uint64_t entry)
+	// The function at @entry ("name+0xOFF" inside one when @offset).
+	std::string lookup(uint64_t entry, bool offset)
 	{
 		lldb::SBAddress a = target_.ResolveLoadAddress(entry);
 		if (!a.IsValid())
@@ -647,7 +667,8 @@ public:
 			return "";
 		uint64_t s = start.IsValid() ? start.GetLoadAddress(target_) :
 			     LLDB_INVALID_ADDRESS;
-		if (s != LLDB_INVALID_ADDRESS && s != entry && s < entry)
+		if (offset && s != LLDB_INVALID_ADDRESS && s != entry &&
+		    s < entry)
 			return fmt("%s+0x%" PRIx64, n, entry - s);
 		return n;
 	}
@@ -655,7 +676,8 @@ public:
 private:
 	lldb::SBTarget target_;
 	struct htr_analysis *an_;
-	std::map<uint32_t, std::string> cache_;
+	std::map<uint64_t, std::string> cache_;   // function index, or
+						  // 1 << 32 | anchor index
 };
 
 const char *flags_str(uint32_t flags, char *buf, size_t size)
@@ -706,7 +728,9 @@ const char dump_syntax[] =
 	"  FIRST..LAST  ENTRY  FLAGS  NAME\n"
 	"as the CLI's `htr dump FILE.htr`, plus NAME: the function LLDB finds\n"
 	"at ENTRY (DWARF function, else symbol; libhtr's name where LLDB has\n"
-	"none; '?' where ENTRY is).  FIRST and LAST are instruction IDs, FLAGS\n"
+	"none; for a late block '~' and LLDB's function containing the first\n"
+	"address it ran; '?' where nothing is known).  FIRST and LAST are\n"
+	"instruction IDs, FLAGS\n"
 	"any of late, truncated, gap, implicit-return, unwound.\n"
 	"With --tsc, each line is instead\n"
 	"  NAME  LOCAL  TOTAL  PCT%\n"
@@ -760,7 +784,7 @@ int dump_visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		d->err = rc;
 		return 1;
 	}
-	const std::string &name = d->namer->name(block, bi.func, bi.entry);
+	const std::string &name = d->namer->name(bi);
 	d->buf.append(2 * (size_t) level, ' ');
 	if (d->an) {
 		uint64_t total, children, local;
@@ -1035,7 +1059,7 @@ public:
 				bi.size = sizeof(bi);
 				if (r.lib_name != "?" &&
 				    htr_block_get(f, r.slowest, &bi, sizeof(bi)) == 0)
-					name = namer.name(r.slowest, bi.func, bi.entry);
+					name = namer.name(bi);
 				buf += fmt("%14" PRIu64 " %14" PRIu64 " %10" PRIu64
 					   " %10u  %s\n", r.inclusive, r.local,
 					   r.calls, r.slowest, name.c_str());
