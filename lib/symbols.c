@@ -8,7 +8,9 @@
  * gives that record's bias.  The function symbols of .symtab (or .dynsym
  * without one) that lie inside a matched segment are relocated by its
  * bias, demangled into one string pool, then all modules' symbols are
- * sorted by address with one entry per address.
+ * sorted by address with one entry per address.  Built with libdw, the
+ * functions the file's DWARF describes are added too, after every ELF
+ * symbol (a name for static functions a stripped .symtab lost).
  *
  * Everything read from an ELF file is checked before it is indexed:
  * libelf bounds the sections and symbol indices, the string offsets and
@@ -20,6 +22,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#ifdef HTR_HAVE_LIBDW
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#endif
 #include <gelf.h>
 #include <libelf.h>
 #include <libiberty/demangle.h>
@@ -259,6 +265,116 @@ long htr_syms__elf_funcs(Elf *elf, struct htr_elf_func **out)
 	return (long) nc;
 }
 
+#ifdef HTR_HAVE_LIBDW
+#define DWARF_RANK 4u           /* after every ELF symbol */
+#define DWARF_MAX_NEST 32       /* namespaces and classes, bounded */
+
+struct dw_funcs {
+	struct htr_elf_func *c;
+	size_t n, cap;
+	int oom;
+};
+
+/* A function definition: its name (the linkage name, which demangles to
+ * the qualified one, else the plain name; through DW_AT_specification
+ * and DW_AT_abstract_origin) and its code's range. */
+static void dw_subprogram(struct dw_funcs *f, Dwarf_Die *die)
+{
+	Dwarf_Attribute at;
+	Dwarf_Addr lo, hi;
+	const char *name = NULL;
+
+	if (dwarf_lowpc(die, &lo) != 0 || dwarf_highpc(die, &hi) != 0 ||
+	    hi <= lo || !lo)
+		return;
+	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &at))
+		name = dwarf_formstring(&at);
+	if (!name && dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &at))
+		name = dwarf_formstring(&at);
+	if (!name && dwarf_attr_integrate(die, DW_AT_name, &at))
+		name = dwarf_formstring(&at);
+	if (!name || !*name)
+		return;
+	if (f->n == f->cap) {
+		size_t nc = f->cap ? 2 * f->cap : 256;
+		struct htr_elf_func *v = realloc(f->c, nc * sizeof(*v));
+
+		if (!v) {
+			f->oom = 1;
+			return;
+		}
+		f->c = v;
+		f->cap = nc;
+	}
+	f->c[f->n].value = lo;
+	f->c[f->n].size = hi - lo;
+	f->c[f->n].name = name;
+	f->c[f->n].rank = DWARF_RANK;
+	f->n++;
+}
+
+/* The definitions among @die's children, into namespaces and classes. */
+static void dw_walk(struct dw_funcs *f, Dwarf_Die *die, int nest)
+{
+	Dwarf_Die child;
+
+	if (nest > DWARF_MAX_NEST || dwarf_child(die, &child) != 0)
+		return;
+	do {
+		switch (dwarf_tag(&child)) {
+		case DW_TAG_subprogram:
+			dw_subprogram(f, &child);
+			break;
+		case DW_TAG_namespace:
+		case DW_TAG_class_type:
+		case DW_TAG_structure_type:
+		case DW_TAG_union_type:
+			dw_walk(f, &child, nest + 1);
+			break;
+		default:
+			break;
+		}
+	} while (!f->oom && dwarf_siblingof(&child, &child) == 0);
+}
+
+/*
+ * Append the functions @elf's DWARF defines to *@c (of @n entries).  Their
+ * names point into libdw's data: keep *@dw open while they are used, then
+ * dwarf_end() it.  Returns the new count, or HTR_ERR_NOMEM.  A file
+ * without DWARF, or with DWARF libdw cannot read, adds nothing.
+ */
+static long dwarf_funcs(Elf *elf, Dwarf **dw, struct htr_elf_func **c, long n)
+{
+	struct dw_funcs f = { NULL, 0, 0, 0 };
+	Dwarf_Off off = 0, next;
+	size_t hsize;
+	struct htr_elf_func *v;
+
+	*dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
+	if (!*dw)
+		return n;
+	while (!f.oom && dwarf_nextcu(*dw, off, &next, &hsize, NULL, NULL,
+				      NULL) == 0) {
+		Dwarf_Die cu;
+
+		if (dwarf_offdie(*dw, off + hsize, &cu))
+			dw_walk(&f, &cu, 0);
+		off = next;
+	}
+	if (f.oom || (f.n && !(v = realloc(*c, ((size_t) n + f.n) *
+						sizeof(*v))))) {
+		free(f.c);
+		return HTR_ERR_NOMEM;
+	}
+	if (f.n) {
+		memcpy(v + n, f.c, f.n * sizeof(*v));
+		*c = v;
+	}
+	free(f.c);
+	return n + (long) f.n;
+}
+#endif
+
 /* Add @name (demangled if it can be) as a symbol. */
 static int add_sym(struct loader *ld, uint64_t addr, const struct htr_elf_func *c,
 		   uint32_t mod)
@@ -357,6 +473,9 @@ static int load_elf(struct loader *ld, uint32_t mod,
 	const struct module *m = &ld->s->mods[mod];
 	GElf_Phdr *seg = NULL;
 	struct htr_elf_func *c = NULL;
+#ifdef HTR_HAVE_LIBDW
+	Dwarf *dw = NULL;
+#endif
 	Elf *elf = NULL;
 	struct stat st;
 	char *path;
@@ -416,6 +535,10 @@ static int load_elf(struct loader *ld, uint32_t mod,
 		}
 	}
 	nc = htr_syms__elf_funcs(elf, &c);
+#ifdef HTR_HAVE_LIBDW
+	if (nc >= 0)
+		nc = dwarf_funcs(elf, &dw, &c, nc);
+#endif
 	if (nc < 0) {
 		rc = nomem(ld);
 		goto out;
@@ -441,6 +564,10 @@ static int load_elf(struct loader *ld, uint32_t mod,
 out:
 	free(c);
 	free(seg);
+#ifdef HTR_HAVE_LIBDW
+	if (dw)
+		dwarf_end(dw);
+#endif
 	if (elf)
 		elf_end(elf);
 	if (fd >= 0)

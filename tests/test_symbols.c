@@ -5,10 +5,12 @@
  * and unknown addresses; ELF files deleted, replaced, stripped, corrupted
  * or fuzzed after the build; .dynsym-only files; duplicate addresses.
  * Late blocks named "~name" after the function the synthesizer knows they
- * were in.
+ * were in.  With libdw: a function whose symbol was stripped is named from
+ * the DWARF the compiler wrote.
  */
 #include "htr/htr.h"
 #include "symbols.h"
+#include "writer.h"
 #include "synth.h"
 #include "truth.h"
 
@@ -17,6 +19,8 @@
 
 #include <criterion/criterion.h>
 #include <elf.h>
+#include <fcntl.h>
+#include <gelf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -719,4 +723,114 @@ Test(symbols, moved_bundle)
 	cr_assert_eq(htr_syms__unreadable(l.f), 1);
 	unload(&l);
 	truth_free(&t);
+}
+
+/* The value of function symbol @name in @path's .symtab (libelf), 0 if
+ * none. */
+static uint64_t symtab_value(const char *path, const char *name)
+{
+	struct htr_elf_func *c = NULL;
+	uint64_t v = 0;
+	long n, i;
+	int fd = open(path, O_RDONLY);
+	Elf *elf;
+
+	cr_assert_geq(fd, 0);
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	cr_assert_not_null(elf);
+	n = htr_syms__elf_funcs(elf, &c);
+	for (i = 0; i < n; i++)
+		if (!strcmp(c[i].name, name))
+			v = c[i].value;
+	free(c);
+	elf_end(elf);
+	close(fd);
+	return v;
+}
+
+/* A .htr with no blocks whose image is @elf at its link addresses. */
+static void image_only_htr(const char *elf_path, const char *out)
+{
+	struct htr_writer_meta m;
+	struct htr_writer *w;
+	struct htr_err err;
+	GElf_Phdr ph;
+	size_t nph, i;
+	int fd = open(elf_path, O_RDONLY);
+	Elf *elf;
+
+	cr_assert_geq(fd, 0);
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	cr_assert(elf && elf_getphdrnum(elf, &nph) == 0);
+	cr_assert_eq(htr_writer__open(&w, out, &err), 0, "%s", err.msg);
+	for (i = 0; i < nph; i++)
+		if (gelf_getphdr(elf, (int) i, &ph) && ph.p_type == PT_LOAD &&
+		    (ph.p_flags & PF_X))
+			cr_assert_eq(htr_writer__image(w, 1, ph.p_vaddr,
+						       ph.p_offset,
+						       ph.p_filesz, elf_path),
+				     0);
+	memset(&m, 0, sizeof(m));
+	cr_assert_eq(htr_writer__commit(w, &m), 0);
+	htr_writer__free(w);
+	elf_end(elf);
+	close(fd);
+}
+
+Test(symbols, dwarf_names_a_stripped_function)
+{
+	static const char src[] =
+		"static __attribute__((noinline)) int helper(int x)\n"
+		"{ return x * 3 + 1; }\n"
+		"int main(int argc, char **argv)\n"
+		"{ (void) argv; return helper(argc); }\n";
+	char c_path[300], full[300], stripped[300], out[300], cmd[1400];
+	char got[256];
+	struct htr_file *f;
+	struct htr_syms *syms;
+	struct htr_err err;
+	unsigned nskipped;
+	uint64_t helper, main_addr;
+	FILE *fp;
+
+	if (system("command -v cc >/dev/null 2>&1 && "
+		   "command -v objcopy >/dev/null 2>&1") != 0)
+		cr_skip_test("no cc or objcopy");
+	snprintf(c_path, sizeof(c_path), "%s/dw.c", dir);
+	snprintf(full, sizeof(full), "%s/dw-full", dir);
+	snprintf(stripped, sizeof(stripped), "%s/dw-stripped", dir);
+	snprintf(out, sizeof(out), "%s/dw.htr", dir);
+	fp = fopen(c_path, "w");
+	cr_assert_not_null(fp);
+	fputs(src, fp);
+	fclose(fp);
+	/* helper's symbol goes; its DWARF stays. */
+	snprintf(cmd, sizeof(cmd), "cc -O1 -g -o '%s' '%s' && objcopy "
+		 "--strip-symbol=helper '%s' '%s'", full, c_path, full,
+		 stripped);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+	helper = symtab_value(full, "helper");
+	main_addr = symtab_value(full, "main");
+	cr_assert_neq(helper, 0);
+	cr_assert_eq(symtab_value(stripped, "helper"), 0);
+	image_only_htr(stripped, out);
+	cr_assert_eq(htr_file_open(&f, out, NULL), 0);
+	cr_assert_eq(htr_syms__load(&syms, f, &nskipped, &err), 0, "%s",
+		     err.msg);
+	cr_assert_eq(htr_syms__name(syms, main_addr, got, sizeof(got)), 1);
+	cr_assert_str_eq(got, "main");
+#ifdef HTR_HAVE_LIBDW
+	cr_assert_eq(htr_syms__name(syms, helper, got, sizeof(got)), 1);
+	cr_assert_str_eq(got, "helper", "from DWARF");
+	cr_assert_eq(htr_syms__function(syms, helper + 2, got, sizeof(got)),
+		     1);
+	cr_assert_str_eq(got, "helper");
+#else
+	/* Without libdw the stripped function has no name of its own. */
+	cr_assert_eq(htr_syms__name(syms, helper, got, sizeof(got)), 0);
+#endif
+	htr_syms__free(syms);
+	htr_file_close(f);
 }
