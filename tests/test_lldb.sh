@@ -68,12 +68,14 @@ for sc in basic mixed callback interrupt; do
 		-o "$T/cli-$sc.htr" || { fail "$sc: htr build"; continue; }
 	"$htr" dump "$T/cli-$sc.htr" >"$T/cli.dump" &&
 	"$htr" dump --tsc "$T/cli-$sc.htr" >"$T/cli.tsc" &&
-	"$htr" top --limit 0 "$T/cli-$sc.htr" >"$T/cli.top" ||
-		{ fail "$sc: htr dump/top"; continue; }
+	"$htr" top --limit 0 "$T/cli-$sc.htr" >"$T/cli.top" &&
+	"$htr" find --sort cost '*' "$T/cli-$sc.htr" >"$T/cli.find" ||
+		{ fail "$sc: htr dump/top/find"; continue; }
 
 	O=$T/out-$sc
 	if ! lldb "$T/s1" -o "trace load $P.json" -o "htr build -o $O" \
-	    -o "htr dump" -o "htr dump --tsc" -o "htr top --limit 0"; then
+	    -o "htr dump" -o "htr dump --tsc" -o "htr top --limit 0" \
+	    -o "htr find --sort cost *"; then
 		fail "$sc: first session"; cat "$T/s1"; continue
 	fi
 	section "$T/s1" "htr build -o $O" >"$T/build1"
@@ -82,6 +84,7 @@ for sc in basic mixed callback interrupt; do
 	section "$T/s1" "htr dump" >"$T/p.dump"
 	section "$T/s1" "htr dump --tsc" >"$T/p.tsc"
 	section "$T/s1" "htr top --limit 0" >"$T/p.top"
+	section "$T/s1" "htr find --sort cost *" >"$T/p.find"
 
 	# Tree: each plugin line is the CLI's line plus "  NAME".
 	n1=$(wc -l <"$T/cli.dump"); n2=$(wc -l <"$T/p.dump")
@@ -110,6 +113,10 @@ for sc in basic mixed callback interrupt; do
 	awk '{ print $1, $2, $3, $4 }' "$T/p.top" >"$T/p.top.n"
 	[ -s "$T/p.top.n" ] && cmp -s "$T/cli.top.n" "$T/p.top.n" ||
 		{ fail "$sc: top differs from the CLI's"; diff "$T/cli.top" "$T/p.top" | head; }
+
+	# find: every invocation, the CLI's lines (names equal here too).
+	[ -s "$T/p.find" ] && cmp -s "$T/cli.find" "$T/p.find" ||
+		{ fail "$sc: find differs from the CLI's"; diff "$T/cli.find" "$T/p.find" | head; }
 
 	# A second session reuses the .htr (identity key matches).
 	before=$(stat -c %Y.%i "$O/thread-1.htr")

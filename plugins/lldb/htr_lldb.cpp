@@ -1076,6 +1076,170 @@ public:
 	}
 };
 
+// ------------------------------------------------------------- htr find
+
+const char find_help[] = "The invocations of matching functions in the "
+			 "built .htr (names from LLDB).";
+const char find_syntax[] =
+	"htr find [--sort time|cost] [--limit N] [--thread TID] PATTERN\n"
+	"\n"
+	"List the invocations (blocks) of every function whose libhtr name is\n"
+	"PATTERN, or matches it when PATTERN is a glob (contains *, ? or [),\n"
+	"one per line, as the CLI's `htr find PATTERN FILE.htr`:\n"
+	"  BLOCK  NAME  FIRST..LAST  TOTAL  LOCAL\n"
+	"BLOCK is the block index, NAME the function LLDB finds at the block's\n"
+	"entry (for a late block '~' and LLDB's function containing the first\n"
+	"address it ran), FIRST..LAST its instruction IDs, TOTAL and LOCAL its\n"
+	"cumulative and local TSC ticks.\n"
+	"\n"
+	"  -s, --sort KEY    time: chronological (default); cost: largest total\n"
+	"                    first\n"
+	"  -n, --limit N     print the first N only\n"
+	"      --thread TID  the thread (default: the selected one)\n"
+	"Run 'htr build' first.\n";
+
+struct Hit {
+	uint32_t block;
+	uint64_t first, last, total, local;
+};
+
+struct FindCtx {
+	struct htr_file *f;
+	struct htr_analysis *an;
+	std::vector<Hit> hits;
+	int err = 0;
+};
+
+int find_add(const char *name, uint32_t block, void *payload)
+{
+	auto *c = (FindCtx *) payload;
+	struct htr_block_info bi;
+	Hit h;
+
+	(void) name;
+	bi.size = sizeof(bi);
+	int rc = htr_block_get(c->f, block, &bi, sizeof(bi));
+	if (rc == 0)
+		rc = htr_tsc_get(c->an, block, &h.total, nullptr, &h.local);
+	if (rc < 0) {
+		c->err = rc;
+		return 1;
+	}
+	h.block = block;
+	h.first = bi.first;
+	h.last = bi.last;
+	c->hits.push_back(h);
+	return 0;
+}
+
+class FindCmd : public lldb::SBCommandPluginInterface {
+public:
+	bool DoExecute(lldb::SBDebugger dbg, char **argv,
+		       lldb::SBCommandReturnObject &result) override
+	{
+		Args a;
+		uint64_t limit = UINT64_MAX, v;
+		bool cost = false;
+		const char *pattern = nullptr;
+
+		for (int i = 0; argv && argv[i]; i++) {
+			std::string s = argv[i];
+			if ((s == "-s" || s == "--sort") && argv[i + 1]) {
+				std::string k = argv[++i];
+				if (k != "time" && k != "cost") {
+					result.SetError(fmt("htr find: --sort: "
+							    "expected time or "
+							    "cost, not '%s'",
+							    k.c_str()).c_str());
+					return false;
+				}
+				cost = k == "cost";
+			} else if ((s == "-n" || s == "--limit") && argv[i + 1]) {
+				if (!parse_u64(argv[++i], &v)) {
+					result.SetError(fmt("htr find: --limit: "
+							    "bad value '%s'",
+							    argv[i]).c_str());
+					return false;
+				}
+				limit = v;
+			} else if (parse_thread(argv, &i, &a, result, "find")) {
+				if (!a.have_tid)
+					return false;
+			} else if (!pattern && s[0] != '-') {
+				pattern = argv[i];
+			} else {
+				result.SetError(fmt("htr find: unexpected "
+						    "argument '%s' (see: help "
+						    "htr find)", argv[i]).c_str());
+				return false;
+			}
+		}
+		if (!pattern || !*pattern) {
+			result.SetError("htr find: expected a PATTERN (see: help "
+					"htr find)");
+			return false;
+		}
+		lldb::SBTarget target;
+		FindCtx c;
+		bool ok = false;
+		if (!open_built(dbg, result, "find", a.have_tid, a.tid, &target,
+				&c.f))
+			return false;
+		if (!open_an(result, "find", c.f, &c.an))
+			goto out;
+		{
+			int mode = strpbrk(pattern, "*?[") ? HTR_MATCH_GLOB :
+				   HTR_MATCH_EXACT;
+			int got = htr_symidx_find(c.an, pattern, mode, find_add,
+						  &c);
+			if (c.err || (got < 0 && got != HTR_ERR_NOTFOUND)) {
+				result.SetError(fmt("htr find: %s",
+						    htr_analysis_last_error(c.an)[0] ?
+						    htr_analysis_last_error(c.an) :
+						    htr_errstr(c.err ? c.err :
+							       got)).c_str());
+				goto out;
+			}
+			// The CLI's orders (htr find --sort time|cost).
+			std::sort(c.hits.begin(), c.hits.end(),
+				  [cost](const Hit &x, const Hit &y) {
+				if (cost && x.total != y.total)
+					return x.total > y.total;
+				if (x.first != y.first)
+					return x.first < y.first;
+				if (x.last != y.last)
+					return x.last > y.last;
+				return x.block > y.block;
+			});
+			Namer namer(target, c.an);
+			std::string buf;
+			if (got == HTR_ERR_NOTFOUND)
+				buf += fmt("no function matches '%s'\n", pattern);
+			for (size_t i = 0; i < c.hits.size() && i < limit; i++) {
+				const Hit &h = c.hits[i];
+				struct htr_block_info bi;
+
+				bi.size = sizeof(bi);
+				if (htr_block_get(c.f, h.block, &bi,
+						  sizeof(bi)) < 0)
+					continue;
+				buf += fmt("%u  %s  %" PRIu64 "..%" PRIu64 "  %"
+					   PRIu64 "  %" PRIu64 "\n", h.block,
+					   namer.name(bi).c_str(), h.first,
+					   h.last, h.total, h.local);
+				emit(result, buf, false);
+			}
+			emit(result, buf, true);
+		}
+		ok = true;
+		result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
+	out:
+		htr_analysis_close(c.an);
+		htr_file_close(c.f);
+		return ok;
+	}
+};
+
 } // namespace
 
 bool lldb::PluginInitialize(lldb::SBDebugger debugger)
@@ -1091,5 +1255,6 @@ bool lldb::PluginInitialize(lldb::SBDebugger debugger)
 	htr.AddCommand("build", new BuildCmd, build_help, build_syntax);
 	htr.AddCommand("dump", new DumpCmd, dump_help, dump_syntax);
 	htr.AddCommand("top", new TopCmd, top_help, top_syntax);
+	htr.AddCommand("find", new FindCmd, find_help, find_syntax);
 	return true;
 }

@@ -110,10 +110,12 @@ static int by_time(const void *x, const void *y)
 
 	if (a->first != b->first)
 		return a->first < b->first ? -1 : 1;
-	/* Same first instruction: the outer block (ends later) first. */
+	/* Same first instruction: the outer block (ends later) first; same
+	 * span (a call into untraced code and its one callback): the outer
+	 * one comes later in post-order. */
 	if (a->last != b->last)
 		return a->last > b->last ? -1 : 1;
-	return 0;
+	return a->block > b->block ? -1 : a->block < b->block;
 }
 
 static int by_cost(const void *x, const void *y)
