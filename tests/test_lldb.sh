@@ -133,6 +133,33 @@ for sc in basic mixed callback interrupt; do
 	echo "ok: $sc ($n1 blocks)"
 done
 
+# goto: a block's instructions are the CLI cursor's (htr insns), and the
+# LLDB item it names for each is that instruction in LLDB's own trace.
+P=$T/mixed
+blk=$("$htr" find --sort cost '*' "$T/cli-mixed.htr" | awk 'NR == 7 { print $1 }')
+"$htr" insns --trace "$P.pt" --block "$blk" --count 12 "$T/cli-mixed.htr" |
+	awk '$1 ~ /^[0-9]+$/ { print $1, $2 }' >"$T/cli.insns"
+if lldb "$T/g1" -o "trace load $P.json" -o "htr build -o $T/out-mixed" \
+    -o "htr goto --count 12 $blk"; then
+	section "$T/g1" "htr goto --count 12 $blk" |
+		awk '$1 ~ /^[0-9]+$/ { print $1, $3 }' >"$T/p.insns"
+	item=$(section "$T/g1" "htr goto --count 12 $blk" |
+		awk '$1 ~ /^[0-9]+$/ { print $2; exit }')
+	first=$(head -1 "$T/p.insns" | cut -d' ' -f2)
+	lldb "$T/g2" -o "trace load $P.json" \
+		-o "thread trace dump instructions --forwards --id $item -c 1"
+	if [ -s "$T/p.insns" ] && cmp -s "$T/cli.insns" "$T/p.insns" &&
+	   ! section "$T/g1" "htr goto --count 12 $blk" | grep -q '!' &&
+	   grep -q "^ *$item: $(printf '0x%016x' "$first")" "$T/g2"; then
+		echo "ok: goto $blk: the CLI cursor's instructions, LLDB item $item is the first"
+	else
+		fail "goto $blk: differs"; diff "$T/cli.insns" "$T/p.insns" | head -4
+		head -5 "$T/g2"
+	fi
+else
+	fail "goto session"; cat "$T/g1"
+fi
+
 # The default directory (the cache) is reused the same way.
 P=$T/basic
 lldb "$T/d1" -o "trace load $P.json" -o "htr build" ||
@@ -185,9 +212,11 @@ check "unknown thread" "htr top: no .htr for thread 99" \
 
 # Help.
 lldb "$T/help" -o "help htr" -o "help htr build" -o "help htr dump" \
-	-o "help htr top" || fail "help failed"
-for w in "build --" "dump  --" "top   --" "Syntax: htr build" \
-	 "Syntax: htr dump" "Syntax: htr top" "reuses the file"; do
+	-o "help htr top" -o "help htr find" -o "help htr goto" ||
+	fail "help failed"
+for w in "build --" "dump  --" "top   --" "find  --" "goto  --" \
+	 "Syntax: htr build" "Syntax: htr dump" "Syntax: htr top" \
+	 "Syntax: htr find" "Syntax: htr goto" "reuses the file"; do
 	grep -q -- "$w" "$T/help" || fail "help lacks '$w'"
 done
 

@@ -273,6 +273,97 @@ const char build_syntax[] =
 	"  -o, --output DIR  write the .htr files into DIR\n"
 	"Per-CPU traces (bundles with \"cpus\") are not supported yet.\n";
 
+// The loaded trace saved to a temporary bundle (removed with this).
+struct Saved {
+	std::string tmp;
+	int cpu_family = 0, cpu_model = 0, cpu_stepping = 0;
+	std::vector<std::pair<uint64_t, std::string>> traces;   // tid, file
+	~Saved()
+	{
+		if (!tmp.empty())
+			rm_rf(tmp);
+	}
+};
+
+// Save @trace (SBTrace::SaveToDisk) and read its description: the CPU and
+// each thread's raw trace file.  false with the error in @result.
+bool save_trace(lldb::SBTrace &trace, const char *cmd,
+		lldb::SBCommandReturnObject &result, Saved *s)
+{
+	char tmpl[] = "/tmp/htr-lldb-XXXXXX";
+	if (!mkdtemp(tmpl)) {
+		result.SetError(fmt("htr %s: cannot create a temporary "
+				    "directory: %s", cmd,
+				    strerror(errno)).c_str());
+		return false;
+	}
+	s->tmp = tmpl;
+
+	lldb::SBError err;
+	lldb::SBFileSpec desc = trace.SaveToDisk(err,
+						 lldb::SBFileSpec(tmpl), false);
+	if (err.Fail()) {
+		result.SetError(fmt("htr %s: saving the trace failed: %s", cmd,
+				    err.GetCString()).c_str());
+		return false;
+	}
+	char descpath[4096];
+	desc.GetPath(descpath, sizeof(descpath));
+	std::string json;
+	if (!read_file(descpath, &json)) {
+		result.SetError(fmt("htr %s: cannot read %s", cmd,
+				    descpath).c_str());
+		return false;
+	}
+	lldb::SBStructuredData root;
+	err = root.SetFromJSON(json.c_str());
+	if (err.Fail() || !root.IsValid()) {
+		result.SetError(fmt("htr %s: bad trace description %s: %s", cmd,
+				    descpath, err.GetCString()).c_str());
+		return false;
+	}
+	if (sd_string(root.GetValueForKey("type")) != "intel-pt") {
+		result.SetError(fmt("htr %s: not an Intel PT trace", cmd).c_str());
+		return false;
+	}
+	lldb::SBStructuredData cpus = root.GetValueForKey("cpus");
+	if (cpus.IsValid() && cpus.GetSize() > 0) {
+		result.SetError(fmt("htr %s: per-CPU traces are not supported "
+				    "yet (the bundle has \"cpus\")",
+				    cmd).c_str());
+		return false;
+	}
+	lldb::SBStructuredData cpu = root.GetValueForKey("cpuInfo");
+	if (cpu.IsValid() && sd_string(cpu.GetValueForKey("vendor")) ==
+	    "GenuineIntel") {
+		s->cpu_family = (int) cpu.GetValueForKey("family")
+					 .GetUnsignedIntegerValue(0);
+		s->cpu_model = (int) cpu.GetValueForKey("model")
+					.GetUnsignedIntegerValue(0);
+		s->cpu_stepping = (int) cpu.GetValueForKey("stepping")
+					   .GetUnsignedIntegerValue(0);
+	}
+	// This process's threads (the bundle is one process: the target's).
+	lldb::SBStructuredData procs = root.GetValueForKey("processes");
+	for (size_t p = 0; procs.IsValid() && p < procs.GetSize(); p++) {
+		lldb::SBStructuredData th = procs.GetItemAtIndex(p)
+						 .GetValueForKey("threads");
+		for (size_t t = 0; th.IsValid() && t < th.GetSize(); t++) {
+			lldb::SBStructuredData e = th.GetItemAtIndex(t);
+			uint64_t tid = e.GetValueForKey("tid")
+					.GetUnsignedIntegerValue(0);
+			std::string f = sd_string(e.GetValueForKey("iptTrace"));
+
+			if (f.empty())
+				continue;
+			if (f[0] != '/')
+				f = s->tmp + "/" + f;
+			s->traces.emplace_back(tid, f);
+		}
+	}
+	return true;
+}
+
 class BuildCmd : public lldb::SBCommandPluginInterface {
 public:
 	bool DoExecute(lldb::SBDebugger dbg, char **argv,
@@ -319,84 +410,19 @@ bool BuildCmd::DoExecute(lldb::SBDebugger dbg, char **argv,
 	}
 
 	// The raw traces: save the bundle and read its description.
-	char tmpl[] = "/tmp/htr-lldb-XXXXXX";
-	if (!mkdtemp(tmpl)) {
-		result.SetError(fmt("htr build: cannot create a temporary "
-				    "directory: %s", strerror(errno)).c_str());
+	Saved saved;
+	if (!save_trace(trace, "build", result, &saved))
 		return false;
-	}
-	std::string tmp = tmpl;
-	struct Cleanup {
-		std::string d;
-		~Cleanup() { rm_rf(d); }
-	} cleanup{ tmp };
-
-	lldb::SBError err;
-	lldb::SBFileSpec desc = trace.SaveToDisk(err, lldb::SBFileSpec(tmp.c_str()),
-						 false);
-	if (err.Fail()) {
-		result.SetError(fmt("htr build: saving the trace failed: %s",
-				    err.GetCString()).c_str());
-		return false;
-	}
-	char descpath[4096];
-	desc.GetPath(descpath, sizeof(descpath));
-	std::string json;
-	if (!read_file(descpath, &json)) {
-		result.SetError(fmt("htr build: cannot read %s", descpath).c_str());
-		return false;
-	}
-	lldb::SBStructuredData root;
-	err = root.SetFromJSON(json.c_str());
-	if (err.Fail() || !root.IsValid()) {
-		result.SetError(fmt("htr build: bad trace description %s: %s",
-				    descpath, err.GetCString()).c_str());
-		return false;
-	}
-	if (sd_string(root.GetValueForKey("type")) != "intel-pt") {
-		result.SetError("htr build: not an Intel PT trace");
-		return false;
-	}
-	lldb::SBStructuredData cpus = root.GetValueForKey("cpus");
-	if (cpus.IsValid() && cpus.GetSize() > 0) {
-		result.SetError("htr build: per-CPU traces are not supported "
-				"yet (the bundle has \"cpus\")");
-		return false;
-	}
-
 	struct htr_build_opts opts;
 	htr_build_opts_init(&opts);
 	opts.no_fsync = 1;
-	lldb::SBStructuredData cpu = root.GetValueForKey("cpuInfo");
-	if (cpu.IsValid() && sd_string(cpu.GetValueForKey("vendor")) ==
-	    "GenuineIntel") {
-		opts.cpu_family = (int) cpu.GetValueForKey("family")
-					  .GetUnsignedIntegerValue(0);
-		opts.cpu_model = (int) cpu.GetValueForKey("model")
-					 .GetUnsignedIntegerValue(0);
-		opts.cpu_stepping = (int) cpu.GetValueForKey("stepping")
-					    .GetUnsignedIntegerValue(0);
-	}
-
-	// This process's threads (the bundle is one process: the target's).
-	lldb::SBStructuredData procs = root.GetValueForKey("processes");
+	opts.cpu_family = saved.cpu_family;
+	opts.cpu_model = saved.cpu_model;
+	opts.cpu_stepping = saved.cpu_stepping;
 	std::vector<std::pair<uint64_t, std::string>> traces;   // tid, file
-	for (size_t p = 0; procs.IsValid() && p < procs.GetSize(); p++) {
-		lldb::SBStructuredData th = procs.GetItemAtIndex(p)
-						 .GetValueForKey("threads");
-		for (size_t t = 0; th.IsValid() && t < th.GetSize(); t++) {
-			lldb::SBStructuredData e = th.GetItemAtIndex(t);
-			uint64_t tid = e.GetValueForKey("tid")
-					.GetUnsignedIntegerValue(0);
-			std::string f = sd_string(e.GetValueForKey("iptTrace"));
-
-			if (f.empty() || (have_tid && tid != only_tid))
-				continue;
-			if (f[0] != '/')
-				f = tmp + "/" + f;
-			traces.emplace_back(tid, f);
-		}
-	}
+	for (auto &tr : saved.traces)
+		if (!have_tid || tr.first == only_tid)
+			traces.push_back(tr);
 	if (traces.empty()) {
 		result.SetError(have_tid ?
 				fmt("htr build: thread %" PRIu64 " has no trace",
@@ -537,7 +563,8 @@ bool BuildCmd::DoExecute(lldb::SBDebugger dbg, char **argv,
 // The .htr of @tid (or the selected thread) of the current process.
 bool open_built(lldb::SBDebugger &dbg, lldb::SBCommandReturnObject &result,
 		const char *cmd, bool have_tid, uint64_t tid,
-		lldb::SBTarget *target, struct htr_file **f)
+		lldb::SBTarget *target, struct htr_file **f,
+		uint64_t *tid_out = nullptr)
 {
 	lldb::SBProcess process;
 
@@ -563,6 +590,8 @@ bool open_built(lldb::SBDebugger &dbg, lldb::SBCommandReturnObject &result,
 		if (t.tid != tid)
 			continue;
 		int rc = htr_file_open(f, t.path.c_str(), nullptr);
+		if (tid_out)
+			*tid_out = tid;
 		if (rc < 0) {
 			result.SetError(fmt("htr %s: %s", cmd, *f ?
 					    htr_last_error(*f) :
@@ -1240,6 +1269,264 @@ public:
 	}
 };
 
+// ------------------------------------------------------------- htr goto
+
+const char goto_help[] = "The instructions of a block (or from an "
+			 "instruction ID) and LLDB's trace item IDs.";
+const char goto_syntax[] =
+	"htr goto [--count N] [--thread TID] BLOCK\n"
+	"htr goto [--count N] [--thread TID] --id ID\n"
+	"\n"
+	"Re-decode the block's instructions (or those from instruction ID on)\n"
+	"with libhtr's cursor and print them, one per line:\n"
+	"  ID  ITEM  ADDRESS  NAME\n"
+	"ID is libhtr's instruction ID, ITEM the ID of the same instruction in\n"
+	"LLDB's trace, ADDRESS its address, NAME LLDB's function+offset.  LLDB\n"
+	"counts errors and events as items too, and decodes a few instructions\n"
+	"differently around overflows, so ITEM is found, not computed: near\n"
+	"the ID-th instruction item, where LLDB's next instructions have the\n"
+	"same addresses as libhtr's.  The first lines name the block and the\n"
+	"command that goes on from there in LLDB\n"
+	"(thread trace dump instructions --forwards --id ITEM).  An address on\n"
+	"which LLDB's item disagrees is marked '!'; ITEM is '-' where LLDB's\n"
+	"trace has no such instructions nearby.\n"
+	"\n"
+	"  -c, --count N     print N instructions at most (default 20)\n"
+	"      --id ID       start at instruction ID (its innermost block)\n"
+	"      --thread TID  the thread (default: the selected one)\n"
+	"Run 'htr build' first.\n";
+
+class GotoCmd : public lldb::SBCommandPluginInterface {
+public:
+	bool DoExecute(lldb::SBDebugger dbg, char **argv,
+		       lldb::SBCommandReturnObject &result) override
+	{
+		Args a;
+		uint64_t count = 20, v, start = 0, block = 0, tid = 0;
+		bool have_id = false, have_block = false;
+
+		for (int i = 0; argv && argv[i]; i++) {
+			std::string s = argv[i];
+			if ((s == "-c" || s == "--count") && argv[i + 1]) {
+				if (!parse_u64(argv[++i], &count) || !count) {
+					result.SetError(fmt("htr goto: --count: "
+							    "bad value '%s'",
+							    argv[i]).c_str());
+					return false;
+				}
+			} else if (s == "--id" && argv[i + 1]) {
+				if (!parse_u64(argv[++i], &start)) {
+					result.SetError(fmt("htr goto: --id: bad "
+							    "value '%s'",
+							    argv[i]).c_str());
+					return false;
+				}
+				have_id = true;
+			} else if (parse_thread(argv, &i, &a, result, "goto")) {
+				if (!a.have_tid)
+					return false;
+			} else if (!have_block && parse_u64(argv[i], &v)) {
+				block = v;
+				have_block = true;
+			} else {
+				result.SetError(fmt("htr goto: unexpected "
+						    "argument '%s' (see: help "
+						    "htr goto)", argv[i]).c_str());
+				return false;
+			}
+		}
+		if (have_id == have_block) {
+			result.SetError("htr goto: expected a BLOCK or --id ID "
+					"(see: help htr goto)");
+			return false;
+		}
+		lldb::SBTarget target;
+		struct htr_file *f = nullptr;
+		if (!open_built(dbg, result, "goto", a.have_tid, a.tid, &target,
+				&f, &tid))
+			return false;
+		bool ok = run(dbg, target, f, tid, have_id, start, block,
+			      count, result);
+		htr_file_close(f);
+		return ok;
+	}
+
+private:
+	bool run(lldb::SBDebugger &dbg, lldb::SBTarget &target,
+		 struct htr_file *f, uint64_t tid, bool have_id, uint64_t start,
+		 uint64_t block, uint64_t count,
+		 lldb::SBCommandReturnObject &result)
+	{
+		struct htr_block_info bi;
+		uint32_t b32 = HTR_NONE;
+		int rc;
+
+		(void) dbg;
+		bi.size = sizeof(bi);
+		if (have_id) {
+			rc = htr_block_for_insn(f, start, &b32);
+			if (rc < 0 && rc != HTR_ERR_NOTFOUND) {
+				result.SetError(fmt("htr goto: instruction %"
+						    PRIu64 ": %s", start,
+						    htr_errstr(rc)).c_str());
+				return false;
+			}
+		} else {
+			b32 = block > UINT32_MAX ? HTR_NONE : (uint32_t) block;
+		}
+		if (b32 != HTR_NONE &&
+		    (rc = htr_block_get(f, b32, &bi, sizeof(bi))) < 0) {
+			result.SetError(fmt("htr goto: block %" PRIu64 ": %s",
+					    have_id ? (uint64_t) b32 : block,
+					    htr_errstr(rc)).c_str());
+			return false;
+		}
+		if (!have_id) {
+			start = bi.first;
+			if (bi.last - bi.first + 1 < count)
+				count = bi.last - bi.first + 1;
+		}
+
+		// libhtr's cursor over the thread's raw trace (saved again).
+		lldb::SBTrace trace = target.GetTrace();
+		Saved saved;
+		if (!save_trace(trace, "goto", result, &saved))
+			return false;
+		std::string raw;
+		for (auto &tr : saved.traces)
+			if (tr.first == tid)
+				raw = tr.second;
+		if (raw.empty()) {
+			result.SetError(fmt("htr goto: thread %" PRIu64 " has no "
+					    "trace", tid).c_str());
+			return false;
+		}
+		struct htr_cursor_opts co;
+		struct htr_cursor *c = nullptr;
+		htr_cursor_opts_init(&co);
+		co.trace = raw.c_str();
+		co.cpu_family = saved.cpu_family;
+		co.cpu_model = saved.cpu_model;
+		co.cpu_stepping = saved.cpu_stepping;
+		rc = htr_cursor_alloc(&c, f, &co);
+		if (rc == 0)
+			rc = htr_cursor_seek(c, start);
+		if (rc < 0) {
+			result.SetError(fmt("htr goto: %s", c &&
+					    htr_cursor_last_error(c)[0] ?
+					    htr_cursor_last_error(c) :
+					    htr_errstr(rc)).c_str());
+			htr_cursor_free(c);
+			return false;
+		}
+
+		// libhtr's instructions from @start (to print, and to find
+		// them in LLDB's trace).
+		std::vector<struct htr_insn> ins;
+		for (uint64_t k = 0; k < count; k++) {
+			struct htr_insn in;
+			rc = htr_cursor_next(c, &in, sizeof(in));
+			if (rc < 0)
+				break;
+			ins.push_back(in);
+		}
+		std::string stop = rc < 0 && rc != HTR_ERR_ITEROVER ?
+				   htr_cursor_last_error(c) : "";
+		htr_cursor_free(c);
+
+		// LLDB's items for them: LLDB decodes the trace itself and may
+		// count a few instructions differently around overflows and
+		// errors, so the start-th instruction item is only where to
+		// look; the match is where LLDB's instruction addresses are
+		// libhtr's (nearest such place within WINDOW).
+		lldb::SBProcess process = target.GetProcess();
+		lldb::SBThread thread = process.GetThreadByID(tid);
+		lldb::SBError err;
+		lldb::SBTraceCursor lc = trace.CreateNewCursor(err, thread);
+		bool have_lc = err.Success() && lc.IsValid() && !ins.empty();
+		if (have_lc)
+			have_lc = find_items(lc, start, ins);
+
+		Namer namer(target, nullptr);
+		std::string buf;
+		if (b32 != HTR_NONE)
+			buf += fmt("block %u (%s): instructions %" PRIu64 "..%"
+				   PRIu64 "\n", b32, namer.name(bi).c_str(),
+				   bi.first, bi.last);
+		else
+			buf += fmt("instruction %" PRIu64 " (top level, in no "
+				   "block)\n", start);
+		if (have_lc && lc.HasValue())
+			buf += fmt("LLDB trace item %" PRIu64 ": continue with "
+				   "'thread trace dump instructions --forwards "
+				   "--id %" PRIu64 "'\n", lc.GetId(), lc.GetId());
+		else
+			buf += "LLDB's trace has no such instruction item\n";
+		uint64_t bad = 0;
+		for (const struct htr_insn &in : ins) {
+			std::string item = "-";
+			bool same = true;
+			if (have_lc && lc.HasValue()) {
+				item = fmt("%" PRIu64, lc.GetId());
+				same = lc.GetLoadAddress() == in.ip;
+				do
+					lc.Next();
+				while (lc.HasValue() && !lc.IsInstruction());
+			}
+			bad += !same;
+			std::string nm = namer.lookup(in.ip, true);
+			buf += fmt("%" PRIu64 "  %s  0x%" PRIx64 "%s  %s\n", in.id,
+				   item.c_str(), in.ip, same ? "" : "!",
+				   nm.empty() ? "?" : nm.c_str());
+			emit(result, buf, false);
+		}
+		if (!stop.empty())
+			buf += fmt("(stopped: %s)\n", stop.c_str());
+		if (bad)
+			buf += fmt("note: LLDB's item differs at %" PRIu64
+				   " instruction(s) (marked '!')\n", bad);
+		emit(result, buf, true);
+		result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
+		return true;
+	}
+
+	static const uint64_t WINDOW = 4096;   // instructions either way
+	static const size_t MATCH = 8;         // addresses that must agree
+
+	// Leave @lc at the instruction item where LLDB's trace runs the
+	// addresses of @ins (up to MATCH of them), the one nearest to the
+	// @start-th instruction item.  false if there is none.
+	static bool find_items(lldb::SBTraceCursor &lc, uint64_t start,
+			       const std::vector<struct htr_insn> &ins)
+	{
+		size_t need = ins.size() < MATCH ? ins.size() : MATCH;
+		uint64_t lo = start > WINDOW ? start - WINDOW : 0, n = 0;
+		std::vector<std::pair<uint64_t, uint64_t>> win;  // item, addr
+		uint64_t best = UINT64_MAX, best_item = 0;
+
+		lc.SetForwards(true);
+		lc.Seek(0, lldb::eTraceCursorSeekTypeBeginning);
+		for (; lc.HasValue() && n < start + WINDOW + need; lc.Next()) {
+			if (!lc.IsInstruction())
+				continue;
+			if (n++ >= lo)
+				win.emplace_back(lc.GetId(), lc.GetLoadAddress());
+		}
+		for (size_t i = 0; i + need <= win.size(); i++) {
+			size_t k = 0;
+			while (k < need && win[i + k].second == ins[k].ip)
+				k++;
+			uint64_t pos = lo + i;
+			uint64_t dist = pos > start ? pos - start : start - pos;
+			if (k == need && (best == UINT64_MAX || dist < best)) {
+				best = dist;
+				best_item = win[i].first;
+			}
+		}
+		return best != UINT64_MAX && lc.GoToId(best_item);
+	}
+};
+
 } // namespace
 
 bool lldb::PluginInitialize(lldb::SBDebugger debugger)
@@ -1256,5 +1543,6 @@ bool lldb::PluginInitialize(lldb::SBDebugger debugger)
 	htr.AddCommand("dump", new DumpCmd, dump_help, dump_syntax);
 	htr.AddCommand("top", new TopCmd, top_help, top_syntax);
 	htr.AddCommand("find", new FindCmd, find_help, find_syntax);
+	htr.AddCommand("goto", new GotoCmd, goto_help, goto_syntax);
 	return true;
 }
