@@ -2,6 +2,9 @@
 #include "cmd.h"
 
 #include "htr/htr.h"
+#ifdef HTR_HAVE_PERFETTO
+#include "perfetto.h"
+#endif
 
 #include <errno.h>
 #include <getopt.h>
@@ -12,24 +15,32 @@
 #include <unistd.h>
 
 static const char usage_text[] =
-"usage: htr export --format chrome|folded [-o OUT] [--from ID] [--depth N]\n"
-"                  [--min-duration T] [--gaps] [--ticks] FILE.htr\n"
+"usage: htr export --format chrome|folded|perfetto [-o OUT] [--from ID]\n"
+"                  [--depth N] [--min-duration T] [--gaps] [--ticks]\n"
+"                  FILE.htr\n"
 "\n"
 "Write the call tree with each block's time for viewers:\n"
-"  chrome  Chrome trace event JSON (Perfetto's UI, chrome://tracing and\n"
-"          speedscope open it): one complete (\"X\") event per block, name\n"
-"          the function, ts its start and dur its total, args the block\n"
-"          index, instruction span, flags, local and total.\n"
-"  folded  folded stacks (flamegraph.pl, speedscope, inferno): one line\n"
-"          per call stack, \"outer;inner;innermost LOCAL\".\n"
+"  chrome    Chrome trace event JSON (Perfetto's UI, chrome://tracing and\n"
+"            speedscope open it): one complete (\"X\") event per block, name\n"
+"            the function, ts its start and dur its total, args the block\n"
+"            index, instruction span, flags, local and total.\n"
+"  folded    folded stacks (flamegraph.pl, speedscope, inferno): one line\n"
+"            per call stack, \"outer;inner;innermost LOCAL\".\n"
+"  perfetto  Perfetto's protobuf trace (TrackEvent; ui.perfetto.dev and\n"
+"            trace_processor open it), half the JSON's size: a slice\n"
+"            (begin and end) per block at chrome's times with chrome's\n"
+"            args, names interned, on a thread track with the thread's\n"
+"            pid, tid and name under a process track for a perf.data\n"
+"            build; only in builds with libprotobuf-c (meson -Dperfetto).\n"
 "Times count from the trace's first time point.  For a file built from a\n"
 "perf.data they are real: chrome's ts and dur in microseconds (to the ns),\n"
-"folded in ns, the events on the thread's pid and tid with its name;\n"
-"otherwise (or with --ticks) they are TSC ticks, which viewers show as\n"
-"microseconds (the JSON's otherData says which).  Names and times come\n"
-"from the sidecar FILE.htr.lmdb/, computed on first use.\n"
+"folded and perfetto in ns, the events on the thread's pid and tid with\n"
+"its name; otherwise (or with --ticks) they are TSC ticks, which viewers\n"
+"show as microseconds (the JSON's otherData says which) or as ns\n"
+"(perfetto: the track's name says which).  Names and times come from the\n"
+"sidecar FILE.htr.lmdb/, computed on first use.\n"
 "\n"
-"  -f, --format F       chrome or folded\n"
+"  -f, --format F       chrome, folded or perfetto\n"
 "  -o, --output OUT     write OUT (all or nothing) instead of stdout\n"
 "      --from ID        only the subtree of the deepest block containing\n"
 "                       instruction ID\n"
@@ -38,15 +49,17 @@ static const char usage_text[] =
 "  -m, --min-duration T leave out blocks whose total is below T (ns or\n"
 "                       ticks, as the output); their time stays with\n"
 "                       their parent\n"
-"      --gaps           chrome: an instant event at every gap\n"
+"      --gaps           chrome, perfetto: an instant event at every gap\n"
 "      --ticks          times in TSC ticks even when ns are known\n"
 "  -h, --help           show this help\n"
-"Memory stays bounded: chrome streams; folded keeps one entry per distinct\n"
-"stack up to 2^20 of them, then writes further stacks as they come\n"
-"(consumers add up repeated lines).\n"
+"Memory stays bounded: chrome and perfetto stream (perfetto keeps the\n"
+"open slices and 4096 interned names); folded keeps one entry per\n"
+"distinct stack up to 2^20 of them, then writes further stacks as they\n"
+"come (consumers add up repeated lines).  perfetto does not write to a\n"
+"terminal.\n"
 "exit status: 0 ok, 1 failure, 2 usage error\n";
 
-enum fmt { FMT_CHROME, FMT_FOLDED };
+enum fmt { FMT_CHROME, FMT_FOLDED, FMT_PERFETTO };
 
 /* folded: distinct stacks and their ticks, open addressing. */
 #define STACKS_MAX (1u << 20)
@@ -54,6 +67,12 @@ enum fmt { FMT_CHROME, FMT_FOLDED };
 struct stack_ent {
 	char *key;
 	uint64_t ticks;
+};
+
+/* perfetto: a slice begun whose end is not written yet. */
+struct open_slice {
+	uint64_t end;
+	uint32_t level;
 };
 
 struct exp {
@@ -74,6 +93,12 @@ struct exp {
 	size_t nstacks, stacks_cap;
 	char *line;
 	size_t line_cap;
+#ifdef HTR_HAVE_PERFETTO
+	struct pf_writer *pf;
+#endif
+	struct open_slice *open;
+	size_t nopen, open_cap;
+	uint64_t last_ts;         /* perfetto: the latest time written */
 };
 
 static uint64_t hash_str(const char *s)
@@ -205,6 +230,71 @@ static void chrome_time(const struct exp *e, const char *key, uint64_t t)
 		fprintf(e->out, ",\"%s\":%" PRIu64, key, t);
 }
 
+/* perfetto: end the open slices at @level and deeper, innermost first.
+ * Slice times never go back in the file, so a viewer that orders events by
+ * time keeps each END after its children's, even for a file whose times
+ * do not nest; for a sound file the clamp changes nothing. */
+static int close_slices(struct exp *e, uint32_t level)
+{
+#ifdef HTR_HAVE_PERFETTO
+	while (e->nopen && e->open[e->nopen - 1].level >= level) {
+		uint64_t t = e->open[--e->nopen].end;
+
+		if (t < e->last_ts)
+			t = e->last_ts;
+		e->last_ts = t;
+		if (pf_slice_end(e->pf, t) < 0)
+			return -1;
+	}
+#else
+	(void) e;
+	(void) level;
+#endif
+	return 0;
+}
+
+#ifdef HTR_HAVE_PERFETTO
+/* perfetto: @block's BEGIN now, its END once the walk leaves its
+ * subtree (the next block at its level or above, or the walk's end). */
+static int perfetto_block(struct exp *e, uint32_t block,
+			  const struct htr_block_info *bi, uint32_t level,
+			  const char *name, const char *flags, uint64_t local,
+			  uint64_t total)
+{
+	struct pf_arg args[7];
+	uint64_t start = start_of(e, bi), t;
+	size_t n = 0;
+
+	if (close_slices(e, level) < 0)
+		return -1;
+	if (e->nopen == e->open_cap) {
+		size_t cap = e->open_cap ? e->open_cap * 2 : 64;
+		struct open_slice *o = realloc(e->open, cap * sizeof(*o));
+
+		if (!o)
+			return -1;
+		e->open = o;
+		e->open_cap = cap;
+	}
+	t = since_t0(e, start);
+	if (t < e->last_ts)
+		t = e->last_ts;
+	e->last_ts = t;
+	e->open[e->nopen].end = since_t0(e, start + total);
+	e->open[e->nopen++].level = level;
+	args[n++] = (struct pf_arg) { PF_ARG_BLOCK, NULL, block };
+	if (bi->parent != HTR_NONE)
+		args[n++] = (struct pf_arg) { PF_ARG_PARENT, NULL, bi->parent };
+	args[n++] = (struct pf_arg) { PF_ARG_FIRST, NULL, bi->first };
+	args[n++] = (struct pf_arg) { PF_ARG_LAST, NULL, bi->last };
+	args[n++] = (struct pf_arg) { PF_ARG_FLAGS, flags, 0 };
+	args[n++] = (struct pf_arg) { PF_ARG_LOCAL, NULL, local };
+	args[n++] = (struct pf_arg) { PF_ARG_TOTAL, NULL, total };
+	e->nevents++;
+	return pf_slice_begin(e->pf, t, "call", name, args, n);
+}
+#endif
+
 static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		 uint32_t level, void *payload)
 {
@@ -250,6 +340,14 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		return 0;
 	}
 	block_flags_str(bi.flags, flags, sizeof(flags));
+#ifdef HTR_HAVE_PERFETTO
+	if (e->fmt == FMT_PERFETTO) {
+		if (perfetto_block(e, block, &bi, level, name, flags, local,
+				   total) < 0)
+			goto nomem;
+		return 0;
+	}
+#endif
 	if (bi.parent == HTR_NONE)
 		snprintf(par, sizeof(par), "null");
 	else
@@ -295,6 +393,38 @@ static void chrome_gaps(struct exp *e)
 	}
 }
 
+#ifdef HTR_HAVE_PERFETTO
+/* After the walk, out of time order: Perfetto orders a trace's events by
+ * time, and an instant needs no END to nest. */
+static int perfetto_gaps(struct exp *e)
+{
+	uint64_t i, n = htr_gap_count(e->f), tsc;
+	char name[64];
+
+	for (i = 0; i < n; i++) {
+		struct htr_gap_info g;
+		struct pf_arg args[2];
+
+		g.size = sizeof(g);
+		if (htr_gap_get(e->f, i, &g, sizeof(g)) < 0)
+			continue;
+		tsc = e->t0;
+		if (g.id < UINT64_MAX && g.id > 0)
+			(void) htr_tsc_for_insn(e->f, g.id - 1, &tsc);
+		snprintf(name, sizeof(name), "gap: %s",
+			 htr_gap_kind_str(g.kind));
+		args[0] = (struct pf_arg) { PF_ARG_ID, NULL, g.id };
+		args[1] = (struct pf_arg) { PF_ARG_REASON, htr_gap_reason(&g),
+					    0 };
+		e->nevents++;
+		if (pf_instant(e->pf, since_t0(e, tsc >= e->t0 ? tsc - e->t0 :
+					       0), "gap", name, args, 2) < 0)
+			return -1;
+	}
+	return 0;
+}
+#endif
+
 static int by_stack(const void *a, const void *b)
 {
 	return strcmp(((const struct stack_ent *) a)->key,
@@ -310,6 +440,10 @@ static void free_stacks(struct exp *e)
 	free(e->stacks);
 	free(e->path);
 	free(e->line);
+	free(e->open);
+#ifdef HTR_HAVE_PERFETTO
+	pf_writer_free(e->pf);
+#endif
 }
 
 int cmd_export(int argc, char **argv)
@@ -372,15 +506,28 @@ int cmd_export(int argc, char **argv)
 	if (optind + 1 != argc)
 		return usage_error("export", "expected one FILE.htr");
 	if (!format)
-		return usage_error("export", "--format is required (chrome or "
-				   "folded)");
+		return usage_error("export", "--format is required (chrome, "
+				   "folded or perfetto)");
 	if (!strcmp(format, "chrome"))
 		e.fmt = FMT_CHROME;
 	else if (!strcmp(format, "folded"))
 		e.fmt = FMT_FOLDED;
+	else if (!strcmp(format, "perfetto"))
+		e.fmt = FMT_PERFETTO;
 	else
-		return usage_error("export", "--format: '%s' is not chrome or "
-				   "folded", format);
+		return usage_error("export", "--format: '%s' is not chrome, "
+				   "folded or perfetto", format);
+#ifndef HTR_HAVE_PERFETTO
+	if (e.fmt == FMT_PERFETTO)
+		return fail("export", "--format perfetto: this htr was built "
+			    "without Perfetto support (it needs libprotobuf-c "
+			    "and protoc-c at build time: meson -Dperfetto="
+			    "enabled)");
+#endif
+	/* Binary on a terminal helps nobody and can upset it. */
+	if (e.fmt == FMT_PERFETTO && !out && isatty(STDOUT_FILENO))
+		return usage_error("export", "--format perfetto: stdout is a "
+				   "terminal; use -o OUT or a redirection");
 	path = argv[optind];
 	err = htr_file_open(&f, path, NULL);
 	if (err < 0) {
@@ -438,7 +585,39 @@ int cmd_export(int argc, char **argv)
 			e.nevents++;
 		}
 	}
+#ifdef HTR_HAVE_PERFETTO
+	if (e.fmt == FMT_PERFETTO) {
+		struct pf_track_opts po;
+		char tname[128];
+		int have_thread = htr_file_thread(f, &ti, sizeof(ti)) == 0;
+
+		memset(&po, 0, sizeof(po));
+		po.have_thread = have_thread;
+		po.pid = e.pid;
+		po.tid = e.tid;
+		po.comm = have_thread ? ti.comm : NULL;
+		/* Perfetto reads every timestamp as ns: say when they are not. */
+		if (!e.units.ns) {
+			snprintf(tname, sizeof(tname), "%s (TSC ticks from the "
+				 "first time point, shown as ns)",
+				 have_thread && ti.comm[0] ? ti.comm :
+				 "htr call tree");
+			po.name = tname;
+		}
+		if (pf_writer_open(&e.pf, e.out, &po) < 0) {
+			rc = fail("export", "out of memory");
+			goto out;
+		}
+	}
+#endif
 	err = htr_tree_visit(f, from, HTR_PREORDER, visit, &e);
+	if (e.err == 0 && err == 0 && close_slices(&e, 0) < 0)
+		e.err = HTR_ERR_NOMEM;
+#ifdef HTR_HAVE_PERFETTO
+	if (e.err == 0 && err == 0 && e.fmt == FMT_PERFETTO && gaps &&
+	    perfetto_gaps(&e) < 0)
+		e.err = HTR_ERR_NOMEM;
+#endif
 	if (e.err < 0 || err < 0) {
 		rc = e.err == HTR_ERR_NOMEM ? fail("export", "out of memory") :
 		     analysis_fail("export", f, e.an, e.err < 0 ? e.err : err);
@@ -448,7 +627,7 @@ int cmd_export(int argc, char **argv)
 		if (gaps)
 			chrome_gaps(&e);
 		fprintf(e.out, "\n]}\n");
-	} else {
+	} else if (e.fmt == FMT_FOLDED) {
 		/* Sorted: stable output, and viewers that keep the file's
 		 * order (speedscope's time order) draw a flame graph. */
 		for (i = 0, n = 0; i < e.stacks_cap; i++)
