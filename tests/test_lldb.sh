@@ -181,6 +181,141 @@ lldb "$T/d3" -o "trace load $T/changed.json" -o "htr build -o $T/out-basic"
 grep -q "^thread 1: built $T/out-basic/thread-1.htr" "$T/d3" ||
 	{ fail "changed trace: the old .htr was reused"; cat "$T/d3"; }
 
+# --lines on a real program with DWARF but no symbol table
+# (tests/lldb/lines.c -g -O2, recorded under qemu by htr record --raw,
+# turned into a bundle): LLDB names scramble from the DWARF, and every
+# location the plugin prints (each block entry in the program, each
+# instruction goto prints) is addr2line's, inlined frames included.
+# dwarf_bundle DIR: DIR/trace.json from htr record --raw's DIR/record.txt.
+dwarf_bundle() {
+	awk -v q='"' '
+		/^module / { m[n++] = "{ " q "systemPath" q ": " q $2 q ", " q "file" q ": " q $2 q ", " q "loadAddress" q ": " q $4 q " }" }
+		/^thread / { t[nt++] = "{ " q "tid" q ": " $4 ", " q "iptTrace" q ": " q "t" $2 ".pt" q " }"; if (!pid) pid = $4 }
+		END {
+			print "{ " q "type" q ": " q "intel-pt" q ","
+			print "  " q "cpuInfo" q ": { " q "vendor" q ": " q "GenuineIntel" q ", " q "family" q ": 6, " q "model" q ": 85, " q "stepping" q ": 4 },"
+			print "  " q "processes" q ": [ { " q "pid" q ": " pid ", " q "triple" q ": " q "x86_64-unknown-linux-gnu" q ","
+			printf "    " q "threads" q ": [ "
+			for (i = 0; i < nt; i++) printf "%s%s", i ? ", " : "", t[i]
+			print " ],"
+			printf "    " q "modules" q ": [ "
+			for (i = 0; i < n; i++) printf "%s%s", i ? ",\n      " : "", m[i]
+			print " ] } ] }"
+		}' "$1/record.txt" >"$1/trace.json"
+}
+# h(S): the value of hex S (mawk has no strtonum).
+hex='function h(s,  v, i) {
+	s = tolower(s); sub(/^0x/, "", s); v = 0
+	for (i = 1; i <= length(s); i++)
+		v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1
+	return v
+}'
+# The plugin's location field of each line: ADDR LOCATION ("" if none).
+# $1: dump (the address is field 2) or goto (field 3).
+locs() {
+	awk -v f="$1" '{
+		a = f == "goto" ? $3 : $2
+		sub(/!$/, "", a)
+		if (a !~ /^0x/) next
+		loc = ""
+		if (match($0, /  (at |\[inlined: ).*$/))
+			loc = substr($0, RSTART + 2)
+		print a "\t" loc
+	}'
+}
+missing=""
+for tool in qemu-x86_64 cc objcopy addr2line nm readelf; do
+	command -v $tool >/dev/null 2>&1 || missing="$missing $tool"
+done
+D=$T/dwarf
+mkdir -p "$D"
+src=$(cd "$(dirname "$0")" && pwd)/lldb/lines.c
+if [ -n "$missing" ]; then
+	echo "skipped: --lines on DWARF: missing$missing"
+elif ! cc -g -O2 -o "$D/lines.full" "$src" ||
+     ! objcopy --strip-all --keep-section='.debug_*' "$D/lines.full" "$D/lines"; then
+	fail "dwarf: cannot build $src without its symbol table"
+elif ! nm "$D/lines.full" | grep -q ' t scramble$' ||
+     nm "$D/lines" 2>/dev/null | grep -q scramble ||
+     ! readelf -S "$D/lines" | grep -q '\.debug_info'; then
+	fail "dwarf: scramble not local in lines.full, or not gone from lines, or no DWARF left"
+elif ! "$htr" record -q --raw "$D/rec" -- "$D/lines" >"$D/rec.out" 2>&1; then
+	if grep -q "built without" "$D/rec.out"; then
+		echo "skipped: --lines on DWARF: $(cat "$D/rec.out")"
+	else
+		fail "dwarf: htr record"; cat "$D/rec.out"
+	fi
+else
+	dwarf_bundle "$D/rec"
+	lldb "$D/s" -o "trace load $D/rec/trace.json" -o "htr build -o $D/out" \
+		-o "htr dump" -o "htr dump --lines" -o "htr dump --tsc" \
+		-o "htr dump --tsc --lines" -o "htr find --lines *scramble" ||
+		{ fail "dwarf: session"; cat "$D/s"; }
+	section "$D/s" "htr dump" >"$D/dump"
+	section "$D/s" "htr dump --lines" >"$D/dump.l"
+	section "$D/s" "htr dump --tsc" >"$D/tsc"
+	section "$D/s" "htr dump --tsc --lines" >"$D/tsc.l"
+	section "$D/s" "htr find --lines *scramble" >"$D/find.l"
+	# --lines only appends: the CLI-equal columns stay as they were.
+	for k in dump tsc; do
+		n1=$(wc -l <"$D/$k")
+		[ "$n1" -gt 10 ] && awk 'NR == FNR { a[FNR] = $0; next }
+			index($0, a[FNR]) != 1 { bad = 1 } END { exit bad }' \
+			"$D/$k" "$D/$k.l" && [ "$n1" = "$(wc -l <"$D/$k.l")" ] ||
+			fail "dwarf: $k --lines is not $k plus a field"
+	done
+	# scramble by name (LLDB's, from the DWARF: libhtr says lines!scramble).
+	ns=$(awk '$4 == "scramble"' "$D/dump.l" | wc -l)
+	[ "$ns" = 3 ] || fail "dwarf: $ns blocks named scramble, want 3"
+	blk=$(awk '$2 == "scramble" { print $1; exit }' "$D/find.l")
+	[ -n "$blk" ] && [ "$(wc -l <"$D/find.l")" = 3 ] ||
+		{ fail "dwarf: find --lines *scramble"; cat "$D/find.l"; }
+	lldb "$D/g" -o "trace load $D/rec/trace.json" -o "htr build -o $D/out" \
+		-o "htr goto --lines --count 60 $blk" ||
+		{ fail "dwarf: goto session"; cat "$D/g"; }
+	section "$D/g" "htr goto --lines --count 60 $blk" >"$D/goto.l"
+	# The program's addresses (PIE: file address = address - base).
+	set -- $(awk -v p="$D/lines" '$1 == "module" && $2 == p {
+		split($6, r, "-"); print $4, r[1], r[2] }' "$D/rec/record.txt")
+	base=$1 lo=$2 hi=$3
+	{ locs dump <"$D/dump.l"; locs goto <"$D/goto.l"; } |
+		awk -F '\t' -v base="$base" -v lo="$lo" -v hi="$hi" "$hex"'
+		h($1) >= h(lo) && h($1) < h(hi) && !seen[$1]++ {
+			printf "%s\t0x%x\t%s\n", $1, h($1) - h(base), $2
+		}' >"$D/plugin.locs"
+	# addr2line -a -i -f prints ADDR, then FUNC and FILE:LINE per frame.
+	cut -f2 "$D/plugin.locs" | addr2line -a -i -f -s -e "$D/lines.full" |
+		awk "$hex"'
+		function flush() {
+			if (addr == "") return
+			loc = ""
+			# "FILE:?": a compile unit but no line (crtstuff.c)
+			if (n && fl[0] !~ /^\?\?:/ && fl[0] !~ /:\?$/)
+				loc = "at " fl[0]
+			if (n > 1) {
+				loc = loc " [inlined: " fn[0]
+				for (i = 1; i < n; i++) loc = loc " <- " fn[i] " at " fl[i]
+				loc = loc "]"
+			}
+			print addr "\t" loc
+		}
+		/^0x/ { flush(); addr = sprintf("0x%x", h($0)); n = 0; odd = 1; next }
+		odd { f = $0; odd = 0; next }
+		{ fn[n] = f; fl[n++] = $1; odd = 1 }
+		END { flush() }' >"$D/oracle.locs"
+	cut -f2,3 "$D/plugin.locs" >"$D/plugin.cmp"
+	nloc=$(wc -l <"$D/plugin.cmp")
+	nin=$(grep -c '\[inlined: mix <- scramble at lines\.c:[0-9]*\]$' "$D/plugin.cmp")
+	nentry=$(locs dump <"$D/dump.l" | awk '$2 == "at" && $4 == "[inlined:" && $5 == "mix"' | wc -l)
+	if [ "$nloc" -lt 20 ] || [ "$nin" -lt 2 ] || [ "$nentry" -lt 3 ] ||
+	   ! cmp -s "$D/oracle.locs" "$D/plugin.cmp"; then
+		fail "dwarf: locations differ from addr2line's ($nloc addresses, $nin inlined, $nentry inlined entries)"
+		diff "$D/oracle.locs" "$D/plugin.cmp" | head -10
+	else
+		echo "ok: dwarf: scramble named from DWARF; $nloc locations equal addr2line -i's ($nin in inlined mix, $nentry block entries)"
+	fi
+fi
+
 # Bad use: clean errors, no crash.
 # check NAME EXPECTED-ERROR CMD...
 check() {
@@ -216,7 +351,9 @@ lldb "$T/help" -o "help htr" -o "help htr build" -o "help htr dump" \
 	fail "help failed"
 for w in "build --" "dump  --" "top   --" "find  --" "goto  --" \
 	 "Syntax: htr build" "Syntax: htr dump" "Syntax: htr top" \
-	 "Syntax: htr find" "Syntax: htr goto" "reuses the file"; do
+	 "Syntax: htr find" "Syntax: htr goto" "reuses the file" \
+	 "-l, --lines       append the source position" \
+	 "at FILE:LINE \\[inlined: INNER <- ... <- FUNCTION at FILE:LINE\\]"; do
 	grep -q -- "$w" "$T/help" || fail "help lacks '$w'"
 done
 

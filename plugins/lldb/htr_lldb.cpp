@@ -709,6 +709,98 @@ private:
 						  // 1 << 32 | anchor index
 };
 
+// Source position of an address from LLDB's line table and DWARF blocks,
+// as "at FILE:LINE", plus "[inlined: INNER <- OUTER at FILE:LINE ...]" when
+// the address lies in inlined code: the frames innermost first, each after
+// the first with the line it is at (the call site of the one before), the
+// last the function itself; addr2line -i -f lists the same frames and lines.
+// Files are base names.  "" when LLDB has no line entry and no inlined
+// block there.  Cached per address: a dump asks for one entry per block,
+// and most blocks share their function's entry.
+class Locator {
+public:
+	explicit Locator(lldb::SBTarget t) : target_(t) {}
+
+	const std::string &at(uint64_t addr)
+	{
+		auto it = cache_.find(addr);
+		if (it != cache_.end())
+			return it->second;
+		return cache_.emplace(addr, resolve(addr)).first->second;
+	}
+
+private:
+	static std::string file_line(lldb::SBFileSpec fs, uint32_t line)
+	{
+		const char *f = fs.IsValid() ? fs.GetFilename() : nullptr;
+
+		return fmt("%s:%u", f && *f ? f : "?", line);
+	}
+
+	std::string resolve(uint64_t addr)
+	{
+		lldb::SBAddress a = target_.ResolveLoadAddress(addr);
+		if (!a.IsValid())
+			return "";
+		lldb::SBSymbolContext sc =
+			a.GetSymbolContext(lldb::eSymbolContextEverything);
+		std::string s;
+		lldb::SBLineEntry le = sc.GetLineEntry();
+		if (le.IsValid())
+			s = "at " + file_line(le.GetFileSpec(), le.GetLine());
+
+		lldb::SBBlock inl = sc.GetBlock().GetContainingInlinedBlock();
+		if (!inl.IsValid())
+			return s;
+		std::string chain;
+		lldb::SBFileSpec site_file;
+		uint32_t site_line = 0;
+		for (bool first = true; inl.IsValid(); first = false) {
+			const char *n = inl.GetInlinedName();
+			if (!first)
+				chain += " <- ";
+			chain += n && *n ? n : "?";
+			if (!first)
+				chain += " at " + file_line(site_file, site_line);
+			site_file = inl.GetInlinedCallSiteFile();
+			site_line = inl.GetInlinedCallSiteLine();
+			inl = inl.GetParent().GetContainingInlinedBlock();
+		}
+		lldb::SBFunction fn = sc.GetFunction();
+		const char *outer = fn.IsValid() ? fn.GetDisplayName() : nullptr;
+		if (fn.IsValid() && !outer)
+			outer = fn.GetName();
+		chain += " <- ";
+		chain += outer && *outer ? outer : "?";
+		chain += " at " + file_line(site_file, site_line);
+		return s + (s.empty() ? "" : " ") + "[inlined: " + chain + "]";
+	}
+
+	lldb::SBTarget target_;
+	std::map<uint64_t, std::string> cache_;
+};
+
+// Where --lines places a block: its entry, for a late block the first
+// address it ran (the one its "~NAME" comes from).  0 if neither is known.
+uint64_t block_where(const struct htr_block_info &bi)
+{
+	if (bi.func != HTR_NONE)
+		return bi.entry;
+	if ((bi.flags & HTR_BLOCK_LATE) && bi.anchor_func != HTR_NONE)
+		return bi.anchor;
+	return 0;
+}
+
+// "  LOCATION" for @bi, or "" (no --lines, or nothing known).
+std::string where_field(Locator *loc, const struct htr_block_info &bi)
+{
+	uint64_t a = loc ? block_where(bi) : 0;
+	if (!a)
+		return "";
+	const std::string &s = loc->at(a);
+	return s.empty() ? "" : "  " + s;
+}
+
 const char *flags_str(uint32_t flags, char *buf, size_t size)
 {
 	static const struct { uint32_t bit; const char *name; } names[] = {
@@ -751,7 +843,7 @@ struct Args {
 const char dump_help[] = "Print the call tree of the built .htr "
 			 "(names from LLDB).";
 const char dump_syntax[] =
-	"htr dump [--tsc] [--depth N] [--from ID] [--thread TID]\n"
+	"htr dump [--tsc] [--lines] [--depth N] [--from ID] [--thread TID]\n"
 	"\n"
 	"Print the call tree, one line per block, indented by depth:\n"
 	"  FIRST..LAST  ENTRY  FLAGS  NAME\n"
@@ -767,8 +859,18 @@ const char dump_syntax[] =
 	"total as a share of the outermost block printed above it (the CLI's\n"
 	"`htr dump --tsc`, names from LLDB).  Figures come from the sidecar\n"
 	"FILE.htr.lmdb/, computed on first use.\n"
+	"With --lines, one more field ends each line (after two spaces):\n"
+	"where the block's entry is in the source, from LLDB's line table and\n"
+	"DWARF blocks (for a late block: the first address it ran):\n"
+	"  at FILE:LINE [inlined: INNER <- ... <- FUNCTION at FILE:LINE]\n"
+	"the bracket only when the entry lies in inlined code: the frames\n"
+	"innermost first, each after the first with the line it is at (the call\n"
+	"site of the one before), FILE:LINE being the innermost frame's\n"
+	"(addr2line -i -f lists the same frames).  No field where LLDB has no\n"
+	"line entry.  The other columns stay as they are.\n"
 	"\n"
 	"  -t, --tsc         print names and TSC ticks\n"
+	"  -l, --lines       append the source position of each block's entry\n"
 	"  -d, --depth N     print N levels at most (1: roots only)\n"
 	"  -f, --from ID     print the subtree of the deepest block containing\n"
 	"                    instruction ID\n"
@@ -778,6 +880,7 @@ const char dump_syntax[] =
 struct DumpState {
 	struct htr_analysis *an = nullptr;
 	Namer *namer = nullptr;
+	Locator *loc = nullptr;   // --lines
 	uint64_t max_level = UINT64_MAX, top_total = 0;
 	std::string buf;
 	lldb::SBCommandReturnObject *result = nullptr;
@@ -836,7 +939,9 @@ int dump_visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		put_u64(d->buf, tenths / 10);
 		d->buf += ".";
 		put_u64(d->buf, tenths % 10);
-		d->buf += "%\n";
+		d->buf += "%";
+		d->buf += where_field(d->loc, bi);
+		d->buf += "\n";
 	} else {
 		d->buf += fmt("%" PRIu64 "..%" PRIu64 "  ", bi.first, bi.last);
 		if (bi.func == HTR_NONE)
@@ -847,6 +952,7 @@ int dump_visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		d->buf += flags_str(bi.flags, flags, sizeof(flags));
 		d->buf += "  ";
 		d->buf += name;
+		d->buf += where_field(d->loc, bi);
 		d->buf += "\n";
 	}
 	emit(*d->result, d->buf, false);
@@ -875,13 +981,15 @@ public:
 	{
 		Args a;
 		DumpState d;
-		bool tsc = false, have_from = false;
+		bool tsc = false, have_from = false, lines = false;
 		uint64_t from_id = 0, v;
 
 		for (int i = 0; argv && argv[i]; i++) {
 			std::string s = argv[i];
 			if (s == "-t" || s == "--tsc") {
 				tsc = true;
+			} else if (s == "-l" || s == "--lines") {
+				lines = true;
 			} else if ((s == "-d" || s == "--depth") && argv[i + 1]) {
 				if (!parse_u64(argv[++i], &v) || !v) {
 					result.SetError(fmt("htr dump: --depth: "
@@ -921,11 +1029,10 @@ public:
 			goto out;
 		{
 			Namer namer(target, d.an);
+			Locator loc(target);
 			d.namer = &namer;
+			d.loc = lines ? &loc : nullptr;
 			d.result = &result;
-			if (!tsc) {
-				// keep d.an for names only
-			}
 			if (have_from) {
 				rc = htr_block_for_insn(f, from_id, &from);
 				if (rc < 0) {
@@ -1110,7 +1217,8 @@ public:
 const char find_help[] = "The invocations of matching functions in the "
 			 "built .htr (names from LLDB).";
 const char find_syntax[] =
-	"htr find [--sort time|cost] [--limit N] [--thread TID] PATTERN\n"
+	"htr find [--sort time|cost] [--limit N] [--lines] [--thread TID] "
+	"PATTERN\n"
 	"\n"
 	"List the invocations (blocks) of every function whose libhtr name is\n"
 	"PATTERN, or matches it when PATTERN is a glob (contains *, ? or [),\n"
@@ -1119,11 +1227,13 @@ const char find_syntax[] =
 	"BLOCK is the block index, NAME the function LLDB finds at the block's\n"
 	"entry (for a late block '~' and LLDB's function containing the first\n"
 	"address it ran), FIRST..LAST its instruction IDs, TOTAL and LOCAL its\n"
-	"cumulative and local TSC ticks.\n"
+	"cumulative and local TSC ticks.  With --lines, each line ends in the\n"
+	"source position of the block's entry, as `htr dump --lines` prints it.\n"
 	"\n"
 	"  -s, --sort KEY    time: chronological (default); cost: largest total\n"
 	"                    first\n"
 	"  -n, --limit N     print the first N only\n"
+	"  -l, --lines       append the source position of each block's entry\n"
 	"      --thread TID  the thread (default: the selected one)\n"
 	"Run 'htr build' first.\n";
 
@@ -1168,12 +1278,14 @@ public:
 	{
 		Args a;
 		uint64_t limit = UINT64_MAX, v;
-		bool cost = false;
+		bool cost = false, lines = false;
 		const char *pattern = nullptr;
 
 		for (int i = 0; argv && argv[i]; i++) {
 			std::string s = argv[i];
-			if ((s == "-s" || s == "--sort") && argv[i + 1]) {
+			if (s == "-l" || s == "--lines") {
+				lines = true;
+			} else if ((s == "-s" || s == "--sort") && argv[i + 1]) {
 				std::string k = argv[++i];
 				if (k != "time" && k != "cost") {
 					result.SetError(fmt("htr find: --sort: "
@@ -1241,6 +1353,7 @@ public:
 				return x.block > y.block;
 			});
 			Namer namer(target, c.an);
+			Locator loc(target);
 			std::string buf;
 			if (got == HTR_ERR_NOTFOUND)
 				buf += fmt("no function matches '%s'\n", pattern);
@@ -1253,9 +1366,11 @@ public:
 						  sizeof(bi)) < 0)
 					continue;
 				buf += fmt("%u  %s  %" PRIu64 "..%" PRIu64 "  %"
-					   PRIu64 "  %" PRIu64 "\n", h.block,
+					   PRIu64 "  %" PRIu64 "%s\n", h.block,
 					   namer.name(bi).c_str(), h.first,
-					   h.last, h.total, h.local);
+					   h.last, h.total, h.local,
+					   where_field(lines ? &loc : nullptr,
+						       bi).c_str());
 				emit(result, buf, false);
 			}
 			emit(result, buf, true);
@@ -1274,8 +1389,8 @@ public:
 const char goto_help[] = "The instructions of a block (or from an "
 			 "instruction ID) and LLDB's trace item IDs.";
 const char goto_syntax[] =
-	"htr goto [--count N] [--thread TID] BLOCK\n"
-	"htr goto [--count N] [--thread TID] --id ID\n"
+	"htr goto [--count N] [--lines] [--thread TID] BLOCK\n"
+	"htr goto [--count N] [--lines] [--thread TID] --id ID\n"
 	"\n"
 	"Re-decode the block's instructions (or those from instruction ID on)\n"
 	"with libhtr's cursor and print them, one per line:\n"
@@ -1285,13 +1400,16 @@ const char goto_syntax[] =
 	"counts errors and events as items too, and decodes a few instructions\n"
 	"differently around overflows, so ITEM is found, not computed: near\n"
 	"the ID-th instruction item, where LLDB's next instructions have the\n"
-	"same addresses as libhtr's.  The first lines name the block and the\n"
-	"command that goes on from there in LLDB\n"
+	"same addresses as libhtr's.  The first lines name the block (with the\n"
+	"source position of its entry, as `htr dump --lines` prints it) and\n"
+	"the command that goes on from there in LLDB\n"
 	"(thread trace dump instructions --forwards --id ITEM).  An address on\n"
 	"which LLDB's item disagrees is marked '!'; ITEM is '-' where LLDB's\n"
-	"trace has no such instructions nearby.\n"
+	"trace has no such instructions nearby.  With --lines, each line ends in\n"
+	"the instruction's source position (inlined frames included).\n"
 	"\n"
 	"  -c, --count N     print N instructions at most (default 20)\n"
+	"  -l, --lines       append each instruction's source position\n"
 	"      --id ID       start at instruction ID (its innermost block)\n"
 	"      --thread TID  the thread (default: the selected one)\n"
 	"Run 'htr build' first.\n";
@@ -1303,11 +1421,13 @@ public:
 	{
 		Args a;
 		uint64_t count = 20, v, start = 0, block = 0, tid = 0;
-		bool have_id = false, have_block = false;
+		bool have_id = false, have_block = false, lines = false;
 
 		for (int i = 0; argv && argv[i]; i++) {
 			std::string s = argv[i];
-			if ((s == "-c" || s == "--count") && argv[i + 1]) {
+			if (s == "-l" || s == "--lines") {
+				lines = true;
+			} else if ((s == "-c" || s == "--count") && argv[i + 1]) {
 				if (!parse_u64(argv[++i], &count) || !count) {
 					result.SetError(fmt("htr goto: --count: "
 							    "bad value '%s'",
@@ -1345,23 +1465,21 @@ public:
 		if (!open_built(dbg, result, "goto", a.have_tid, a.tid, &target,
 				&f, &tid))
 			return false;
-		bool ok = run(dbg, target, f, tid, have_id, start, block,
-			      count, result);
+		bool ok = run(target, f, tid, have_id, start, block, count,
+			      lines, result);
 		htr_file_close(f);
 		return ok;
 	}
 
 private:
-	bool run(lldb::SBDebugger &dbg, lldb::SBTarget &target,
-		 struct htr_file *f, uint64_t tid, bool have_id, uint64_t start,
-		 uint64_t block, uint64_t count,
-		 lldb::SBCommandReturnObject &result)
+	bool run(lldb::SBTarget &target, struct htr_file *f, uint64_t tid,
+		 bool have_id, uint64_t start, uint64_t block, uint64_t count,
+		 bool lines, lldb::SBCommandReturnObject &result)
 	{
 		struct htr_block_info bi;
 		uint32_t b32 = HTR_NONE;
 		int rc;
 
-		(void) dbg;
 		bi.size = sizeof(bi);
 		if (have_id) {
 			rc = htr_block_for_insn(f, start, &b32);
@@ -1448,11 +1566,17 @@ private:
 			have_lc = find_items(lc, start, ins);
 
 		Namer namer(target, nullptr);
+		Locator loc(target);
 		std::string buf;
+		// The header always says where the block starts: one lookup.
+		std::string head_at = b32 != HTR_NONE ?
+				      where_field(&loc, bi) : "";
+		if (!head_at.empty())
+			head_at[0] = ',';
 		if (b32 != HTR_NONE)
-			buf += fmt("block %u (%s): instructions %" PRIu64 "..%"
+			buf += fmt("block %u (%s%s): instructions %" PRIu64 "..%"
 				   PRIu64 "\n", b32, namer.name(bi).c_str(),
-				   bi.first, bi.last);
+				   head_at.c_str(), bi.first, bi.last);
 		else
 			buf += fmt("instruction %" PRIu64 " (top level, in no "
 				   "block)\n", start);
@@ -1475,9 +1599,11 @@ private:
 			}
 			bad += !same;
 			std::string nm = namer.lookup(in.ip, true);
-			buf += fmt("%" PRIu64 "  %s  0x%" PRIx64 "%s  %s\n", in.id,
-				   item.c_str(), in.ip, same ? "" : "!",
-				   nm.empty() ? "?" : nm.c_str());
+			std::string at = lines ? loc.at(in.ip) : "";
+			buf += fmt("%" PRIu64 "  %s  0x%" PRIx64 "%s  %s%s%s\n",
+				   in.id, item.c_str(), in.ip, same ? "" : "!",
+				   nm.empty() ? "?" : nm.c_str(),
+				   at.empty() ? "" : "  ", at.c_str());
 			emit(result, buf, false);
 		}
 		if (!stop.empty())
