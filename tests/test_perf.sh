@@ -40,6 +40,9 @@
 # with one CPU nothing runs elsewhere; with two the main thread migrates
 # (it makes syscalls, which free its CPU).  The figures say on which CPUs
 # each thread ran and how many switch-outs preempted a thread.
+# reuse.c creates threads after others exited (qemu hands them the exited
+# threads' CPU indexes): every thread it created is recorded apart, with
+# its real tid, and perf decodes each as a thread of its own.
 #
 # A difference perf cannot avoid would be listed in
 # tests/record/perf-known.txt (KEY<TAB>reason) and print as KNOWN; none is
@@ -95,6 +98,8 @@ cc -O2 -g -pthread -o "$work/threads-O2" "$src/threads.c" ||
 	fail "cannot compile threads.c"
 cc -O2 -g -pthread -o "$work/workers-O2" "$src/workers.c" ||
 	fail "cannot compile workers.c"
+cc -O2 -g -pthread -o "$work/reuse-O2" "$src/reuse.c" ||
+	fail "cannot compile reuse.c"
 cc -O0 -g -o "$work/dlopen-O0" "$src/dlopen.c" -ldl ||
 	fail "cannot compile dlopen.c"
 cc -O0 -g -shared -fPIC -o "$work/libdl-O0.so" "$src/dllib.c" ||
@@ -356,6 +361,29 @@ run workers-O2 user-cpus2 "$work/workers-O2"
 run workers-O2 user-cpus3 "$work/workers-O2"
 run workers-O2 filter-cpus2 "$work/workers-O2"
 run dlopen-O0 filter-cpus2 "$work/dlopen-O0" "$work/libdl-O0.so"
+# threads created after others exited, on CPU indexes qemu reused: as many
+# threads as the program created (it prints "threads N"; plus main), each
+# with its own real tid, and perf agrees with each thread's truth (above)
+threads_apart() {
+	out=$work/$1
+	want=$(awk '$1 == "threads" { print $2 + 1 }' "$out.stdout")
+	got=$(ls "$out.data".t*.truth 2>/dev/null | wc -l)
+	tids=$(awk '$1 == "tid" && $4 == "real" { print $3 }' \
+		"$out.data".t*.truth | sort -u | wc -l)
+	ptids=$(perf_script -i "$out.data" --itrace=i1i -F tid | sort -u |
+		wc -l)
+	if [ -z "$want" ] || [ "$got" != "$want" ] || [ "$tids" != "$want" ] ||
+	   [ "$ptids" != "$want" ]; then
+		fail "$1: $got threads recorded, $tids real tids, perf decodes $ptids, program created ${want:-?} with main"
+	else
+		echo "ok      $1: $got threads, each its own tid in perf too"
+		oks=$((oks + 1))
+	fi
+}
+run reuse-O2 user "$work/reuse-O2"
+threads_apart reuse-O2-user
+run reuse-O2 user-cpus2 "$work/reuse-O2"
+threads_apart reuse-O2-user-cpus2
 if [ -n "${HTR_PERF_ALL:-}" ]; then
 	for o in O0 O2; do
 		for p in longjmp lazy static except virt; do

@@ -782,7 +782,7 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 	}
 	for (i = nth; i-- > 0;) {
 		uint32_t tid = (uint32_t) th[i].tid;
-		int cpu = sc->n ? rec_sched_last_cpu(sc, th[i].cpu) : 0;
+		int cpu = sc->n ? rec_sched_last_cpu(sc, th[i].idx) : 0;
 
 		if (cpu < 0)
 			cpu = 0;

@@ -115,7 +115,7 @@ struct rec_ctx;
 struct rec_thread;
 
 /* A context switch as PERF_RECORD_SWITCH_CPU_WIDE says it.  Threads are
- * their index (qemu's CPU number; perf.c maps it to a tid), -1 the idle
+ * their index (creation order; perf.c maps it to a tid), -1 the idle
  * task. */
 struct rec_switch {
 	uint64_t tsc;
@@ -158,19 +158,26 @@ int rec_sched_last_cpu(const struct rec_sched *sc, unsigned idx);
 /* ------------------------------------------------------------------ */
 /* one guest thread (thread.c) */
 
-struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned cpu);
+/* Thread number @idx (creation order, 0 = the main thread), which is also
+ * its index for the scheduler and its files' tN. */
+struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned idx);
 /* The next instruction qemu ran on this thread; @sig: a signal was
  * delivered just before it.  Returns 0 or -1 (message in the context). */
 int rec_thread_step(struct rec_thread *t, uint64_t pc, int sig);
 /* qemu says the instruction it logged last at @pc did not run (a signal
  * stopped it first).  Returns 1 if @pc is this thread's pending one. */
 int rec_thread_retract(struct rec_thread *t, uint64_t pc);
-/* The log ended: close the trace and the truth. */
+/* 1 if the instruction logged last on this thread is a syscall that has
+ * not been retracted: qemu's strace of it is due (or was just printed). */
+int rec_thread_in_syscall(const struct rec_thread *t);
+/* The thread exited (or the log ended): close the trace, and the truth
+ * but for its trailer (record.c writes it). */
 int rec_thread_end(struct rec_thread *t);
 void rec_thread_free(struct rec_thread *t);
+unsigned rec_thread_idx(const struct rec_thread *t);
 
 struct rec_thread_stats {
-	unsigned cpu;
+	unsigned idx;
 	uint64_t insns, blocks, gaps, bytes;
 	uint64_t first_tsc, last_tsc;
 };
@@ -194,22 +201,23 @@ struct rec_ctx {
 	uint64_t executed;
 	uint64_t oddities;
 	pid_t pid;              /* the guest's (qemu-user runs in-process) */
-	/* tids of the threads PROG created, in order (clone's return values
-	 * in the strace log); thread N (N >= 1) is the N-th */
+	/* One entry per clone(CLONE_THREAD) in the strace log, in order: its
+	 * return value, the new thread's tid, or 0 while (or if) the log has
+	 * not said it.  Thread N (N >= 1, creation order) is the N-th. */
 	pid_t *clones;
 	size_t nclones, capclones;
-	int clone_open;         /* a clone(CLONE_THREAD) awaits its return */
+	size_t clone_wait;      /* the first clone whose return is due */
 	struct rec_sched sched; /* --cpus */
 	char *err;
 	size_t errlen;
 	int failed;
 };
 
-/* The tid of the guest thread qemu ran as virtual CPU @cpu: the real one
- * (the process id for CPU 0, clone's return for the others), or, when the
- * log did not say, a synthetic one above Linux's PID_MAX_LIMIT (4194304 +
- * cpu).  *@real says which. */
-pid_t rec_tid(const struct rec_ctx *c, unsigned cpu, int *real);
+/* The tid of thread @idx (creation order): the real one (the process id
+ * for thread 0, clone's return for the others), or, when the log did not
+ * say, a synthetic one above Linux's PID_MAX_LIMIT (4194304 + idx).
+ * *@real says which. */
+pid_t rec_tid(const struct rec_ctx *c, unsigned idx, int *real);
 
 void rec_fail(struct rec_ctx *c, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -221,7 +229,7 @@ void rec_fail(struct rec_ctx *c, const char *fmt, ...)
 /* perf.data (perf.c) */
 
 struct rec_perf_thread {
-	unsigned cpu;
+	unsigned idx;           /* creation order */
 	pid_t tid;              /* rec_tid() */
 	const char *pt_path;    /* its trace */
 	uint64_t first_tsc;     /* the clock when it started */

@@ -6,10 +6,11 @@
  * qemu 7.2's log: `-singlestep` makes every guest instruction a block of
  * its own, `-d exec,nochain` logs "Trace CPU: HOSTPTR [CSBASE/PC/FLAGS/
  * CFLAGS] SYM" before each one runs (CPU is the thread: qemu-user gives
- * every thread its own virtual CPU), `-d strace` adds "--- SIGxxx {...} ---"
- * when a signal is delivered.  Lines of different threads interleave, and
- * a strace line may be split by another thread's lines: only "Trace" and
- * "--- SIG" are read, wherever they start.
+ * every thread its own virtual CPU, until the thread exits: then the next
+ * thread created may get the same index), `-d strace` adds every syscall
+ * ("PID NAME(ARGS)", then " = RET" once it returned) and "--- SIGxxx {...}
+ * ---" when a signal is delivered.  Lines of different threads interleave,
+ * and a strace line may be split by another thread's lines.
  */
 #include "rec_int.h"
 
@@ -220,29 +221,81 @@ static int spawn(struct qemu *q, const char *qemu, const char *exe,
 	return 0;
 }
 
+/* The threads: the one qemu runs as each virtual CPU now, and a summary
+ * of every thread created so far (in creation order: its index).  qemu
+ * hands a CPU index that a thread exits with to the next thread it
+ * creates, so an index names a thread only until that thread's exit. */
+struct slot {
+	struct rec_thread *t;   /* NULL: no thread on this CPU (yet, again) */
+	uint64_t sys_seq;       /* it logged a syscall whose strace is due:
+				 * when (ts->seq), else 0 */
+};
+
 struct threads {
-	struct rec_thread **t;
-	size_t n;
+	struct slot *live;      /* by qemu's CPU index */
+	size_t nlive;
+	struct rec_thread_stats *done;  /* by thread index, once ended */
+	size_t n, cap;          /* threads created */
+	uint64_t seq;
+	int sig;                /* a signal is delivered before the next line */
+	struct rec_thread *last;        /* the thread of the last Trace line */
 };
 
 static struct rec_thread *thread_of(struct rec_ctx *c, struct threads *ts,
 				    unsigned cpu)
 {
-	if (cpu >= ts->n) {
-		size_t n = cpu + 8;
-		struct rec_thread **p = realloc(ts->t, n * sizeof(*p));
+	if (cpu >= ts->nlive) {
+		size_t n = (size_t) cpu + 8;
+		struct slot *p = realloc(ts->live, n * sizeof(*p));
 
 		if (!p) {
 			rec_fail(c, "out of memory");
 			return NULL;
 		}
-		memset(p + ts->n, 0, (n - ts->n) * sizeof(*p));
-		ts->t = p;
-		ts->n = n;
+		memset(p + ts->nlive, 0, (n - ts->nlive) * sizeof(*p));
+		ts->live = p;
+		ts->nlive = n;
 	}
-	if (!ts->t[cpu])
-		ts->t[cpu] = rec_thread_new(c, cpu);
-	return ts->t[cpu];
+	if (!ts->live[cpu].t) {
+		if (ts->n == ts->cap) {
+			size_t n = ts->cap ? ts->cap * 2 : 16;
+			struct rec_thread_stats *d = realloc(ts->done,
+							     n * sizeof(*d));
+
+			if (!d) {
+				rec_fail(c, "out of memory");
+				return NULL;
+			}
+			ts->done = d;
+			ts->cap = n;
+		}
+		ts->live[cpu].t = rec_thread_new(c, (unsigned) ts->n);
+		ts->live[cpu].sys_seq = 0;
+		if (!ts->live[cpu].t)
+			return NULL;
+		memset(&ts->done[ts->n], 0, sizeof(ts->done[ts->n]));
+		ts->n++;
+	}
+	return ts->live[cpu].t;
+}
+
+/* The thread on CPU @cpu ended: close its files, keep its figures and
+ * free the rest, so that a program creating threads without end costs a
+ * summary per thread, not a thread's buffers and descriptors. */
+static int end_thread(struct threads *ts, size_t cpu)
+{
+	struct rec_thread *t = ts->live[cpu].t;
+	struct rec_thread_stats s;
+	int rc = rec_thread_end(t);
+
+	rec_thread_stats(t, &s);
+	ts->done[s.idx] = s;
+	if (ts->last == t)
+		ts->last = NULL;
+	rec_thread_free(t);
+	ts->live[cpu].t = NULL;
+	ts->live[cpu].sys_seq = 0;
+	return rc;
 }
 
 static uint64_t hex(const char *s, const char **end)
@@ -264,93 +317,125 @@ static uint64_t hex(const char *s, const char **end)
 	return v;
 }
 
-static void add_clone(struct rec_ctx *c, const char *ret)
+static int is_digit(char ch)
 {
-	long v = strtol(ret, NULL, 10);
+	return ch >= '0' && ch <= '9';
+}
 
-	c->clone_open = 0;
-	if (v <= 0)
-		return;         /* failed: no thread */
+/* Whether @v, a syscall's return printed while a clone awaits its own,
+ * can be the new thread's tid.  Other threads' syscalls return between
+ * (the new thread's own set_robust_list often does, before the clone
+ * returns in the parent; getppid gives a process id), so a value counts
+ * only if it is no task of another process: a task of the guest, or no
+ * task at all any more (a thread that exited before the recorder read
+ * this line; qemu is at most a pipe's worth ahead). */
+static int may_be_tid(const struct rec_ctx *c, long v)
+{
+	char p[64];
+
+	if (v <= 0 || v == (long) c->pid)
+		return 0;
+	snprintf(p, sizeof(p), "/proc/%d/task/%ld", (int) c->pid, v);
+	if (access(p, F_OK) == 0)
+		return 1;
+	snprintf(p, sizeof(p), "/proc/%ld", v);
+	return access(p, F_OK) != 0;
+}
+
+/* A syscall's return, " = VALUE" (@s after the " = "): the tid a waiting
+ * clone returned if it is a plain positive number that may be one
+ * (errors read "-1 errno=N (...)", pointers "0x..."). */
+static void sys_return(struct rec_ctx *c, const char *s)
+{
+	const char *p = s;
+	long v = 0;
+
+	if (c->clone_wait >= c->nclones)
+		return;
+	while (is_digit(*p) && v < 1L << 30)
+		v = v * 10 + (*p++ - '0');
+	if (p == s || *p || !may_be_tid(c, v))
+		return;
+	c->clones[c->clone_wait++] = (pid_t) v;
+}
+
+static void add_clone(struct rec_ctx *c)
+{
 	if (c->nclones == c->capclones) {
 		size_t n = c->capclones ? c->capclones * 2 : 16;
 		pid_t *p = realloc(c->clones, n * sizeof(*p));
 
-		if (!p)
-			return; /* the thread gets a synthetic tid */
+		if (!p) {
+			rec_fail(c, "out of memory");
+			return;
+		}
 		c->clones = p;
 		c->capclones = n;
 	}
-	c->clones[c->nclones++] = (pid_t) v;
+	c->clones[c->nclones++] = 0;
 }
 
-/* qemu's strace of a thread's creation: "PID clone(...CLONE_THREAD...)"
- * then " = TID" once it returned, on the same line or (when other threads'
- * lines came between) at the start of a later one.  Only the first
- * " = " after a clone is taken: another thread's syscall finishing in
- * between would be misread (not seen in the suite; the tids would be
- * wrong, not the traces). */
-static void clone_tid(struct rec_ctx *c, const char *s)
+/* The start of a syscall's strace, "PID NAME(ARGS...)" (@name: NAME).
+ * qemu prints it between the thread's Trace line of the syscall
+ * instruction and anything else the thread logs, but other threads'
+ * lines may come between: it belongs to the thread whose syscall has been
+ * waiting for its strace longest.  "exit(" is a thread's end (a process's
+ * is exit_group): qemu frees the thread's CPU index, and the next thread
+ * created may get it.  Returns the end of NAME. */
+static const char *sys_call(struct rec_ctx *c, struct threads *ts,
+			    const char *name)
 {
-	const char *p = strstr(s, " clone(");
+	const char *e = name, *close;
+	size_t i, who = SIZE_MAX;
 
-	if (p && strstr(p, "CLONE_THREAD")) {
-		const char *r = strstr(p, ") = ");
+	while ((*e >= 'a' && *e <= 'z') || (*e >= 'A' && *e <= 'Z') ||
+	       is_digit(*e) || *e == '_')
+		e++;
+	for (i = 0; i < ts->nlive; i++) {
+		const struct slot *sl = &ts->live[i];
 
-		c->clone_open = 1;
-		if (r)
-			add_clone(c, r + 4);
-		return;
+		if (sl->t && sl->sys_seq && rec_thread_in_syscall(sl->t) &&
+		    (who == SIZE_MAX || sl->sys_seq < ts->live[who].sys_seq))
+			who = i;
 	}
-	if (c->clone_open && !strncmp(s, " = ", 3))
-		add_clone(c, s + 3);
+	if (who != SIZE_MAX)
+		ts->live[who].sys_seq = 0;
+	if (*e != '(')
+		return e;       /* "Unknown syscall N" */
+	if (e - name == 5 && !strncmp(name, "clone", 5)) {
+		/* clone's flags hold no parenthesis */
+		const char *f = strstr(e, "CLONE_THREAD");
+
+		close = strchr(e, ')');
+		if (f && close && f < close)
+			add_clone(c);
+	} else if (e - name == 4 && !strncmp(name, "exit", 4) &&
+		   who != SIZE_MAX) {
+		end_thread(ts, who);
+	}
+	return e;
 }
 
-pid_t rec_tid(const struct rec_ctx *c, unsigned cpu, int *real)
+pid_t rec_tid(const struct rec_ctx *c, unsigned idx, int *real)
 {
 	*real = 1;
-	if (cpu == 0)
+	if (idx == 0)
 		return c->pid;
-	if (cpu - 1 < c->nclones)
-		return c->clones[cpu - 1];
+	if (idx - 1 < c->nclones && c->clones[idx - 1])
+		return c->clones[idx - 1];
 	*real = 0;
-	return (pid_t) (4194304 + cpu);
+	return (pid_t) (4194304 + idx);
 }
 
-/* One line of the log. */
-static void line(struct rec_ctx *c, struct threads *ts, const char *s,
-		 int *sig, struct rec_thread **last)
+/* "Trace CPU: HOSTPTR [CSBASE/PC/FLAGS/CFLAGS] SYM" from after "Trace ". */
+static void trace(struct rec_ctx *c, struct threads *ts, const char *p)
 {
-	const char *p = s, *e;
+	const char *e;
 	unsigned cpu = 0;
 	uint64_t pc;
 	struct rec_thread *t;
 
-	if (strncmp(s, "Trace ", 6)) {
-		clone_tid(c, s);
-		if (!strncmp(s, "--- SIG", 7) || strstr(s, "--- SIG"))
-			*sig = 1;
-		/* "Stopped execution of TB chain before HOSTPTR [PC] SYM":
-		 * the block logged last for PC did not run. */
-		if ((p = strstr(s, "Stopped execution of TB chain before"))) {
-			size_t i;
-
-			p = strchr(p, '[');
-			if (!p)
-				return;
-			pc = hex(p + 1, &e);
-			if (*last && rec_thread_retract(*last, pc))
-				return;
-			for (i = 0; i < ts->n; i++)
-				if (ts->t[i] && rec_thread_retract(ts->t[i], pc))
-					return;
-			return;
-		}
-		p = strstr(s, "Trace ");
-		if (!p)
-			return;
-	}
-	p += 6;
-	while (*p >= '0' && *p <= '9')
+	while (is_digit(*p) && cpu < 1u << 20)
 		cpu = cpu * 10 + (unsigned) (*p++ - '0');
 	p = strchr(p, '[');
 	if (!p || !(p = strchr(p, '/')))
@@ -361,18 +446,73 @@ static void line(struct rec_ctx *c, struct threads *ts, const char *s,
 	t = thread_of(c, ts, cpu);
 	if (!t)
 		return;
-	rec_thread_step(t, pc, *sig);
-	*sig = 0;
-	*last = t;
+	rec_thread_step(t, pc, ts->sig);
+	ts->live[cpu].sys_seq = rec_thread_in_syscall(t) ? ++ts->seq : 0;
+	ts->sig = 0;
+	ts->last = t;
+}
+
+/* One line of the log.  Trace lines are nearly all of it and start the
+ * line; the rest is strace, whose pieces (a call "PID NAME(ARGS)", its
+ * return " = VALUE\n", a signal "--- SIG... ---\n") each come whole but
+ * may share a line with other threads' pieces, in the order they were
+ * logged: read in that order, up to a Trace line that ends the line. */
+static void line(struct rec_ctx *c, struct threads *ts, const char *s)
+{
+	const char *p, *e;
+	size_t pidlen;
+	char pid[16];
+	uint64_t pc;
+
+	if (!strncmp(s, "Trace ", 6)) {
+		trace(c, ts, s + 6);
+		return;
+	}
+	pidlen = (size_t) snprintf(pid, sizeof(pid), "%d ", (int) c->pid);
+	for (p = s; *p && !c->failed; p++) {
+		if (*p == 'T' && !strncmp(p, "Trace ", 6)) {
+			trace(c, ts, p + 6);
+			return;
+		}
+		if (*p == '-' && !strncmp(p, "--- SIG", 7)) {
+			ts->sig = 1;
+			return;
+		}
+		/* "Stopped execution of TB chain before HOSTPTR [PC] SYM":
+		 * the block logged last for PC did not run. */
+		if (*p == 'S' && !strncmp(p, "Stopped execution of TB chain "
+					  "before", 36)) {
+			size_t i;
+
+			p = strchr(p, '[');
+			if (!p)
+				return;
+			pc = hex(p + 1, &e);
+			if (ts->last && rec_thread_retract(ts->last, pc))
+				return;
+			for (i = 0; i < ts->nlive; i++)
+				if (ts->live[i].t &&
+				    rec_thread_retract(ts->live[i].t, pc))
+					return;
+			return;
+		}
+		if (*p == ' ' && !strncmp(p, " = ", 3) &&
+		    (p == s || p[-1] == ')')) {
+			sys_return(c, p + 3);
+			p += 2;
+			continue;
+		}
+		if ((p == s || !is_digit(p[-1])) && !strncmp(p, pid, pidlen) &&
+		    ((p[pidlen] >= 'a' && p[pidlen] <= 'z') ||
+		     (p[pidlen] >= 'A' && p[pidlen] <= 'Z')))
+			p = sys_call(c, ts, p + pidlen) - 1;
+	}
 }
 
 static int pump(struct rec_ctx *c, struct threads *ts, int fd)
 {
 	size_t cap = 1u << 20, len = 0;
 	char *buf = malloc(cap + 1);
-	struct rec_thread *last = NULL;
-	int sig = 0;
-
 	if (!buf) {
 		rec_fail(c, "out of memory");
 		return -1;
@@ -390,7 +530,7 @@ static int pump(struct rec_ctx *c, struct threads *ts, int fd)
 		s = buf;
 		while (!c->failed && (nl = memchr(s, '\n', len - (size_t) (s - buf)))) {
 			*nl = 0;
-			line(c, ts, s, &sig, &last);
+			line(c, ts, s);
 			s = nl + 1;
 		}
 		if (c->failed)
@@ -405,6 +545,28 @@ static int pump(struct rec_ctx *c, struct threads *ts, int fd)
 	}
 	free(buf);
 	return c->failed ? -1 : 0;
+}
+
+/* The end of thread @s's truth: the ids perf.data uses for it (an
+ * extension of TRUTH.md; readers skip unknown lines) and its counts. */
+static int truth_trailer(const struct rec_ctx *c,
+			 const struct rec_thread_stats *s)
+{
+	char p[PATH_MAX];
+	FILE *fp;
+	pid_t tid;
+	int real;
+
+	snprintf(p, sizeof(p), "%s/t%u.truth", c->tmpdir, s->idx);
+	fp = fopen(p, "a");
+	if (!fp)
+		return -1;
+	tid = rec_tid(c, s->idx, &real);
+	fprintf(fp, "tid %d %d %s\ninsns %llu\nblocks %llu\ngaps %llu\nend\n",
+		(int) c->pid, (int) tid, real ? "real" : "synthetic",
+		(unsigned long long) s->insns, (unsigned long long) s->blocks,
+		(unsigned long long) s->gaps);
+	return fclose(fp) != 0 ? -1 : 0;
 }
 
 static int write_raw_extras(const struct rec_ctx *c, const struct threads *ts,
@@ -456,20 +618,18 @@ static int write_raw_extras(const struct rec_ctx *c, const struct threads *ts,
 			(unsigned long long) c->im.mods[i]->lo,
 			(unsigned long long) c->im.mods[i]->hi,
 			c->im.mods[i]->filtered ? " filtered" : "");
-	for (i = 0; i < ts->n; i++)
-		if (ts->t[i]) {
-			struct rec_thread_stats s;
+	for (i = 0; i < ts->n; i++) {
+		const struct rec_thread_stats *s = &ts->done[i];
 
-			rec_thread_stats(ts->t[i], &s);
-			tid = rec_tid(c, s.cpu, &real);
-			fprintf(fp, "thread %u tid %d%s insns %llu blocks %llu "
-				"gaps %llu bytes %llu\n", s.cpu, (int) tid,
-				real ? "" : " synthetic",
-				(unsigned long long) s.insns,
-				(unsigned long long) s.blocks,
-				(unsigned long long) s.gaps,
-				(unsigned long long) s.bytes);
-		}
+		tid = rec_tid(c, s->idx, &real);
+		fprintf(fp, "thread %u tid %d%s insns %llu blocks %llu "
+			"gaps %llu bytes %llu\n", s->idx, (int) tid,
+			real ? "" : " synthetic",
+			(unsigned long long) s->insns,
+			(unsigned long long) s->blocks,
+			(unsigned long long) s->gaps,
+			(unsigned long long) s->bytes);
+	}
 	return fclose(fp) != 0 ? -1 : 0;
 }
 
@@ -480,11 +640,10 @@ static void unlink_truths(const char *final, const struct threads *ts,
 	char p[PATH_MAX];
 	size_t i;
 
-	for (i = 0; i < upto && i < ts->n; i++)
-		if (ts->t[i]) {
-			snprintf(p, sizeof(p), "%s.t%zu.truth", final, i);
-			unlink(p);
-		}
+	for (i = 0; i < upto && i < ts->n; i++) {
+		snprintf(p, sizeof(p), "%s.t%zu.truth", final, i);
+		unlink(p);
+	}
 }
 
 /* --raw DIR may exist when it is empty. */
@@ -517,7 +676,7 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 	    struct rec_result *res, char *err, size_t errlen)
 {
 	struct rec_ctx c;
-	struct threads ts = { NULL, 0 };
+	struct threads ts;
 	struct qemu q = { -1, -1 };
 	struct timespec t0, t1;
 	char *exe = NULL, *tmp = NULL, *final = NULL;
@@ -526,6 +685,7 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 
 	memset(res, 0, sizeof(*res));
 	memset(&c, 0, sizeof(c));
+	memset(&ts, 0, sizeof(ts));
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (!argv || !argv[0])
 		return errf(err, errlen, "no program to record");
@@ -585,9 +745,20 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 		goto out;
 	}
 	res->exit_status = WEXITSTATUS(status);
-	for (i = 0; i < ts.n; i++)
-		if (ts.t[i] && rec_thread_end(ts.t[i]) < 0)
+	/* The threads still on a CPU end with the log, in creation order. */
+	for (;;) {
+		size_t k = SIZE_MAX;
+
+		for (i = 0; i < ts.nlive; i++)
+			if (ts.live[i].t && (k == SIZE_MAX ||
+			    rec_thread_idx(ts.live[i].t) <
+			    rec_thread_idx(ts.live[k].t)))
+				k = i;
+		if (k == SIZE_MAX)
+			break;
+		if (end_thread(&ts, k) < 0)
 			goto out;
+	}
 	for (i = 0; i < c.sched.n; i++) {
 		if (rec_stream_close(&c.sched.cpus[i].s) < 0) {
 			errf(err, errlen, "%s: cannot write: %s",
@@ -601,18 +772,20 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 		     "qemu-user 7.2 with -singlestep and -d exec?)", o->qemu);
 		goto out;
 	}
+	for (i = 0; i < ts.n; i++)
+		if (truth_trailer(&c, &ts.done[i]) < 0) {
+			errf(err, errlen, "%s: cannot write: %s", tmp,
+			     strerror(errno));
+			goto out;
+		}
 	res->executed = c.executed;
 	res->oddities = c.oddities;
 	res->modules = (unsigned) c.im.nmods;
-	for (i = 0; i < ts.n; i++)
-		if (ts.t[i]) {
-			struct rec_thread_stats s;
-
-			rec_thread_stats(ts.t[i], &s);
-			res->threads++;
-			res->traced += s.insns;
-			res->bytes += s.bytes;
-		}
+	for (i = 0; i < ts.n; i++) {
+		res->threads++;
+		res->traced += ts.done[i].insns;
+		res->bytes += ts.done[i].bytes;
+	}
 	if (o->raw_dir) {
 		if (write_raw_extras(&c, &ts, res) < 0) {
 			errf(err, errlen, "%s: cannot write: %s", tmp,
@@ -640,20 +813,17 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 			errf(err, errlen, "out of memory");
 			goto out;
 		}
-		for (i = 0; i < ts.n; i++)
-			if (ts.t[i]) {
-				struct rec_thread_stats s;
+		for (i = 0; i < ts.n; i++) {
+			const struct rec_thread_stats *s = &ts.done[i];
 
-				rec_thread_stats(ts.t[i], &s);
-				snprintf(paths[n], PATH_MAX, "%s/t%u.pt", tmp,
-					 s.cpu);
-				pt[n].cpu = s.cpu;
-				pt[n].pt_path = paths[n];
-				pt[n].first_tsc = s.first_tsc;
-				pt[n].last_tsc = s.last_tsc;
-				pt[n].tid = rec_tid(&c, s.cpu, &real);
-				n++;
-			}
+			snprintf(paths[n], PATH_MAX, "%s/t%u.pt", tmp, s->idx);
+			pt[n].idx = s->idx;
+			pt[n].pt_path = paths[n];
+			pt[n].first_tsc = s->first_tsc;
+			pt[n].last_tsc = s->last_tsc;
+			pt[n].tid = rec_tid(&c, s->idx, &real);
+			n++;
+		}
 		snprintf(pdata, sizeof(pdata), "%s/perf.data", tmp);
 		rc = rec_perf_write(pdata, &c, q.pid, comm, pt, n, err,
 				    errlen);
@@ -664,21 +834,17 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 		rc = -1;
 		/* The truth goes beside the perf.data (OUT.tN.truth), then
 		 * the perf.data itself: it appears last, or not at all. */
-		for (i = 0; i < ts.n; i++)
-			if (ts.t[i]) {
-				char from[PATH_MAX], to[PATH_MAX];
+		for (i = 0; i < ts.n; i++) {
+			char from[PATH_MAX], to[PATH_MAX];
 
-				snprintf(from, sizeof(from), "%s/t%zu.truth",
-					 tmp, i);
-				snprintf(to, sizeof(to), "%s.t%zu.truth", final,
-					 i);
-				if (rename(from, to) < 0) {
-					errf(err, errlen, "%s: %s", to,
-					     strerror(errno));
-					unlink_truths(final, &ts, i);
-					goto out;
-				}
+			snprintf(from, sizeof(from), "%s/t%zu.truth", tmp, i);
+			snprintf(to, sizeof(to), "%s.t%zu.truth", final, i);
+			if (rename(from, to) < 0) {
+				errf(err, errlen, "%s: %s", to, strerror(errno));
+				unlink_truths(final, &ts, i);
+				goto out;
 			}
+		}
 		if (rename(pdata, final) < 0) {
 			errf(err, errlen, "%s: %s", final, strerror(errno));
 			unlink_truths(final, &ts, ts.n);
@@ -690,9 +856,10 @@ out:
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	res->seconds = (double) (t1.tv_sec - t0.tv_sec) +
 		       (double) (t1.tv_nsec - t0.tv_nsec) / 1e9;
-	for (i = 0; i < ts.n; i++)
-		rec_thread_free(ts.t[i]);
-	free(ts.t);
+	for (i = 0; i < ts.nlive; i++)
+		rec_thread_free(ts.live[i].t);
+	free(ts.live);
+	free(ts.done);
 	if (c.im.cache)
 		rec_image_fini(&c.im);
 	rec_sched_fini(&c.sched);

@@ -52,7 +52,7 @@ struct held {
 
 struct rec_thread {
 	struct rec_ctx *c;
-	unsigned cpu;           /* qemu's CPU: the thread's index */
+	unsigned idx;           /* creation order: the thread's number */
 	FILE *truth;
 	char truth_path[512];
 	/* where packets go: own (per-thread mode) or the CPU the thread runs
@@ -108,7 +108,7 @@ static void header(struct rec_thread *t)
 	fprintf(t->truth, "htr-synth-truth 1\nseed 0\nscenario record\n"
 		"elf %s\ntrace t%u.pt\nbase %#llx\n"
 		"decoder cpuid_0x15_eax 1 cpuid_0x15_ebx 1 mtc_freq 0 "
-		"nom_freq 0\n", t->c->exe, t->cpu,
+		"nom_freq 0\n", t->c->exe, t->idx,
 		exe ? (unsigned long long) exe->base : 0ull);
 }
 
@@ -233,7 +233,7 @@ static void push_frame(struct rec_thread *t, uint64_t ret, uint64_t entry)
 
 		if (n > MAX_DEPTH) {
 			rec_fail(t->c, "thread %u: more than %u nested calls",
-				 t->cpu, MAX_DEPTH);
+				 t->idx, MAX_DEPTH);
 			return;
 		}
 		s = realloc(t->st, n * sizeof(*s));
@@ -386,7 +386,7 @@ static void leave_cpu(struct rec_thread *t)
 {
 	if (!t->c->sched.n)
 		return;
-	rec_sched_release(t->c, t->cpu);
+	rec_sched_release(t->c, t->idx);
 	t->s = NULL;
 }
 
@@ -394,7 +394,7 @@ static void leave_cpu(struct rec_thread *t)
 static void arrive(struct rec_thread *t, const struct rec_insn *in)
 {
 	/* After a syscall the thread needs a CPU again (--cpus). */
-	rec_sched_need(t->c, t, t->cpu);
+	rec_sched_need(t->c, t, t->idx);
 	if (t->c->failed)
 		return;
 	if (!t->on && in->traced) {
@@ -523,7 +523,7 @@ static int hold(struct rec_thread *t, uint64_t pc, int sig)
 		if (n > MAX_HELD) {
 			rec_fail(t->c, "thread %u: a signal handler ran more "
 				 "than %u instructions after an ambiguous "
-				 "branch", t->cpu, MAX_HELD);
+				 "branch", t->idx, MAX_HELD);
 			return -1;
 		}
 		q = realloc(t->hq, n * sizeof(*q));
@@ -690,7 +690,7 @@ int rec_thread_retract(struct rec_thread *t, uint64_t pc)
 int rec_thread_step(struct rec_thread *t, uint64_t pc, int sig)
 {
 	t->c->executed++;
-	rec_sched_need(t->c, t, t->cpu);
+	rec_sched_need(t->c, t, t->idx);
 	return step(t, pc, sig);
 }
 
@@ -725,7 +725,7 @@ void rec_thread_switch_in(struct rec_thread *t, struct rec_stream *s)
 	}
 }
 
-struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned cpu)
+struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned idx)
 {
 	struct rec_thread *t = calloc(1, sizeof(*t));
 	char p[512];
@@ -735,14 +735,14 @@ struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned cpu)
 		return NULL;
 	}
 	t->c = c;
-	t->cpu = cpu;
+	t->idx = idx;
 	t->dtime = c->clock;
 	t->first_tsc = c->clock;
 	snprintf(t->truth_path, sizeof(t->truth_path), "%s/t%u.truth",
-		 c->tmpdir, cpu);
+		 c->tmpdir, idx);
 	t->truth = fopen(t->truth_path, "w");
 	if (!c->sched.n) {
-		snprintf(p, sizeof(p), "%s/t%u.pt", c->tmpdir, cpu);
+		snprintf(p, sizeof(p), "%s/t%u.pt", c->tmpdir, idx);
 		if (rec_stream_open(&t->own, p, c->clock) < 0) {
 			rec_thread_free(t);
 			t = NULL;
@@ -760,12 +760,19 @@ struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned cpu)
 	return t;
 }
 
+int rec_thread_in_syscall(const struct rec_thread *t)
+{
+	if (t->holding)
+		return t->hlast.kind == RK_SYSCALL;
+	return t->have_cur && !t->retracted && t->cur.kind == RK_SYSCALL;
+}
+
 int rec_thread_end(struct rec_thread *t)
 {
 	int rc = 0;
 
 	/* Its last instruction runs on a CPU too (--cpus). */
-	rec_sched_need(t->c, t, t->cpu);
+	rec_sched_need(t->c, t, t->idx);
 	if (t->c->failed)
 		return -1;
 	if (t->holding) {
@@ -793,19 +800,9 @@ int rec_thread_end(struct rec_thread *t)
 		close_frame(t, &t->st[t->depth - 1], "T");
 		t->depth--;
 	}
-	{
-		int real;
-		pid_t tid = rec_tid(t->c, t->cpu, &real);
-
-		/* An extension of TRUTH.md (readers skip unknown lines): the
-		 * process and thread ids perf.data uses for this thread. */
-		fprintf(t->truth, "tid %d %d %s\n", (int) t->c->pid, (int) tid,
-			real ? "real" : "synthetic");
-	}
-	fprintf(t->truth, "insns %llu\nblocks %llu\ngaps %llu\nend\n",
-		(unsigned long long) t->id, (unsigned long long) t->blocks,
-		(unsigned long long) t->gaps);
-	/* Exited (or killed): off its CPU. */
+	/* Exited (or killed): off its CPU.  The truth's trailer (tid and
+	 * counts) waits for the end of the run: the clone's return that
+	 * names the tid may come after the exit. */
 	leave_cpu(t);
 	if (t->s == &t->own && rec_stream_close(&t->own) < 0)
 		rc = -1;
@@ -820,7 +817,7 @@ int rec_thread_end(struct rec_thread *t)
 
 void rec_thread_stats(const struct rec_thread *t, struct rec_thread_stats *s)
 {
-	s->cpu = t->cpu;
+	s->idx = t->idx;
 	s->insns = t->id;
 	s->blocks = t->blocks;
 	s->gaps = t->gaps;
@@ -828,6 +825,11 @@ void rec_thread_stats(const struct rec_thread *t, struct rec_thread_stats *s)
 	s->bytes = rec_stream_bytes(&t->own);
 	s->first_tsc = t->first_tsc;
 	s->last_tsc = t->dtime;
+}
+
+unsigned rec_thread_idx(const struct rec_thread *t)
+{
+	return t->idx;
 }
 
 void rec_thread_free(struct rec_thread *t)
