@@ -1,6 +1,9 @@
 /* CPU-wide builds: see cpuwide.h. */
 #include "cpuwide.h"
 
+#include "abi.h"
+#include "htr/cpuwide.h"
+
 #include "le.h"
 #include "pipe.h"
 
@@ -23,7 +26,7 @@ struct piece {
 	uint64_t enable_ip;
 	uint64_t off_ip, off_offset;
 	uint32_t owner;          /* index into the threads, or NONE */
-	uint32_t cpu;            /* index into pd->cpus */
+	uint32_t cpu;            /* index into in->cpus */
 	uint32_t nlead;          /* leading gaps: copies of the previous
 				  * piece's trailing ones */
 	uint8_t enabled;         /* began where tracing was enabled */
@@ -39,7 +42,7 @@ struct slot {
 
 struct cw {
 	struct htr_builder *b;
-	const struct htr_perfdata *pd;
+	const struct htr_cpuwide_input *in;
 	struct htr_cpuwide_thread *t;
 	size_t n;
 	struct htr_cpuwide_stats *cs;
@@ -257,17 +260,16 @@ static int on_progress(void *ctx, uint64_t offset)
 /* The switches of CPU @cpu (a CPU number) as TSC slots. */
 static int cpu_slots(struct cw *w, uint32_t cpu)
 {
-	const struct htr_perfdata *pd = w->pd;
+	const struct htr_cpuwide_input *in = w->in;
 	size_t i;
 
 	w->nslots = 0;
-	for (i = 0; i < pd->nswitches; i++) {
-		const struct htr_perf_switch *s = &pd->switches[i];
+	for (i = 0; i < in->nswitches; i++) {
+		const struct htr_cpuwide_switch *s = &in->switches[i];
 
 		if (s->cpu != cpu)
 			continue;
-		w->slots[w->nslots].tsc = htr_perfdata__time_to_tsc(pd,
-								    s->time);
+		w->slots[w->nslots].tsc = s->tsc;
 		w->slots[w->nslots].tid = s->tid;
 		w->nslots++;
 	}
@@ -277,7 +279,7 @@ static int cpu_slots(struct cw *w, uint32_t cpu)
 /* Decode CPU stream @c into the spool and the piece index. */
 static int decode_cpu(struct cw *w, uint32_t c, uint64_t *hash)
 {
-	const struct htr_perf_cpu *pc = &w->pd->cpus[c];
+	const struct htr_cpuwide_stream *pc = &w->in->cpus[c];
 	struct htr_decode_sink sink;
 	struct htr_decode_cfg cfg;
 	struct htr_ev_sink k;
@@ -289,14 +291,14 @@ static int decode_cpu(struct cw *w, uint32_t c, uint64_t *hash)
 	if (!pc->pt_bytes)
 		return 0;
 	if (pc->nchunks == 1) {
-		data = w->pd->data + pc->chunks[0].offset;
+		data = pc->base + pc->chunks[0].offset;
 	} else {
 		buf = malloc((size_t) pc->pt_bytes);
 		if (!buf)
 			return htr_err__set(&w->b->err, HTR_ERR_NOMEM,
 					    "out of memory");
 		for (i = 0, at = 0; i < pc->nchunks; i++) {
-			memcpy(buf + at, w->pd->data + pc->chunks[i].offset,
+			memcpy(buf + at, pc->base + pc->chunks[i].offset,
 			       (size_t) pc->chunks[i].size);
 			at += (size_t) pc->chunks[i].size;
 		}
@@ -473,9 +475,9 @@ static FILE *spool_file(struct htr_builder *b)
 	return f;
 }
 
-int htr_cpuwide__build(struct htr_builder *b, const struct htr_perfdata *pd,
-		       struct htr_cpuwide_thread *t, size_t n,
-		       struct htr_cpuwide_stats *cs)
+int htr_cpuwide__run(struct htr_builder *b, const struct htr_cpuwide_input *in,
+		     struct htr_cpuwide_thread *t, size_t n,
+		     struct htr_cpuwide_stats *cs)
 {
 	struct cw w;
 	struct piece **v = NULL;
@@ -487,15 +489,15 @@ int htr_cpuwide__build(struct htr_builder *b, const struct htr_perfdata *pd,
 	memset(&w, 0, sizeof(w));
 	htr_cpuwide__stats_free(cs);
 	w.b = b;
-	w.pd = pd;
+	w.in = in;
 	w.t = t;
 	w.n = n;
 	w.cs = cs;
 	for (i = 0; i < n; i++)
 		t[i].built = 0;
-	for (c = 0; c < pd->ncpus; c++)
-		w.total_bytes += pd->cpus[c].pt_bytes;
-	w.slots = malloc((pd->nswitches ? pd->nswitches : 1) *
+	for (c = 0; c < in->ncpus; c++)
+		w.total_bytes += in->cpus[c].pt_bytes;
+	w.slots = malloc((in->nswitches ? in->nswitches : 1) *
 			 sizeof(*w.slots));
 	w.buf = malloc(SPOOL_BUF * sizeof(*w.buf));
 	if (!w.slots || !w.buf) {
@@ -507,7 +509,7 @@ int htr_cpuwide__build(struct htr_builder *b, const struct htr_perfdata *pd,
 		rc = b->err.code;
 		goto out;
 	}
-	for (c = 0; c < pd->ncpus && rc == 0; c++)
+	for (c = 0; c < in->ncpus && rc == 0; c++)
 		rc = decode_cpu(&w, c, &hash);
 	if (rc == 0 && fflush(w.spool) != 0)
 		rc = htr_err__sys(&b->err, "CPU-wide build: temporary file");
@@ -537,8 +539,356 @@ out:
 	return rc;
 }
 
+/* A perf.data's per-CPU streams and switches as the input (the switches
+ * are already sorted by (cpu, time); perf time to TSC keeps that order). */
+int htr_cpuwide__build(struct htr_builder *b, const struct htr_perfdata *pd,
+		       struct htr_cpuwide_thread *t, size_t n,
+		       struct htr_cpuwide_stats *cs)
+{
+	struct htr_cpuwide_input in;
+	struct htr_cpuwide_stream *cpus;
+	struct htr_cpuwide_switch *sw;
+	size_t i;
+	int rc;
+
+	cpus = malloc((pd->ncpus ? pd->ncpus : 1) * sizeof(*cpus));
+	sw = malloc((pd->nswitches ? pd->nswitches : 1) * sizeof(*sw));
+	if (!cpus || !sw) {
+		free(cpus);
+		free(sw);
+		return htr_err__set(&b->err, HTR_ERR_NOMEM, "out of memory");
+	}
+	for (i = 0; i < pd->ncpus; i++) {
+		cpus[i].cpu = pd->cpus[i].cpu;
+		cpus[i].base = pd->data;
+		cpus[i].chunks = pd->cpus[i].chunks;
+		cpus[i].nchunks = pd->cpus[i].nchunks;
+		cpus[i].pt_bytes = pd->cpus[i].pt_bytes;
+	}
+	for (i = 0; i < pd->nswitches; i++) {
+		sw[i].tsc = htr_perfdata__time_to_tsc(pd, pd->switches[i].time);
+		sw[i].cpu = pd->switches[i].cpu;
+		sw[i].tid = pd->switches[i].tid;
+	}
+	in.cpus = cpus;
+	in.ncpus = pd->ncpus;
+	in.switches = sw;
+	in.nswitches = pd->nswitches;
+	rc = htr_cpuwide__run(b, &in, t, n, cs);
+	free(cpus);
+	free(sw);
+	return rc;
+}
+
 void htr_cpuwide__stats_free(struct htr_cpuwide_stats *cs)
 {
 	free(cs->other);
 	memset(cs, 0, sizeof(*cs));
+}
+
+/* ------------------------------------------------------------------ */
+/* The public API (htr/cpuwide.h): buffers and switches from memory as
+ * the same input a perf.data gives. */
+
+#define SWITCH_SIZE0 HTR_ABI_SIZE0(struct htr_switch, next_tid)
+#define CWINFO_SIZE0 HTR_ABI_SIZE0(struct htr_cpuwide_info, insns_unknown)
+#define STATS_SIZE0 HTR_ABI_SIZE0(struct htr_build_stats, timing_unusable)
+#define TINFO_SIZE0 HTR_ABI_SIZE0(struct htr_thread_info, clock_ns)
+
+struct api_cpu {
+	uint32_t cpu;
+	uint8_t *data;
+	size_t size, cap;
+	struct htr_perf_chunk chunk;
+};
+
+/* A switch as added, with its order (the tie-break of equal times). */
+struct api_switch {
+	struct htr_switch s;
+	uint64_t tsc;
+	size_t seq;
+};
+
+struct htr_cpuwide {
+	struct htr_builder *b;
+	struct api_cpu *cpus;
+	size_t ncpus;
+	struct api_switch *sw;
+	size_t nsw, capsw;
+	int have_clock;
+	uint32_t shift;
+	uint64_t mult, zero;
+	struct htr_cpuwide_thread *t;
+	size_t nt;
+	struct htr_cpuwide_stats cs;
+	int ran;                 /* the last run succeeded */
+};
+
+int htr_cpuwide_alloc(struct htr_cpuwide **out, struct htr_builder *b)
+{
+	if (!out)
+		return HTR_ERR_INVALID;
+	*out = NULL;
+	if (!b)
+		return HTR_ERR_INVALID;
+	*out = calloc(1, sizeof(**out));
+	if (!*out)
+		return HTR_ERR_NOMEM;
+	(*out)->b = b;
+	return 0;
+}
+
+void htr_cpuwide_free(struct htr_cpuwide *cw)
+{
+	size_t i;
+
+	if (!cw)
+		return;
+	for (i = 0; i < cw->ncpus; i++)
+		free(cw->cpus[i].data);
+	for (i = 0; i < cw->nt; i++)
+		free((char *) cw->t[i].out);
+	free(cw->cpus);
+	free(cw->sw);
+	free(cw->t);
+	htr_cpuwide__stats_free(&cw->cs);
+	free(cw);
+}
+
+int htr_cpuwide_set_clock(struct htr_cpuwide *cw, uint32_t time_shift,
+			  uint64_t time_mult, uint64_t time_zero)
+{
+	if (!cw || !time_mult || time_shift > 63)
+		return HTR_ERR_INVALID;
+	cw->have_clock = 1;
+	cw->shift = time_shift;
+	cw->mult = time_mult;
+	cw->zero = time_zero;
+	return 0;
+}
+
+int htr_cpuwide_add_trace(struct htr_cpuwide *cw, uint32_t cpu,
+			  const void *data, size_t size)
+{
+	struct api_cpu *c = NULL;
+	size_t i;
+
+	if (!cw || (!data && size))
+		return HTR_ERR_INVALID;
+	for (i = 0; i < cw->ncpus; i++)
+		if (cw->cpus[i].cpu == cpu)
+			c = &cw->cpus[i];
+	if (!c) {
+		c = realloc(cw->cpus, (cw->ncpus + 1) * sizeof(*c));
+		if (!c)
+			return htr_err__set(&cw->b->err, HTR_ERR_NOMEM,
+					    "out of memory");
+		cw->cpus = c;
+		c = &cw->cpus[cw->ncpus++];
+		memset(c, 0, sizeof(*c));
+		c->cpu = cpu;
+	}
+	if (size > c->cap - c->size) {
+		size_t nc = c->cap ? c->cap : 65536;
+		uint8_t *p;
+
+		while (nc - c->size < size) {
+			if (nc > SIZE_MAX / 2)
+				return htr_err__set(&cw->b->err, HTR_ERR_NOMEM,
+						    "out of memory");
+			nc *= 2;
+		}
+		p = realloc(c->data, nc);
+		if (!p)
+			return htr_err__set(&cw->b->err, HTR_ERR_NOMEM,
+					    "out of memory");
+		c->data = p;
+		c->cap = nc;
+	}
+	if (size)
+		memcpy(c->data + c->size, data, size);
+	c->size += size;
+	return 0;
+}
+
+int htr_cpuwide_add_switch(struct htr_cpuwide *cw, const struct htr_switch *sw)
+{
+	struct api_switch *v;
+	struct htr_switch s;
+
+	if (!cw || !sw || htr_abi__in(&s, sizeof(s), sw, sw->size,
+				      SWITCH_SIZE0) < 0 ||
+	    s.flags & ~(HTR_SWITCH_OUT | HTR_SWITCH_TSC))
+		return HTR_ERR_INVALID;
+	if (cw->nsw == cw->capsw) {
+		size_t nc = cw->capsw ? 2 * cw->capsw : 256;
+
+		v = realloc(cw->sw, nc * sizeof(*v));
+		if (!v)
+			return htr_err__set(&cw->b->err, HTR_ERR_NOMEM,
+					    "out of memory");
+		cw->sw = v;
+		cw->capsw = nc;
+	}
+	v = &cw->sw[cw->nsw];
+	v->s = s;
+	v->tsc = 0;
+	v->seq = cw->nsw++;
+	return 0;
+}
+
+int htr_cpuwide_add_thread(struct htr_cpuwide *cw,
+			   const struct htr_thread_info *info, const char *out)
+{
+	struct htr_cpuwide_thread *v;
+	struct htr_thread_info ti;
+	size_t i;
+	char *o;
+
+	if (!cw || !info || !out || htr_abi__in(&ti, sizeof(ti), info,
+						info->size, TINFO_SIZE0) < 0 ||
+	    ti.flags & ~(HTR_THREAD_NS | HTR_THREAD_WALL) ||
+	    ti.time_shift > 63 || !ti.tid)
+		return HTR_ERR_INVALID;
+	for (i = 0; i < cw->nt; i++)
+		if (cw->t[i].tid == ti.tid)
+			return htr_err__set(&cw->b->err, HTR_ERR_INVALID,
+					    "thread %u added twice", ti.tid);
+	o = strdup(out);
+	v = realloc(cw->t, (cw->nt + 1) * sizeof(*v));
+	if (!o || !v) {
+		free(o);
+		if (v)
+			cw->t = v;
+		return htr_err__set(&cw->b->err, HTR_ERR_NOMEM,
+				    "out of memory");
+	}
+	cw->t = v;
+	v = &cw->t[cw->nt++];
+	memset(v, 0, sizeof(*v));
+	v->tid = ti.tid;
+	v->out = o;
+	v->info = ti;
+	return 0;
+}
+
+/* The order of the switches a CPU-wide build needs: (cpu, tsc), then as
+ * they happened (perf time, then the order they were added). */
+static int by_cpu_time(const void *x, const void *y)
+{
+	const struct api_switch *a = x, *b = y;
+
+	if (a->s.cpu != b->s.cpu)
+		return a->s.cpu < b->s.cpu ? -1 : 1;
+	if (a->tsc != b->tsc)
+		return a->tsc < b->tsc ? -1 : 1;
+	if (a->s.time != b->s.time)
+		return a->s.time < b->s.time ? -1 : 1;
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+int htr_cpuwide_run(struct htr_cpuwide *cw)
+{
+	struct htr_cpuwide_input in;
+	struct htr_cpuwide_stream *cpus = NULL;
+	struct htr_cpuwide_switch *sw = NULL;
+	struct htr_err *err;
+	size_t i;
+	int rc;
+
+	if (!cw)
+		return HTR_ERR_INVALID;
+	err = &cw->b->err;
+	htr_err__clear(err);
+	cw->ran = 0;
+	for (i = 0; i < cw->nt; i++)
+		cw->t[i].built = 0;
+	if (!cw->ncpus || !cw->nt)
+		return htr_err__set(err, HTR_ERR_INVALID, "CPU-wide build: "
+				    "no %s added", cw->ncpus ? "thread" :
+				    "trace");
+	for (i = 0; i < cw->nsw; i++) {
+		struct api_switch *s = &cw->sw[i];
+
+		if (s->s.flags & HTR_SWITCH_TSC) {
+			s->tsc = s->s.time;
+		} else if (!cw->have_clock) {
+			return htr_err__set(err, HTR_ERR_INVALID, "CPU-wide "
+					    "build: a switch in perf time but "
+					    "no TSC conversion "
+					    "(htr_cpuwide_set_clock)");
+		} else {
+			s->tsc = htr_perfdata__ns_to_tsc(cw->shift, cw->mult,
+							 cw->zero, s->s.time);
+		}
+	}
+	qsort(cw->sw, cw->nsw, sizeof(*cw->sw), by_cpu_time);
+	cpus = malloc(cw->ncpus * sizeof(*cpus));
+	sw = malloc((cw->nsw ? cw->nsw : 1) * sizeof(*sw));
+	if (!cpus || !sw) {
+		rc = htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < cw->ncpus; i++) {
+		struct api_cpu *c = &cw->cpus[i];
+
+		c->chunk.offset = 0;
+		c->chunk.size = c->size;
+		cpus[i].cpu = c->cpu;
+		cpus[i].base = c->data;
+		cpus[i].chunks = &c->chunk;
+		cpus[i].nchunks = c->size ? 1 : 0;
+		cpus[i].pt_bytes = c->size;
+	}
+	for (i = 0; i < cw->nsw; i++) {
+		const struct htr_switch *s = &cw->sw[i].s;
+
+		sw[i].tsc = cw->sw[i].tsc;
+		sw[i].cpu = s->cpu;
+		/* Who runs from now on: the arriving thread, or the one a
+		 * switch-out names. */
+		sw[i].tid = s->flags & HTR_SWITCH_OUT ? s->next_tid : s->tid;
+	}
+	in.cpus = cpus;
+	in.ncpus = cw->ncpus;
+	in.switches = sw;
+	in.nswitches = cw->nsw;
+	rc = htr_cpuwide__run(cw->b, &in, cw->t, cw->nt, &cw->cs);
+	cw->ran = rc == 0;
+out:
+	free(cpus);
+	free(sw);
+	return rc;
+}
+
+int htr_cpuwide_thread_stats(const struct htr_cpuwide *cw, uint32_t tid,
+			     struct htr_build_stats *st, size_t size)
+{
+	size_t i;
+
+	if (!cw || !st || size < STATS_SIZE0)
+		return HTR_ERR_INVALID;
+	for (i = 0; i < cw->nt; i++)
+		if (cw->t[i].tid == tid && cw->t[i].built)
+			return htr_abi__out(st, size, &cw->t[i].stats,
+					    sizeof(cw->t[i].stats),
+					    STATS_SIZE0);
+	return HTR_ERR_NOTFOUND;
+}
+
+int htr_cpuwide_info(const struct htr_cpuwide *cw,
+		     struct htr_cpuwide_info *info, size_t size)
+{
+	struct htr_cpuwide_info x;
+
+	if (!cw || !info || size < CWINFO_SIZE0)
+		return HTR_ERR_INVALID;
+	if (!cw->ran)
+		return HTR_ERR_NOTFOUND;
+	memset(&x, 0, sizeof(x));
+	x.size = sizeof(x);
+	x.pieces = cw->cs.pieces;
+	x.insns_other = cw->cs.insns_other;
+	x.insns_unknown = cw->cs.insns_unknown;
+	return htr_abi__out(info, size, &x, sizeof(x), CWINFO_SIZE0);
 }

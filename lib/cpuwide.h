@@ -57,6 +57,43 @@ struct htr_cpuwide_stats {
 	size_t nother;
 };
 
+/* One CPU's stream: @nchunks pieces of @base, in order. */
+struct htr_cpuwide_stream {
+	uint32_t cpu;
+	const uint8_t *base;
+	const struct htr_perf_chunk *chunks;
+	size_t nchunks;
+	uint64_t pt_bytes;            /* sum of the chunks' sizes */
+};
+
+/* From @tsc on, thread @tid runs on @cpu (UINT32_MAX: unknown). */
+struct htr_cpuwide_switch {
+	uint64_t tsc;
+	uint32_t cpu, tid;
+};
+
+/* What a CPU-wide build reads, whoever parsed it (a perf.data, or the
+ * public API's buffers and switches): the switches sorted by (cpu, tsc),
+ * equal times in the order they happened. */
+struct htr_cpuwide_input {
+	const struct htr_cpuwide_stream *cpus;
+	size_t ncpus;
+	const struct htr_cpuwide_switch *switches;
+	size_t nswitches;
+};
+
+/*
+ * Build the threads @t[0..@n) of the CPU-wide input @in with @b's options
+ * and image (which must be the process of those threads); each thread's
+ * file is written only if some piece is its.  @cs (zeroed or from an
+ * earlier call) is refilled.  Progress goes to @b's callback (offsets
+ * over all CPUs' bytes).  Returns 0, or an error with the message on @b
+ * (files already written stay).
+ */
+int htr_cpuwide__run(struct htr_builder *b, const struct htr_cpuwide_input *in,
+		     struct htr_cpuwide_thread *t, size_t n,
+		     struct htr_cpuwide_stats *cs);
+
 /*
  * Build the threads @t[0..@n) of the CPU-wide recording @pd with @b's
  * options and image (which must be the process of those threads); each

@@ -905,27 +905,36 @@ static int sort_switches(struct htr_perf_switch *v, size_t n)
 	return 0;
 }
 
-uint64_t htr_perfdata__time_to_tsc(const struct htr_perfdata *pd, uint64_t ns)
+uint64_t htr_perfdata__ns_to_tsc(uint64_t shift, uint64_t mult, uint64_t zero,
+				 uint64_t ns)
 {
-	const struct htr_perf_pt *pt = &pd->pt;
 	uint64_t t, quot, rem;
 
-	if (!pt->present || !pt->time_mult || pt->time_shift > 63)
+	if (!mult || shift > 63)
 		return ns;
-	t = ns > pt->time_zero ? ns - pt->time_zero : 0;
-	quot = t / pt->time_mult;
-	rem = t % pt->time_mult;
+	t = ns > zero ? ns - zero : 0;
+	quot = t / mult;
+	rem = t % mult;
 	/* (quot << shift) + (rem << shift) / mult, saturating. */
-	if (pt->time_shift && quot > (UINT64_MAX >> pt->time_shift))
+	if (shift && quot > (UINT64_MAX >> shift))
 		return UINT64_MAX;
 	{
 		__extension__ unsigned __int128 r =
-			((unsigned __int128) rem << pt->time_shift) /
-			pt->time_mult;
-		uint64_t q = quot << pt->time_shift;
+			((unsigned __int128) rem << shift) / mult;
+		uint64_t q = quot << shift;
 
 		return r > UINT64_MAX - q ? UINT64_MAX : q + (uint64_t) r;
 	}
+}
+
+uint64_t htr_perfdata__time_to_tsc(const struct htr_perfdata *pd, uint64_t ns)
+{
+	const struct htr_perf_pt *pt = &pd->pt;
+
+	if (!pt->present)
+		return ns;
+	return htr_perfdata__ns_to_tsc(pt->time_shift, pt->time_mult,
+				       pt->time_zero, ns);
 }
 
 /* After the records: the intel_pt attr, build-ids, derived fields. */

@@ -147,6 +147,12 @@ int htr_perfdata__parse(struct htr_perfdata **out, const void *data,
 uint64_t htr_perfdata__time_to_tsc(const struct htr_perfdata *pd,
 				   uint64_t ns);
 
+/* perf's clock @ns as a TSC value with perf's conversion (@shift,
+ * @mult, @zero: perf_event_mmap_page), rounded down, saturating; @ns
+ * itself when @mult is 0 or @shift above 63. */
+uint64_t htr_perfdata__ns_to_tsc(uint64_t shift, uint64_t mult, uint64_t zero,
+				 uint64_t ns);
+
 /* Unmap and free.  NULL is fine. */
 void htr_perfdata__close(struct htr_perfdata *pd);
 

@@ -428,3 +428,86 @@ Test(abi, reader_api)
 	cr_assert_eq(htr_func_entry(f, i, &a), HTR_ERR_RANGE);
 	htr_file_close(f);
 }
+
+/* CPU-wide builds from memory (htr/cpuwide.h): the switch at every size,
+ * a thread's stats and the run's info as "out" structs. */
+struct cw_ctx {
+	struct htr_cpuwide *cw;
+	uint32_t tid;
+};
+
+static int call_cw_stats(void *ctx, void *p, size_t size)
+{
+	struct cw_ctx *c = ctx;
+
+	return htr_cpuwide_thread_stats(c->cw, c->tid, p, size);
+}
+
+static int call_cw_info(void *ctx, void *p, size_t size)
+{
+	return htr_cpuwide_info(((struct cw_ctx *) ctx)->cw, p, size);
+}
+
+Test(abi, cpuwide)
+{
+	size_t size0 = SIZE0(struct htr_switch, next_tid);
+	size_t sizes[4] = { size0 - 1, size0, sizeof(struct htr_switch),
+			    sizeof(struct htr_switch) + GROW };
+	struct htr_build_stats st;
+	struct htr_thread_info ti;
+	struct htr_builder *b = NULL;
+	struct cw_ctx c = { NULL, 7 };
+	char out[300];
+	FILE *fp;
+	static uint8_t pt[1 << 20];
+	size_t n, k;
+	int rc;
+
+	fp = fopen(sample_pt, "rb");
+	cr_assert_not_null(fp);
+	n = fread(pt, 1, sizeof(pt), fp);
+	fclose(fp);
+	cr_assert_lt(n, sizeof(pt));
+	cr_assert_eq(htr_builder_alloc(&b, NULL), 0);
+	cr_assert_eq(htr_builder_add_elf(b, sample_elf), 0);
+	cr_assert_eq(htr_cpuwide_alloc(&c.cw, b), 0);
+	cr_assert_eq(htr_cpuwide_thread_stats(c.cw, 7, &st, sizeof(st)),
+		     HTR_ERR_NOTFOUND);
+	/* Thread 7 runs on CPU 3 from TSC 0 on (as each size says). */
+	for (k = 0; k < 4; k++) {
+		unsigned char *sb = buf_of(sizes[k]);
+		struct htr_switch sw;
+
+		memset(&sw, 0, sizeof(sw));
+		sw.size = sizes[k];
+		sw.cpu = 3;
+		sw.flags = HTR_SWITCH_TSC;
+		sw.pid = sw.tid = 7;
+		memcpy(sb, &sw, sizes[k] < sizeof(sw) ? sizes[k] : sizeof(sw));
+		rc = htr_cpuwide_add_switch(c.cw, (void *) sb);
+		cr_assert_eq(rc, k ? 0 : HTR_ERR_INVALID, "switch size %zu: %d",
+			     sizes[k], rc);
+		free(sb);
+	}
+	cr_assert_eq(htr_cpuwide_add_trace(c.cw, 3, pt, n), 0);
+	memset(&ti, 0, sizeof(ti));
+	ti.size = sizeof(ti);
+	ti.pid = ti.tid = 7;
+	snprintf(out, sizeof(out), "%s/cw.htr", dir);
+	cr_assert_eq(htr_cpuwide_add_thread(c.cw, &ti, out), 0);
+	cr_assert_eq(htr_cpuwide_add_thread(c.cw, &ti, out), HTR_ERR_INVALID);
+	cr_assert_eq(htr_cpuwide_run(c.cw), 0, "%s",
+		     htr_builder_last_error(b));
+	check_out("htr_cpuwide_thread_stats",
+		  SIZE0(struct htr_build_stats, timing_unusable),
+		  sizeof(struct htr_build_stats), call_cw_stats, &c);
+	check_out("htr_cpuwide_info",
+		  SIZE0(struct htr_cpuwide_info, insns_unknown),
+		  sizeof(struct htr_cpuwide_info), call_cw_info, &c);
+	cr_assert_eq(htr_cpuwide_thread_stats(c.cw, 7, &st, sizeof(st)), 0);
+	cr_assert_gt(st.insns, 0);
+	cr_assert_eq(htr_cpuwide_thread_stats(c.cw, 8, &st, sizeof(st)),
+		     HTR_ERR_NOTFOUND);
+	htr_cpuwide_free(c.cw);
+	htr_builder_free(b);
+}

@@ -316,6 +316,85 @@ else
 	fi
 fi
 
+# Per-CPU bundles ("cpus": LLDB's process trace start --per-cpu-tracing):
+# a two-thread program recorded CPU-wide by htr record --cpus 2, its
+# AUXTRACE data and SWITCH_CPU_WIDE records split per CPU into a bundle
+# (tests/lldb_cpus.py).  The CLI's htr build of the same perf.data is the
+# reference: the plugin's tree of each thread (its .htr through the CLI's
+# htr dump and htr dump --tsc) equals the CLI's, the thread records name
+# the same thread and process; htr goto refuses (no sync points); a
+# corrupt context-switch trace is a clean error.
+C=$T/cpus
+mkdir -p "$C"
+srcdir=$(cd "$(dirname "$0")" && pwd)
+if ! command -v qemu-x86_64 >/dev/null 2>&1 || ! command -v cc >/dev/null 2>&1; then
+	echo "skipped: per-CPU bundles: no qemu-x86_64 or cc"
+elif ! cc -O2 -g -pthread -o "$C/threads" "$srcdir/record/threads.c"; then
+	fail "cpus: cannot compile threads.c"
+elif ! "$htr" record -q --cpus 2 -o "$C/x.data" -- "$C/threads" >"$C/rec.out" 2>&1; then
+	if grep -q "built without" "$C/rec.out"; then
+		echo "skipped: per-CPU bundles: $(cat "$C/rec.out")"
+	else
+		fail "cpus: htr record"; cat "$C/rec.out"
+	fi
+elif ! set -- $(python3 "$srcdir/lldb_cpus.py" "$C/x.data" "$C/b") ||
+     [ $# -ne 3 ]; then
+	fail "cpus: lldb_cpus.py made no bundle of a process and two threads"
+else
+	pid=$1
+	shift
+	tids="$*"
+	"$htr" build -q "$C/x.data" -o "$C/cli" 2>"$C/cli.err" ||
+		{ fail "cpus: htr build x.data"; cat "$C/cli.err"; }
+	lldb "$C/s" -o "trace load $C/b/trace.json" -o "htr build -o $C/out" \
+		-o "htr dump --depth 2" ||
+		{ fail "cpus: session"; cat "$C/s"; }
+	for tid in $tids; do
+		grep -q "^thread $tid: built $C/out/thread-$tid.htr (.*; per-CPU)$" "$C/s" ||
+			{ fail "cpus: thread $tid not built"; cat "$C/s"; continue; }
+		for k in "" "--tsc"; do
+			"$htr" dump $k "$C/cli.$tid.htr" >"$C/cli.dump" &&
+			"$htr" dump $k "$C/out/thread-$tid.htr" >"$C/plugin.dump" ||
+				{ fail "cpus: tid $tid: htr dump $k"; continue; }
+			# Line 1 names the thread: LLDB knows no comm.
+			head -1 "$C/plugin.dump" | grep -q "^# thread $tid (pid $pid, ?)" ||
+				fail "cpus: tid $tid: $(head -1 "$C/plugin.dump")"
+			tail -n +2 "$C/cli.dump" >"$C/cli.body"
+			tail -n +2 "$C/plugin.dump" >"$C/plugin.body"
+			if [ "$(wc -l <"$C/cli.body")" -lt 3 ] ||
+			   ! cmp -s "$C/cli.body" "$C/plugin.body"; then
+				fail "cpus: tid $tid: htr dump $k differs from the CLI's"
+				diff "$C/cli.dump" "$C/plugin.dump" | head -5
+			fi
+		done
+		"$htr" info "$C/out/thread-$tid.htr" >"$C/info" &&
+		grep -q "^thread: *$tid (pid $pid, ?)" "$C/info" &&
+		grep -q "^sync points: *0$" "$C/info" ||
+			{ fail "cpus: tid $tid: htr info"; cat "$C/info"; }
+	done
+	# A second session reuses the build; goto refuses on either thread.
+	set -- $tids
+	lldb "$C/s2" -o "trace load $C/b/trace.json" -o "htr build -o $C/out" \
+		-o "htr goto --thread $2 0"
+	if ! grep -q "^thread $1: reused $C/out/thread-$1.htr" "$C/s2" ||
+	   ! grep -q "^thread $2: reused" "$C/s2"; then
+		fail "cpus: the second build did not reuse"; cat "$C/s2"
+	elif ! grep -q "^error: htr goto: thread $2: its .htr was built from per-CPU traces" "$C/s2"; then
+		fail "cpus: htr goto did not refuse"; cat "$C/s2"
+	else
+		echo "ok: cpus: $# threads of a per-CPU bundle equal htr build x.data's; reused; goto refuses"
+	fi
+	python3 "$srcdir/lldb_cpus.py" "$C/x.data" "$C/bad" corrupt >/dev/null ||
+		fail "cpus: lldb_cpus.py corrupt"
+	lldb "$C/s3" -o "trace load $C/bad/trace.json" -o "htr build -o $C/out-bad"
+	rc=$?
+	if [ "$rc" -ge 128 ] || grep -qi "stack dump\|PLEASE submit" "$C/s3"; then
+		fail "cpus: corrupt switch trace: crashed (status $rc)"; cat "$C/s3"
+	elif ! grep -q "^error: htr build: cpu 0: corrupt context-switch trace: a context-switch record of 24 bytes" "$C/s3"; then
+		fail "cpus: corrupt switch trace: no clean error"; cat "$C/s3"
+	fi
+fi
+
 # Bad use: clean errors, no crash.
 # check NAME EXPECTED-ERROR CMD...
 check() {
@@ -352,6 +431,7 @@ lldb "$T/help" -o "help htr" -o "help htr build" -o "help htr dump" \
 for w in "build --" "dump  --" "top   --" "find  --" "goto  --" \
 	 "Syntax: htr build" "Syntax: htr dump" "Syntax: htr top" \
 	 "Syntax: htr find" "Syntax: htr goto" "reuses the file" \
+	 "Per-CPU traces (process trace start --per-cpu-tracing" \
 	 "-l, --lines       append the source position" \
 	 "at FILE:LINE \\[inlined: INNER <- ... <- FUNCTION at FILE:LINE\\]"; do
 	grep -q -- "$w" "$T/help" || fail "help lacks '$w'"

@@ -14,5 +14,6 @@
 #include "analyzer.h"
 #include "analyze.h"
 #include "cursor.h"
+#include "cpuwide.h"
 
 #endif /* HTR_HTR_H */

@@ -184,11 +184,34 @@ std::string sd_string(lldb::SBStructuredData d)
 	return s;
 }
 
+// An integer of a bundle: a JSON number, or a string in decimal or hex
+// (LLDB writes 64-bit values that way).  false if absent or malformed.
+bool sd_u64(lldb::SBStructuredData d, uint64_t *v)
+{
+	if (!d.IsValid())
+		return false;
+	if (d.GetType() == lldb::eStructuredDataTypeString)
+		return parse_u64(sd_string(d).c_str(), v);
+	if (d.GetType() == lldb::eStructuredDataTypeSignedInteger) {
+		int64_t i = d.GetSignedIntegerValue(-1);
+
+		if (i < 0)
+			return false;
+		*v = (uint64_t) i;
+		return true;
+	}
+	if (d.GetType() != lldb::eStructuredDataTypeInteger)
+		return false;
+	*v = d.GetUnsignedIntegerValue(0);
+	return true;
+}
+
 // ------------------------------------------------------- session state
 
 struct ThreadHtr {
 	uint64_t tid;
 	std::string path;
+	bool per_cpu = false;      // built from per-CPU traces: no sync points
 };
 
 struct Built {
@@ -271,13 +294,34 @@ const char build_syntax[] =
 	"\n"
 	"  -t, --thread TID  build only this thread\n"
 	"  -o, --output DIR  write the .htr files into DIR\n"
-	"Per-CPU traces (bundles with \"cpus\") are not supported yet.\n";
+	"\n"
+	"Per-CPU traces (process trace start --per-cpu-tracing; bundles with\n"
+	"\"cpus\"): every CPU's trace is decoded once and cut where the CPU's\n"
+	"context-switch trace says another thread ran; each thread of the\n"
+	"process (the bundle's thread list) gets DIR/thread-TID.htr from its\n"
+	"pieces, as the CLI's `htr build` does for a CPU-wide perf.data, with\n"
+	"times converted by the bundle's tscPerfZeroConversion.  A thread with\n"
+	"no traced instruction gets no file.  One key, DIR/cpus.key, covers\n"
+	"the whole build.  These files have no sync points (their pieces come\n"
+	"from several streams): `htr goto` cannot seek in them.\n";
+
+// One CPU of a per-CPU bundle.
+struct SavedCpu {
+	uint32_t id;
+	std::string ipt, switches;   // files
+};
 
 // The loaded trace saved to a temporary bundle (removed with this).
 struct Saved {
 	std::string tmp;
 	int cpu_family = 0, cpu_model = 0, cpu_stepping = 0;
 	std::vector<std::pair<uint64_t, std::string>> traces;   // tid, file
+	// Per-CPU bundles: the process, its threads, the CPUs and perf's
+	// TSC conversion.
+	uint64_t pid = 0;
+	std::vector<uint64_t> tids;
+	std::vector<SavedCpu> cpus;
+	uint64_t time_shift = 0, time_mult = 0, time_zero = 0;
 	~Saved()
 	{
 		if (!tmp.empty())
@@ -327,11 +371,42 @@ bool save_trace(lldb::SBTrace &trace, const char *cmd,
 		return false;
 	}
 	lldb::SBStructuredData cpus = root.GetValueForKey("cpus");
-	if (cpus.IsValid() && cpus.GetSize() > 0) {
-		result.SetError(fmt("htr %s: per-CPU traces are not supported "
-				    "yet (the bundle has \"cpus\")",
-				    cmd).c_str());
-		return false;
+	for (size_t i = 0; cpus.IsValid() && i < cpus.GetSize(); i++) {
+		lldb::SBStructuredData c = cpus.GetItemAtIndex(i);
+		SavedCpu sc;
+		uint64_t id;
+
+		sc.ipt = sd_string(c.GetValueForKey("iptTrace"));
+		sc.switches = sd_string(c.GetValueForKey("contextSwitchTrace"));
+		if (!sd_u64(c.GetValueForKey("id"), &id) || id > UINT32_MAX ||
+		    sc.ipt.empty() || sc.switches.empty()) {
+			result.SetError(fmt("htr %s: bad trace description %s: "
+					    "cpus[%zu] lacks its id, iptTrace "
+					    "or contextSwitchTrace", cmd,
+					    descpath, i).c_str());
+			return false;
+		}
+		sc.id = (uint32_t) id;
+		if (sc.ipt[0] != '/')
+			sc.ipt = s->tmp + "/" + sc.ipt;
+		if (sc.switches[0] != '/')
+			sc.switches = s->tmp + "/" + sc.switches;
+		s->cpus.push_back(sc);
+	}
+	if (!s->cpus.empty()) {
+		// LLDB writes timeZero as a string (it may not fit a double).
+		lldb::SBStructuredData conv =
+			root.GetValueForKey("tscPerfZeroConversion");
+		if (!sd_u64(conv.GetValueForKey("timeShift"), &s->time_shift) ||
+		    !sd_u64(conv.GetValueForKey("timeMult"), &s->time_mult) ||
+		    !sd_u64(conv.GetValueForKey("timeZero"), &s->time_zero) ||
+		    s->time_shift > 63 || !s->time_mult) {
+			result.SetError(fmt("htr %s: bad trace description %s: "
+					    "per-CPU traces need a valid "
+					    "tscPerfZeroConversion", cmd,
+					    descpath).c_str());
+			return false;
+		}
 	}
 	lldb::SBStructuredData cpu = root.GetValueForKey("cpuInfo");
 	if (cpu.IsValid() && sd_string(cpu.GetValueForKey("vendor")) ==
@@ -348,12 +423,17 @@ bool save_trace(lldb::SBTrace &trace, const char *cmd,
 	for (size_t p = 0; procs.IsValid() && p < procs.GetSize(); p++) {
 		lldb::SBStructuredData th = procs.GetItemAtIndex(p)
 						 .GetValueForKey("threads");
+		if (p == 0)
+			sd_u64(procs.GetItemAtIndex(p).GetValueForKey("pid"),
+			       &s->pid);
 		for (size_t t = 0; th.IsValid() && t < th.GetSize(); t++) {
 			lldb::SBStructuredData e = th.GetItemAtIndex(t);
 			uint64_t tid = e.GetValueForKey("tid")
 					.GetUnsignedIntegerValue(0);
 			std::string f = sd_string(e.GetValueForKey("iptTrace"));
 
+			if (tid && p == 0)
+				s->tids.push_back(tid);
 			if (f.empty())
 				continue;
 			if (f[0] != '/')
@@ -361,6 +441,316 @@ bool save_trace(lldb::SBTrace &trace, const char *cmd,
 			s->traces.emplace_back(tid, f);
 		}
 	}
+	return true;
+}
+
+// DIR for `htr build`: @outdir, or the cache's directory for identity
+// @all; created and made absolute.  false with the error in @result.
+bool output_dir(std::string *outdir, uint64_t all,
+		lldb::SBCommandReturnObject &result)
+{
+	if (outdir->empty()) {
+		const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+		std::string cache = xdg && *xdg ? xdg :
+				    std::string(home && *home ? home : "/tmp") +
+				    "/.cache";
+		*outdir = cache + fmt("/htr-lldb/%016" PRIx64, all);
+	}
+	if (!mkdirs(*outdir)) {
+		result.SetError(fmt("htr build: cannot create %s: %s",
+				    outdir->c_str(), strerror(errno)).c_str());
+		return false;
+	}
+	char *abs = realpath(outdir->c_str(), nullptr);
+	if (abs) {
+		*outdir = abs;
+		free(abs);
+	}
+	return true;
+}
+
+// The identity key common to every thread: the CPU and the modules.
+std::string common_key(const struct htr_build_opts &opts,
+		       const std::vector<Module> &mods)
+{
+	std::string common = fmt("htr-lldb 1\ncpu %d/%d/%d\n", opts.cpu_family,
+				 opts.cpu_model, opts.cpu_stepping);
+	for (const Module &m : mods)
+		common += fmt("module %s 0x%" PRIx64 " %" PRIu64 " %" PRIu64 "\n",
+			      m.path.c_str(), m.base, m.size, m.mtime);
+	return common;
+}
+
+// Remember @built for @process; with --thread, keep what an earlier build
+// remembered for the other threads.
+void remember(lldb::SBProcess &process, Built &built, bool have_tid,
+	      uint64_t only_tid)
+{
+	if (have_tid) {
+		auto it = g_built.find(process.GetUniqueID());
+		if (it != g_built.end() &&
+		    it->second.target_path == built.target_path)
+			for (const ThreadHtr &t : it->second.threads)
+				if (t.tid != only_tid)
+					built.threads.push_back(t);
+	}
+	g_built[process.GetUniqueID()] = built;
+}
+
+// PERF_RECORD_SWITCH_CPU_WIDE and its misc bit (<linux/perf_event.h>).
+const uint32_t kPerfSwitchCpuWide = 15;
+const uint16_t kPerfSwitchOut = 1 << 13;
+
+// Feed CPU @cpu's context-switch trace @data (perf_event records, as LLDB
+// saves them: sample_type TID|TIME with sample_id_all, so after the
+// 8-byte header come next_prev_pid/tid, then the trailer's pid, tid and
+// time) to @cw.  Other record types (lost, throttle) are skipped.  false
+// with a one-line reason in @why on a record that does not fit.
+bool add_switches(struct htr_cpuwide *cw, uint32_t cpu, const std::string &data,
+		  std::string *why)
+{
+	const unsigned char *p = (const unsigned char *) data.data();
+	size_t n = data.size(), at = 0;
+
+	while (at < n) {
+		uint32_t type, v[4];
+		uint16_t misc, size;
+		uint64_t time;
+
+		if (n - at < 8) {
+			*why = fmt("a record header cut short at offset %zu", at);
+			return false;
+		}
+		memcpy(&type, p + at, 4);
+		memcpy(&misc, p + at + 4, 2);
+		memcpy(&size, p + at + 6, 2);
+		if (size < 8 || size > n - at) {
+			*why = fmt("a record of %u bytes at offset %zu (%zu "
+				   "left)", size, at, n - at);
+			return false;
+		}
+		if (type == kPerfSwitchCpuWide) {
+			if (size < 32) {
+				*why = fmt("a context-switch record of %u "
+					   "bytes at offset %zu (32 at least)",
+					   size, at);
+				return false;
+			}
+			memcpy(v, p + at + 8, 16);
+			memcpy(&time, p + at + 24, 8);
+
+			struct htr_switch sw;
+			memset(&sw, 0, sizeof(sw));
+			sw.size = sizeof(sw);
+			sw.cpu = cpu;
+			sw.flags = misc & kPerfSwitchOut ? HTR_SWITCH_OUT : 0;
+			sw.time = time;
+			sw.next_pid = v[0];
+			sw.next_tid = v[1];
+			sw.pid = v[2];
+			sw.tid = v[3];
+			int rc = htr_cpuwide_add_switch(cw, &sw);
+			if (rc < 0) {
+				*why = htr_errstr(rc);
+				return false;
+			}
+		}
+		at += size;
+	}
+	return true;
+}
+
+// `htr build` of a per-CPU bundle (@saved has "cpus"): one decode of every
+// CPU's trace through libhtr's CPU-wide builder, one .htr per thread.
+bool build_cpus(lldb::SBTarget &target, lldb::SBProcess &process,
+		const Saved &saved, const struct htr_build_opts &opts,
+		std::string outdir, bool have_tid, uint64_t only_tid,
+		lldb::SBCommandReturnObject &result)
+{
+	std::vector<uint64_t> tids;
+	for (uint64_t t : saved.tids)
+		if ((!have_tid || t == only_tid) && t <= UINT32_MAX &&
+		    std::find(tids.begin(), tids.end(), t) == tids.end())
+			tids.push_back(t);
+	if (tids.empty()) {
+		result.SetError(have_tid ?
+				fmt("htr build: thread %" PRIu64 " is not a "
+				    "thread of the traced process",
+				    only_tid).c_str() :
+				"htr build: the bundle lists no thread of the "
+				"traced process");
+		return false;
+	}
+	std::vector<Module> mods = target_modules(target);
+	if (mods.empty()) {
+		result.SetError("htr build: the target has no loaded module "
+				"whose file can be read");
+		return false;
+	}
+
+	// Identity: modules, CPU, conversion, every CPU's two traces and the
+	// threads asked for; one key for the whole build (every thread's
+	// tree depends on every CPU).
+	std::string key = common_key(opts, mods);
+	key += fmt("per-cpu pid %" PRIu64 " conversion %" PRIu64 "/%" PRIu64
+		   "/%" PRIu64 "\n", saved.pid, saved.time_shift,
+		   saved.time_mult, saved.time_zero);
+	for (const SavedCpu &c : saved.cpus) {
+		uint64_t h1, n1, h2, n2;
+
+		if (!hash_file(c.ipt, &h1, &n1) ||
+		    !hash_file(c.switches, &h2, &n2)) {
+			result.SetError(fmt("htr build: cannot read the traces "
+					    "of cpu %u", c.id).c_str());
+			return false;
+		}
+		key += fmt("cpu %u trace %" PRIu64 " %016" PRIx64 " switches %"
+			   PRIu64 " %016" PRIx64 "\n", c.id, n1, h1, n2, h2);
+	}
+	key += "threads";
+	for (uint64_t t : tids)
+		key += fmt(" %" PRIu64, t);
+	key += "\n";
+	if (!output_dir(&outdir, hash_bytes(0xcbf29ce484222325ull,
+					    (const unsigned char *) key.data(),
+					    key.size()), result))
+		return false;
+
+	Built built;
+	char exe[4096] = "";
+	target.GetExecutable().GetPath(exe, sizeof(exe));
+	built.target_path = exe;
+	std::string keyfile = outdir + "/cpus.key", old, out;
+
+	// Reuse: the key matches and every file it lists opens.
+	if (read_file(keyfile, &old) && old.compare(0, key.size(), key) == 0) {
+		std::istringstream rest(old.substr(key.size()));
+		std::string word;
+		bool ok = (rest >> word) && word == "built";
+		uint64_t tid;
+
+		while (ok && rest >> tid) {
+			std::string htr = outdir + fmt("/thread-%" PRIu64 ".htr",
+						       tid);
+			struct htr_file *f = nullptr;
+			struct htr_file_info fi;
+
+			if (htr_file_open(&f, htr.c_str(), nullptr) < 0) {
+				ok = false;
+			} else {
+				fi.size = sizeof(fi);
+				htr_file_info(f, &fi, sizeof(fi));
+				out += fmt("thread %" PRIu64 ": reused %s "
+					   "(identity matches: %" PRIu64
+					   " instructions, %" PRIu64 " blocks)\n",
+					   tid, htr.c_str(), fi.ninsns,
+					   fi.nblocks);
+				built.threads.push_back({ tid, htr, true });
+			}
+			htr_file_close(f);
+		}
+		if (ok) {
+			remember(process, built, have_tid, only_tid);
+			result.Printf("%s", out.c_str());
+			result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
+			return true;
+		}
+		out.clear();
+		built.threads.clear();
+	}
+	unlink(keyfile.c_str());
+
+	struct htr_builder *b = nullptr;
+	struct htr_cpuwide *cw = nullptr;
+	std::string err;
+	int rc = htr_builder_alloc(&b, &opts);
+	if (rc == 0)
+		rc = htr_cpuwide_alloc(&cw, b);
+	for (size_t k = 0; rc == 0 && k < mods.size(); k++)
+		rc = htr_builder_add_elf_at(b, mods[k].path.c_str(),
+					    &mods[k].base);
+	if (rc == 0)
+		rc = htr_cpuwide_set_clock(cw, (uint32_t) saved.time_shift,
+					   saved.time_mult, saved.time_zero);
+	for (size_t i = 0; rc == 0 && i < saved.cpus.size(); i++) {
+		const SavedCpu &c = saved.cpus[i];
+		std::string ipt, sw, why;
+
+		if (!read_file(c.ipt, &ipt) || !read_file(c.switches, &sw)) {
+			err = fmt("cannot read the traces of cpu %u", c.id);
+			rc = HTR_ERR_IO;
+		} else if (!add_switches(cw, c.id, sw, &why)) {
+			err = fmt("cpu %u: corrupt context-switch trace: %s",
+				  c.id, why.c_str());
+			rc = HTR_ERR_CORRUPT;
+		} else {
+			rc = htr_cpuwide_add_trace(cw, c.id, ipt.data(),
+						   ipt.size());
+		}
+	}
+	std::vector<std::string> paths;
+	for (size_t i = 0; rc == 0 && i < tids.size(); i++) {
+		struct htr_thread_info ti;
+
+		memset(&ti, 0, sizeof(ti));
+		ti.size = sizeof(ti);
+		ti.pid = (uint32_t) saved.pid;
+		ti.tid = (uint32_t) tids[i];
+		ti.flags = HTR_THREAD_NS;
+		ti.time_shift = (uint32_t) saved.time_shift;
+		ti.time_mult = saved.time_mult;
+		ti.time_zero = saved.time_zero;
+		paths.push_back(outdir + fmt("/thread-%" PRIu64 ".htr", tids[i]));
+		rc = htr_cpuwide_add_thread(cw, &ti, paths.back().c_str());
+	}
+	if (rc == 0)
+		rc = htr_cpuwide_run(cw);
+	if (rc < 0) {
+		if (err.empty())
+			err = b && htr_builder_last_error(b)[0] ?
+			      htr_builder_last_error(b) : htr_errstr(rc);
+		htr_cpuwide_free(cw);
+		htr_builder_free(b);
+		result.SetError(fmt("htr build: %s", err.c_str()).c_str());
+		return false;
+	}
+
+	std::string list = "built";
+	for (size_t i = 0; i < tids.size(); i++) {
+		struct htr_build_stats st;
+
+		if (htr_cpuwide_thread_stats(cw, (uint32_t) tids[i], &st,
+					     sizeof(st)) < 0) {
+			out += fmt("thread %" PRIu64 ": no traced instruction "
+				   "on any CPU: no file\n", tids[i]);
+			continue;
+		}
+		out += fmt("thread %" PRIu64 ": built %s (%" PRIu64
+			   " instructions, %" PRIu64 " blocks, %" PRIu64
+			   " gaps; per-CPU)\n", tids[i], paths[i].c_str(),
+			   st.insns, st.blocks, st.gaps);
+		if (st.timing_unusable)
+			out += fmt("thread %" PRIu64 ": note: the trace has "
+				   "MTC/CYC packets but the bundle gives no "
+				   "timing parameters: time moves only at each "
+				   "PSB and switch\n", tids[i]);
+		built.threads.push_back({ tids[i], paths[i], true });
+		list += fmt(" %" PRIu64, tids[i]);
+	}
+	struct htr_cpuwide_info ci;
+	if (htr_cpuwide_info(cw, &ci, sizeof(ci)) == 0 && ci.insns_unknown)
+		out += fmt("note: %" PRIu64 " instructions ran when no "
+			   "context switch says which thread was on the CPU: "
+			   "left out\n", ci.insns_unknown);
+	htr_cpuwide_free(cw);
+	htr_builder_free(b);
+	{
+		std::ofstream k(keyfile, std::ios::binary | std::ios::trunc);
+		k << key << list << "\n";
+	}
+	remember(process, built, have_tid, only_tid);
+	result.Printf("%s", out.c_str());
+	result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
 	return true;
 }
 
@@ -419,6 +809,9 @@ bool BuildCmd::DoExecute(lldb::SBDebugger dbg, char **argv,
 	opts.cpu_family = saved.cpu_family;
 	opts.cpu_model = saved.cpu_model;
 	opts.cpu_stepping = saved.cpu_stepping;
+	if (!saved.cpus.empty())
+		return build_cpus(target, process, saved, opts, outdir, have_tid,
+				  only_tid, result);
 	std::vector<std::pair<uint64_t, std::string>> traces;   // tid, file
 	for (auto &tr : saved.traces)
 		if (!have_tid || tr.first == only_tid)
@@ -439,11 +832,7 @@ bool BuildCmd::DoExecute(lldb::SBDebugger dbg, char **argv,
 	}
 
 	// Identity: modules and CPU, then each trace's bytes.
-	std::string common = fmt("htr-lldb 1\ncpu %d/%d/%d\n", opts.cpu_family,
-				 opts.cpu_model, opts.cpu_stepping);
-	for (const Module &m : mods)
-		common += fmt("module %s 0x%" PRIx64 " %" PRIu64 " %" PRIu64 "\n",
-			      m.path.c_str(), m.base, m.size, m.mtime);
+	std::string common = common_key(opts, mods);
 	std::vector<std::string> keys;
 	uint64_t all = hash_bytes(0xcbf29ce484222325ull,
 				  (const unsigned char *) common.data(),
@@ -461,26 +850,8 @@ bool BuildCmd::DoExecute(lldb::SBDebugger dbg, char **argv,
 		all = hash_bytes(all, (const unsigned char *) keys.back().data(),
 				 keys.back().size());
 	}
-	if (outdir.empty()) {
-		const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-		std::string cache = xdg && *xdg ? xdg :
-				    std::string(home && *home ? home : "/tmp") +
-				    "/.cache";
-		outdir = cache + fmt("/htr-lldb/%016" PRIx64, all);
-	}
-	if (!mkdirs(outdir)) {
-		result.SetError(fmt("htr build: cannot create %s: %s",
-				    outdir.c_str(), strerror(errno)).c_str());
+	if (!output_dir(&outdir, all, result))
 		return false;
-	}
-
-	{
-		char *abs = realpath(outdir.c_str(), nullptr);
-		if (abs) {
-			outdir = abs;
-			free(abs);
-		}
-	}
 
 	Built built;
 	char exe[4096] = "";
@@ -544,15 +915,7 @@ bool BuildCmd::DoExecute(lldb::SBDebugger dbg, char **argv,
 				   "PSB\n", tid);
 		built.threads.push_back({ tid, htr });
 	}
-	if (have_tid) {
-		// Keep what an earlier build remembered for other threads.
-		auto it = g_built.find(process.GetUniqueID());
-		if (it != g_built.end() && it->second.target_path == exe)
-			for (const ThreadHtr &t : it->second.threads)
-				if (t.tid != only_tid)
-					built.threads.push_back(t);
-	}
-	g_built[process.GetUniqueID()] = built;
+	remember(process, built, have_tid, only_tid);
 	result.Printf("%s", out.c_str());
 	result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
 	return true;
@@ -564,7 +927,7 @@ bool BuildCmd::DoExecute(lldb::SBDebugger dbg, char **argv,
 bool open_built(lldb::SBDebugger &dbg, lldb::SBCommandReturnObject &result,
 		const char *cmd, bool have_tid, uint64_t tid,
 		lldb::SBTarget *target, struct htr_file **f,
-		uint64_t *tid_out = nullptr)
+		uint64_t *tid_out = nullptr, bool *per_cpu = nullptr)
 {
 	lldb::SBProcess process;
 
@@ -592,6 +955,8 @@ bool open_built(lldb::SBDebugger &dbg, lldb::SBCommandReturnObject &result,
 		int rc = htr_file_open(f, t.path.c_str(), nullptr);
 		if (tid_out)
 			*tid_out = tid;
+		if (per_cpu)
+			*per_cpu = t.per_cpu;
 		if (rc < 0) {
 			result.SetError(fmt("htr %s: %s", cmd, *f ?
 					    htr_last_error(*f) :
@@ -1408,6 +1773,9 @@ const char goto_syntax[] =
 	"trace has no such instructions nearby.  With --lines, each line ends in\n"
 	"the instruction's source position (inlined frames included).\n"
 	"\n"
+	"Not on threads of per-CPU traces: their .htr files have no sync\n"
+	"points to re-decode from.\n"
+	"\n"
 	"  -c, --count N     print N instructions at most (default 20)\n"
 	"  -l, --lines       append each instruction's source position\n"
 	"      --id ID       start at instruction ID (its innermost block)\n"
@@ -1462,9 +1830,22 @@ public:
 		}
 		lldb::SBTarget target;
 		struct htr_file *f = nullptr;
+		bool per_cpu = false;
 		if (!open_built(dbg, result, "goto", a.have_tid, a.tid, &target,
-				&f, &tid))
+				&f, &tid, &per_cpu))
 			return false;
+		// The cursor re-decodes from the sync point before the ID; a
+		// tree cut from several CPUs' streams has none to go back to.
+		if (per_cpu) {
+			htr_file_close(f);
+			result.SetError(fmt("htr goto: thread %" PRIu64 ": its "
+					    ".htr was built from per-CPU traces "
+					    "and has no sync points, so its "
+					    "instructions cannot be decoded "
+					    "again (htr dump, top and find "
+					    "work)", tid).c_str());
+			return false;
+		}
 		bool ok = run(target, f, tid, have_id, start, block, count,
 			      lines, result);
 		htr_file_close(f);
