@@ -168,8 +168,10 @@ int rec_thread_step(struct rec_thread *t, uint64_t pc, int sig);
  * stopped it first).  Returns 1 if @pc is this thread's pending one. */
 int rec_thread_retract(struct rec_thread *t, uint64_t pc);
 /* 1 if the instruction logged last on this thread is a syscall that has
- * not been retracted: qemu's strace of it is due (or was just printed). */
-int rec_thread_in_syscall(const struct rec_thread *t);
+ * not been retracted: qemu's strace of it is due (or was just printed).
+ * Then *@next (if not NULL) is the address after it, where the syscall
+ * returns to unless it is a sigreturn or an exit. */
+int rec_thread_in_syscall(const struct rec_thread *t, uint64_t *next);
 /* The thread exited (or the log ended): close the trace, and the truth
  * but for its trailer (record.c writes it). */
 int rec_thread_end(struct rec_thread *t);

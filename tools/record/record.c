@@ -239,6 +239,12 @@ struct threads {
 	uint64_t seq;
 	int sig;                /* a signal is delivered before the next line */
 	struct rec_thread *last;        /* the thread of the last Trace line */
+	/* Where new threads start: the address after a clone syscall (the
+	 * child resumes there, as the parent does).  Which thread's syscall
+	 * a clone strace line belongs to is not certain when several wait
+	 * for theirs, so each of those addresses goes in; they are few. */
+	uint64_t starts[16];
+	size_t nstarts;
 };
 
 static struct rec_thread *thread_of(struct rec_ctx *c, struct threads *ts,
@@ -375,44 +381,67 @@ static void add_clone(struct rec_ctx *c)
 	c->clones[c->nclones++] = 0;
 }
 
+static void add_start(struct threads *ts, uint64_t pc)
+{
+	size_t i;
+
+	for (i = 0; i < ts->nstarts; i++)
+		if (ts->starts[i] == pc)
+			return;
+	if (ts->nstarts == sizeof(ts->starts) / sizeof(ts->starts[0]))
+		memmove(ts->starts, ts->starts + 1,
+			--ts->nstarts * sizeof(ts->starts[0]));
+	ts->starts[ts->nstarts++] = pc;
+}
+
+static int is_start(const struct threads *ts, uint64_t pc)
+{
+	size_t i;
+
+	for (i = 0; i < ts->nstarts; i++)
+		if (ts->starts[i] == pc)
+			return 1;
+	return 0;
+}
+
 /* The start of a syscall's strace, "PID NAME(ARGS...)" (@name: NAME).
  * qemu prints it between the thread's Trace line of the syscall
  * instruction and anything else the thread logs, but other threads'
- * lines may come between: it belongs to the thread whose syscall has been
- * waiting for its strace longest.  "exit(" is a thread's end (a process's
- * is exit_group): qemu frees the thread's CPU index, and the next thread
- * created may get it.  Returns the end of NAME. */
+ * lines may come between: it most likely belongs to the thread whose
+ * syscall has been waiting for its strace longest, and surely to one of
+ * those waiting.  Returns the end of NAME. */
 static const char *sys_call(struct rec_ctx *c, struct threads *ts,
 			    const char *name)
 {
 	const char *e = name, *close;
 	size_t i, who = SIZE_MAX;
+	int clone = 0;
 
 	while ((*e >= 'a' && *e <= 'z') || (*e >= 'A' && *e <= 'Z') ||
 	       is_digit(*e) || *e == '_')
 		e++;
-	for (i = 0; i < ts->nlive; i++) {
-		const struct slot *sl = &ts->live[i];
-
-		if (sl->t && sl->sys_seq && rec_thread_in_syscall(sl->t) &&
-		    (who == SIZE_MAX || sl->sys_seq < ts->live[who].sys_seq))
-			who = i;
-	}
-	if (who != SIZE_MAX)
-		ts->live[who].sys_seq = 0;
-	if (*e != '(')
-		return e;       /* "Unknown syscall N" */
 	if (e - name == 5 && !strncmp(name, "clone", 5)) {
 		/* clone's flags hold no parenthesis */
 		const char *f = strstr(e, "CLONE_THREAD");
 
 		close = strchr(e, ')');
-		if (f && close && f < close)
+		clone = f && close && f < close;
+		if (clone)
 			add_clone(c);
-	} else if (e - name == 4 && !strncmp(name, "exit", 4) &&
-		   who != SIZE_MAX) {
-		end_thread(ts, who);
 	}
+	for (i = 0; i < ts->nlive; i++) {
+		const struct slot *sl = &ts->live[i];
+		uint64_t next;
+
+		if (!sl->t || !sl->sys_seq || !rec_thread_in_syscall(sl->t, &next))
+			continue;
+		if (clone)
+			add_start(ts, next);
+		if (who == SIZE_MAX || sl->sys_seq < ts->live[who].sys_seq)
+			who = i;
+	}
+	if (who != SIZE_MAX)
+		ts->live[who].sys_seq = 0;
 	return e;
 }
 
@@ -432,7 +461,7 @@ static void trace(struct rec_ctx *c, struct threads *ts, const char *p)
 {
 	const char *e;
 	unsigned cpu = 0;
-	uint64_t pc;
+	uint64_t pc, next;
 	struct rec_thread *t;
 
 	while (is_digit(*p) && cpu < 1u << 20)
@@ -443,11 +472,21 @@ static void trace(struct rec_ctx *c, struct threads *ts, const char *p)
 	pc = hex(p + 1, &e);
 	if (*e != '/')
 		return;
+	/* qemu gives the CPU index of a thread that exited to the next
+	 * thread it creates.  A syscall returns to the next instruction, a
+	 * sigreturn to the interrupted one; the thread's next address being
+	 * where a clone child starts instead means that syscall was its exit
+	 * and this is a new thread.  (qemu's strace names the process, not
+	 * the thread, so an "exit(" line alone cannot say whose it is.) */
+	if (cpu < ts->nlive && (t = ts->live[cpu].t) && !ts->sig &&
+	    rec_thread_in_syscall(t, &next) && pc != next && is_start(ts, pc) &&
+	    end_thread(ts, cpu) < 0)
+		return;
 	t = thread_of(c, ts, cpu);
 	if (!t)
 		return;
 	rec_thread_step(t, pc, ts->sig);
-	ts->live[cpu].sys_seq = rec_thread_in_syscall(t) ? ++ts->seq : 0;
+	ts->live[cpu].sys_seq = rec_thread_in_syscall(t, NULL) ? ++ts->seq : 0;
 	ts->sig = 0;
 	ts->last = t;
 }

@@ -760,11 +760,16 @@ struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned idx)
 	return t;
 }
 
-int rec_thread_in_syscall(const struct rec_thread *t)
+int rec_thread_in_syscall(const struct rec_thread *t, uint64_t *next)
 {
-	if (t->holding)
-		return t->hlast.kind == RK_SYSCALL;
-	return t->have_cur && !t->retracted && t->cur.kind == RK_SYSCALL;
+	const struct rec_insn *in = t->holding ? &t->hlast : &t->cur;
+
+	if (in->kind != RK_SYSCALL ||
+	    (!t->holding && (!t->have_cur || t->retracted)))
+		return 0;
+	if (next)
+		*next = in->pc + in->len;
+	return 1;
 }
 
 int rec_thread_end(struct rec_thread *t)
