@@ -247,9 +247,13 @@ bool current(lldb::SBDebugger &dbg, lldb::SBCommandReturnObject &result,
 	return true;
 }
 
-std::vector<Module> target_modules(lldb::SBTarget &target)
+// The target's loaded modules whose files can be read into @mods; false
+// (the error set in @result) when there is none.
+bool target_modules(lldb::SBTarget &target,
+		    lldb::SBCommandReturnObject &result,
+		    std::vector<Module> &mods)
 {
-	std::vector<Module> mods;
+	mods.clear();
 
 	for (uint32_t i = 0; i < target.GetNumModules(); i++) {
 		lldb::SBModule m = target.GetModuleAtIndex(i);
@@ -271,7 +275,10 @@ std::vector<Module> target_modules(lldb::SBTarget &target)
 		mods.push_back({ path, low + (load - file), (uint64_t) st.st_size,
 				 (uint64_t) st.st_mtime });
 	}
-	return mods;
+	if (mods.empty())
+		result.SetError("htr build: the target has no loaded module "
+				"whose file can be read");
+	return !mods.empty();
 }
 
 // ---------------------------------------------------------- htr build
@@ -581,12 +588,9 @@ bool build_cpus(lldb::SBTarget &target, lldb::SBProcess &process,
 				"traced process");
 		return false;
 	}
-	std::vector<Module> mods = target_modules(target);
-	if (mods.empty()) {
-		result.SetError("htr build: the target has no loaded module "
-				"whose file can be read");
+	std::vector<Module> mods;
+	if (!target_modules(target, result, mods))
 		return false;
-	}
 
 	// Identity: modules, CPU, conversion, every CPU's two traces and the
 	// threads asked for; one key for the whole build (every thread's
@@ -824,12 +828,9 @@ bool BuildCmd::DoExecute(lldb::SBDebugger dbg, char **argv,
 		return false;
 	}
 
-	std::vector<Module> mods = target_modules(target);
-	if (mods.empty()) {
-		result.SetError("htr build: the target has no loaded module "
-				"whose file can be read");
+	std::vector<Module> mods;
+	if (!target_modules(target, result, mods))
 		return false;
-	}
 
 	// Identity: modules and CPU, then each trace's bytes.
 	std::string common = common_key(opts, mods);

@@ -369,6 +369,20 @@ nomem:
 	return 1;
 }
 
+/* Gap @i into @g and the time of the instruction before it (the trace's
+ * first time point when there is none) into @tsc.  Returns 0 or -1. */
+static int gap_at(const struct exp *e, uint64_t i, struct htr_gap_info *g,
+		  uint64_t *tsc)
+{
+	g->size = sizeof(*g);
+	if (htr_gap_get(e->f, i, g, sizeof(*g)) < 0)
+		return -1;
+	*tsc = e->t0;
+	if (g->id < UINT64_MAX && g->id > 0)
+		(void) htr_tsc_for_insn(e->f, g->id - 1, tsc);
+	return 0;
+}
+
 static void chrome_gaps(struct exp *e)
 {
 	uint64_t i, n = htr_gap_count(e->f), tsc;
@@ -376,12 +390,8 @@ static void chrome_gaps(struct exp *e)
 	for (i = 0; i < n; i++) {
 		struct htr_gap_info g;
 
-		g.size = sizeof(g);
-		if (htr_gap_get(e->f, i, &g, sizeof(g)) < 0)
+		if (gap_at(e, i, &g, &tsc) < 0)
 			continue;
-		tsc = e->t0;
-		if (g.id < UINT64_MAX && g.id > 0)
-			(void) htr_tsc_for_insn(e->f, g.id - 1, &tsc);
 		fprintf(e->out, "%s\n{\"name\":\"gap: %s\",\"cat\":\"gap\","
 			"\"ph\":\"i\",\"s\":\"t\"", e->nevents++ ? "," : "",
 			htr_gap_kind_str(g.kind));
@@ -405,12 +415,8 @@ static int perfetto_gaps(struct exp *e)
 		struct htr_gap_info g;
 		struct pf_arg args[2];
 
-		g.size = sizeof(g);
-		if (htr_gap_get(e->f, i, &g, sizeof(g)) < 0)
+		if (gap_at(e, i, &g, &tsc) < 0)
 			continue;
-		tsc = e->t0;
-		if (g.id < UINT64_MAX && g.id > 0)
-			(void) htr_tsc_for_insn(e->f, g.id - 1, &tsc);
 		snprintf(name, sizeof(name), "gap: %s",
 			 htr_gap_kind_str(g.kind));
 		args[0] = (struct pf_arg) { PF_ARG_ID, NULL, g.id };
