@@ -283,27 +283,17 @@ static int decode_cpu(struct cw *w, uint32_t c, uint64_t *hash)
 	struct htr_decode_sink sink;
 	struct htr_decode_cfg cfg;
 	struct htr_ev_sink k;
+	struct htr_perf_joined j;
 	const uint8_t *data;
-	uint8_t *buf = NULL;
-	size_t i, at;
 	int rc;
 
 	if (!pc->pt_bytes)
 		return 0;
-	if (pc->nchunks == 1) {
-		data = pc->base + pc->chunks[0].offset;
-	} else {
-		buf = malloc((size_t) pc->pt_bytes);
-		if (!buf)
-			return htr_err__set(&w->b->err, HTR_ERR_NOMEM,
-					    "out of memory");
-		for (i = 0, at = 0; i < pc->nchunks; i++) {
-			memcpy(buf + at, pc->base + pc->chunks[i].offset,
-			       (size_t) pc->chunks[i].size);
-			at += (size_t) pc->chunks[i].size;
-		}
-		data = buf;
-	}
+	rc = htr_perfdata__join(pc->base, pc->chunks, pc->nchunks, &j,
+				&w->b->err);
+	if (rc)
+		return rc;
+	data = j.data;
 	*hash = htr_hash__bytes(*hash, data, pc->pt_bytes);
 	w->cpu = c;
 	w->open = 0;
@@ -322,7 +312,7 @@ static int decode_cpu(struct cw *w, uint32_t c, uint64_t *hash)
 	if (rc == 0)
 		rc = close_piece(w);
 	w->done_bytes += pc->pt_bytes;
-	free(buf);
+	htr_perfdata__unjoin(&j);
 	if (rc == HTR_ERR_CANCELED && w->stop < 0)
 		rc = htr_err__set(&w->b->err, htr_err__callback(w->stop),
 				  "canceled by the progress callback (%d)",

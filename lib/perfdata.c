@@ -1300,3 +1300,66 @@ int htr_perfdata__elf_build_id(const char *path, uint8_t id[20],
 	close_elf(fd, elf);
 	return 0;
 }
+
+int htr_perfdata__join(const uint8_t *base, const struct htr_perf_chunk *c,
+		       size_t n, struct htr_perf_joined *j,
+		       struct htr_err *err)
+{
+	const char *dir = getenv("TMPDIR");
+	char path[4096];
+	uint64_t total = 0;
+	size_t i;
+	int fd;
+
+	memset(j, 0, sizeof(*j));
+	for (i = 0; i < n; i++)
+		total += c[i].size;
+	j->size = total;
+	if (n <= 1 || !total) {
+		j->data = n ? base + c[0].offset : base;
+		return 0;
+	}
+	snprintf(path, sizeof(path), "%s/htr-trace-XXXXXX",
+		 dir && dir[0] ? dir : "/tmp");
+	fd = mkstemp(path);
+	if (fd < 0)
+		return htr_err__sys(err, "%s", path);
+	unlink(path);
+	for (i = 0; i < n; i++) {
+		const uint8_t *p = base + c[i].offset;
+		uint64_t left = c[i].size;
+
+		while (left) {
+			ssize_t k = write(fd, p, left > (1u << 30) ?
+					  (1u << 30) : (size_t) left);
+
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0) {
+				int rc = htr_err__sys(err, "%s: joining the "
+						      "trace's buffers", path);
+
+				close(fd);
+				return rc;
+			}
+			p += k;
+			left -= (uint64_t) k;
+		}
+	}
+	j->map = mmap(NULL, (size_t) total, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (j->map == MAP_FAILED) {
+		j->map = NULL;
+		return htr_err__sys(err, "%s: mapping the joined trace", path);
+	}
+	j->map_size = (size_t) total;
+	j->data = j->map;
+	return 0;
+}
+
+void htr_perfdata__unjoin(struct htr_perf_joined *j)
+{
+	if (j->map)
+		munmap(j->map, j->map_size);
+	memset(j, 0, sizeof(*j));
+}

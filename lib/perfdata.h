@@ -156,6 +156,30 @@ uint64_t htr_perfdata__ns_to_tsc(uint64_t shift, uint64_t mult, uint64_t zero,
 /* Unmap and free.  NULL is fine. */
 void htr_perfdata__close(struct htr_perfdata *pd);
 
+/* One thread's or CPU's Intel PT as one contiguous buffer, as libipt
+ * decodes it. */
+struct htr_perf_joined {
+	const uint8_t *data;
+	uint64_t size;
+	void *map;                 /* set when the chunks were copied */
+	size_t map_size;
+};
+
+/*
+ * The @n chunks at @base (offsets into it) as one buffer in @j: the one
+ * chunk itself, or, for several (perf writes an AUXTRACE record per
+ * buffer it drains, so a long recording has thousands), a copy in an
+ * unlinked file in $TMPDIR (or /tmp), mapped: page cache the kernel can
+ * drop, never the trace's size in the process's own memory.  Returns 0,
+ * HTR_ERR_IO (the message in @err); htr_perfdata__unjoin() releases it.
+ */
+int htr_perfdata__join(const uint8_t *base, const struct htr_perf_chunk *c,
+		       size_t n, struct htr_perf_joined *j,
+		       struct htr_err *err);
+
+/* Release what htr_perfdata__join() made.  Safe on a zeroed @j. */
+void htr_perfdata__unjoin(struct htr_perf_joined *j);
+
 /* Whether @m was mapped in @t's address space: same process, after its
  * last exec, or inherited from the process it forked from. */
 int htr_perfdata__thread_has(const struct htr_perfdata *pd,

@@ -295,6 +295,17 @@ if [ -f "$d/cw.data" ]; then
 	else
 		fail "CPU-wide --tid $tid: $(ls "$work/cwtid" | tr '\n' ' ')"
 	fi
+	# A CPU's trace in two AUXTRACE buffers (joined in a mapped
+	# temporary file, as a long recording's thousands are).
+	mkdir "$work/cwsplit"
+	if "$check" --split "$d/cw.data" "$work/cwsplit.data" &&
+	   "$htr" build -q -o "$work/cwsplit/s" "$work/cwsplit.data" \
+		2>"$work/err" &&
+	   [ "$(trees "$work/cwsplit"/s.*.htr)" = "$(trees "$d"/cw.*.htr)" ]; then
+		echo "ok      CPU-wide, a CPU's trace split over two AUXTRACE records: the same trees"
+	else
+		fail "CPU-wide split AUXTRACE: $(head -2 "$work/err")"
+	fi
 	"$check" --no-switches "$d/cw.data" "$work/nosw.data" &&
 	"$htr" build -q -o "$work/cwtid/n" "$work/nosw.data" 2>"$work/err"
 	rc=$?

@@ -498,10 +498,9 @@ static int perf_thread(struct perf_build *pb, const struct htr_perfdata *pd,
 	struct htr_build_stats st;
 	struct htr_builder *b = NULL;
 	struct timespec start, end;
-	uint8_t *buf = NULL;
-	const uint8_t *trace;
+	struct htr_perf_joined joined;
+	struct htr_err jerr;
 	char name[128];
-	size_t i, at;
 	int err, rc = HTR_EXIT_FAIL;
 
 	perf_opts(pb, pd, &opts);
@@ -509,20 +508,9 @@ static int perf_thread(struct perf_build *pb, const struct htr_perfdata *pd,
 	if (same_file(pb->trace, out))
 		return usage_error("build", "%s: the output would overwrite "
 				   "the trace; give another -o", out);
-	if (t->nchunks == 1) {
-		trace = pd->data + t->chunks[0].offset;
-	} else {
-		/* Several AUXTRACE buffers: one contiguous trace. */
-		buf = malloc((size_t) t->pt_bytes);
-		if (!buf)
-			return fail("build", "%s: out of memory", name);
-		for (i = 0, at = 0; i < t->nchunks; i++) {
-			memcpy(buf + at, pd->data + t->chunks[i].offset,
-			       (size_t) t->chunks[i].size);
-			at += (size_t) t->chunks[i].size;
-		}
-		trace = buf;
-	}
+	if (htr_perfdata__join(pd->data, t->chunks, t->nchunks, &joined,
+			       &jerr) != 0)
+		return fail("build", "%s: %s", name, jerr.msg);
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	err = htr_builder_alloc(&b, &opts);
 	if (err < 0) {
@@ -537,7 +525,7 @@ static int perf_thread(struct perf_build *pb, const struct htr_perfdata *pd,
 		goto done;
 	}
 	memset(&st, 0, sizeof(st));
-	err = htr_builder_run_buffer(b, trace, (size_t) t->pt_bytes, out, &st,
+	err = htr_builder_run_buffer(b, joined.data, (size_t) joined.size, out, &st,
 				     sizeof(st));
 	if (pb->pr->printed && pb->pr->tty)
 		fputc('\n', stderr);
@@ -545,7 +533,7 @@ static int perf_thread(struct perf_build *pb, const struct htr_perfdata *pd,
 		fprintf(stderr, "htr: build: %s: interrupted, nothing written\n",
 			out);
 		htr_builder_free(b);
-		free(buf);
+		htr_perfdata__unjoin(&joined);
 		signal(stop_signal, SIG_DFL);
 		raise(stop_signal);
 		return HTR_EXIT_FAIL;
@@ -566,7 +554,7 @@ static int perf_thread(struct perf_build *pb, const struct htr_perfdata *pd,
 	rc = HTR_EXIT_OK;
 done:
 	htr_builder_free(b);
-	free(buf);
+	htr_perfdata__unjoin(&joined);
 	return rc;
 }
 
