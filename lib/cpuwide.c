@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define NONE UINT32_MAX
@@ -585,10 +586,15 @@ void htr_cpuwide__stats_free(struct htr_cpuwide_stats *cs)
 #define STATS_SIZE0 HTR_ABI_SIZE0(struct htr_build_stats, timing_unusable)
 #define TINFO_SIZE0 HTR_ABI_SIZE0(struct htr_thread_info, clock_ns)
 
+/* A CPU's trace as added: spooled to an unlinked temporary file and
+ * mapped for the run, so the caller can stream a trace of any size
+ * through a small buffer (and none of it stays in the process's own
+ * memory). */
 struct api_cpu {
 	uint32_t cpu;
-	uint8_t *data;
-	size_t size, cap;
+	int fd;                  /* -1 until the first bytes */
+	uint64_t size;
+	void *map;               /* during htr_cpuwide_run() */
 	struct htr_perf_chunk chunk;
 };
 
@@ -635,7 +641,8 @@ void htr_cpuwide_free(struct htr_cpuwide *cw)
 	if (!cw)
 		return;
 	for (i = 0; i < cw->ncpus; i++)
-		free(cw->cpus[i].data);
+		if (cw->cpus[i].fd >= 0)
+			close(cw->cpus[i].fd);
 	for (i = 0; i < cw->nt; i++)
 		free((char *) cw->t[i].out);
 	free(cw->cpus);
@@ -660,6 +667,7 @@ int htr_cpuwide_set_clock(struct htr_cpuwide *cw, uint32_t time_shift,
 int htr_cpuwide_add_trace(struct htr_cpuwide *cw, uint32_t cpu,
 			  const void *data, size_t size)
 {
+	const uint8_t *p = data;
 	struct api_cpu *c = NULL;
 	size_t i;
 
@@ -677,27 +685,33 @@ int htr_cpuwide_add_trace(struct htr_cpuwide *cw, uint32_t cpu,
 		c = &cw->cpus[cw->ncpus++];
 		memset(c, 0, sizeof(*c));
 		c->cpu = cpu;
+		c->fd = -1;
 	}
-	if (size > c->cap - c->size) {
-		size_t nc = c->cap ? c->cap : 65536;
-		uint8_t *p;
+	if (size && c->fd < 0) {
+		const char *dir = getenv("TMPDIR");
+		char path[4096];
 
-		while (nc - c->size < size) {
-			if (nc > SIZE_MAX / 2)
-				return htr_err__set(&cw->b->err, HTR_ERR_NOMEM,
-						    "out of memory");
-			nc *= 2;
-		}
-		p = realloc(c->data, nc);
-		if (!p)
-			return htr_err__set(&cw->b->err, HTR_ERR_NOMEM,
-					    "out of memory");
-		c->data = p;
-		c->cap = nc;
+		snprintf(path, sizeof(path), "%s/htr-cpu-XXXXXX",
+			 dir && dir[0] ? dir : "/tmp");
+		c->fd = mkstemp(path);
+		if (c->fd < 0)
+			return htr_err__sys(&cw->b->err, "%s", path);
+		unlink(path);
 	}
-	if (size)
-		memcpy(c->data + c->size, data, size);
-	c->size += size;
+	while (size) {
+		ssize_t k = write(c->fd, p, size > (1u << 30) ? (1u << 30) :
+				  size);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return htr_err__sys(&cw->b->err, "cpu %u: spooling "
+					    "the trace to a temporary file",
+					    cpu);
+		p += k;
+		size -= (size_t) k;
+		c->size += (uint64_t) k;
+	}
 	return 0;
 }
 
@@ -822,10 +836,20 @@ int htr_cpuwide_run(struct htr_cpuwide *cw)
 	for (i = 0; i < cw->ncpus; i++) {
 		struct api_cpu *c = &cw->cpus[i];
 
+		if (c->size) {
+			c->map = mmap(NULL, (size_t) c->size, PROT_READ,
+				      MAP_SHARED, c->fd, 0);
+			if (c->map == MAP_FAILED) {
+				c->map = NULL;
+				rc = htr_err__sys(err, "cpu %u: mapping its "
+						  "trace", c->cpu);
+				goto out;
+			}
+		}
 		c->chunk.offset = 0;
 		c->chunk.size = c->size;
 		cpus[i].cpu = c->cpu;
-		cpus[i].base = c->data;
+		cpus[i].base = c->map;
 		cpus[i].chunks = &c->chunk;
 		cpus[i].nchunks = c->size ? 1 : 0;
 		cpus[i].pt_bytes = c->size;
@@ -846,6 +870,11 @@ int htr_cpuwide_run(struct htr_cpuwide *cw)
 	rc = htr_cpuwide__run(cw->b, &in, cw->t, cw->nt, &cw->cs);
 	cw->ran = rc == 0;
 out:
+	for (i = 0; i < cw->ncpus; i++) {
+		if (cw->cpus[i].map)
+			munmap(cw->cpus[i].map, (size_t) cw->cpus[i].size);
+		cw->cpus[i].map = NULL;
+	}
 	free(cpus);
 	free(sw);
 	return rc;

@@ -27,7 +27,11 @@
  * message there (htr_builder_last_error()); the builder must outlive it
  * and must not be used by anyone else meanwhile.  Both belong to one
  * thread at a time.  htr_cpuwide_run() starts no thread; the progress
- * callback runs on the calling thread.  Everything added is copied.
+ * callback runs on the calling thread.  Everything added is copied:
+ * switches and threads to memory (O(switches + threads)), trace bytes to
+ * an unlinked temporary file per CPU in $TMPDIR (or /tmp), mapped only
+ * while htr_cpuwide_run() decodes it, so a trace of any size costs no
+ * memory of its own: stream a big one through a small buffer.
  *
  * Limits: the trace must carry TSC packets (perf's intel_pt/tsc/, LLDB's
  * default for per-CPU tracing): pieces are matched to switches by TSC.
@@ -109,11 +113,12 @@ HTR_API int htr_cpuwide_set_clock(struct htr_cpuwide *cw, uint32_t time_shift,
 				  uint64_t time_mult, uint64_t time_zero);
 
 /**
- * Add @size bytes at @data of raw Intel PT recorded on CPU @cpu (copied;
- * a second call for the same CPU appends, as perf's successive AUX
- * buffers).  CPUs are decoded in the order first added.  Returns 0,
- * HTR_ERR_INVALID (NULL @cw, NULL @data with a nonzero @size),
- * HTR_ERR_NOMEM.
+ * Add @size bytes at @data of raw Intel PT recorded on CPU @cpu (copied
+ * to the CPU's temporary file; a second call for the same CPU appends, as
+ * perf's successive AUX buffers).  CPUs are decoded in the order first
+ * added.  Returns 0, HTR_ERR_INVALID (NULL @cw, NULL @data with a nonzero
+ * @size), HTR_ERR_IO (the temporary file: the message is in
+ * htr_builder_last_error()), HTR_ERR_NOMEM.
  */
 HTR_API int htr_cpuwide_add_trace(struct htr_cpuwide *cw, uint32_t cpu,
 				  const void *data, size_t size);

@@ -82,6 +82,27 @@ bool mkdirs(const std::string &path)
 	return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// CPU @cpu's Intel PT at @path into @cw in 1 MiB pieces: the library
+// spools it to a file, so a trace larger than memory builds.  Returns 0,
+// HTR_ERR_IO (cannot read @path), or htr_cpuwide_add_trace()'s error.
+int add_trace_file(struct htr_cpuwide *cw, uint32_t cpu,
+		   const std::string &path)
+{
+	std::ifstream in(path, std::ios::binary);
+	std::vector<char> buf(1u << 20);
+	int rc = 0;
+
+	if (!in)
+		return HTR_ERR_IO;
+	while (rc == 0 && in) {
+		in.read(buf.data(), (std::streamsize) buf.size());
+		if (in.gcount() > 0)
+			rc = htr_cpuwide_add_trace(cw, cpu, buf.data(),
+						   (size_t) in.gcount());
+	}
+	return rc == 0 && in.bad() ? HTR_ERR_IO : rc;
+}
+
 bool read_file(const std::string &path, std::string *out)
 {
 	std::ifstream in(path, std::ios::binary);
@@ -678,18 +699,18 @@ bool build_cpus(lldb::SBTarget &target, lldb::SBProcess &process,
 					   saved.time_mult, saved.time_zero);
 	for (size_t i = 0; rc == 0 && i < saved.cpus.size(); i++) {
 		const SavedCpu &c = saved.cpus[i];
-		std::string ipt, sw, why;
+		std::string sw, why;
 
-		if (!read_file(c.ipt, &ipt) || !read_file(c.switches, &sw)) {
+		if (!read_file(c.switches, &sw)) {
 			err = fmt("cannot read the traces of cpu %u", c.id);
 			rc = HTR_ERR_IO;
 		} else if (!add_switches(cw, c.id, sw, &why)) {
 			err = fmt("cpu %u: corrupt context-switch trace: %s",
 				  c.id, why.c_str());
 			rc = HTR_ERR_CORRUPT;
-		} else {
-			rc = htr_cpuwide_add_trace(cw, c.id, ipt.data(),
-						   ipt.size());
+		} else if ((rc = add_trace_file(cw, c.id, c.ipt)) ==
+			   HTR_ERR_IO && !htr_builder_last_error(b)[0]) {
+			err = fmt("cannot read the traces of cpu %u", c.id);
 		}
 	}
 	std::vector<std::string> paths;
