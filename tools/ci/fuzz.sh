@@ -27,7 +27,7 @@ quietly ninja -C "$bdir"
 seeds="$bdir/seeds"
 if [ ! -d "$seeds" ]; then
 	mkdir -p "$seeds/htr" "$seeds/trace" "$seeds/elf" "$seeds/sidecar" \
-		"$seeds/perfdata"
+		"$seeds/perfdata" "$seeds/cpuwide"
 	# Small files the mutator can reach every part of (max_len below):
 	# a few thousand instructions of two scenarios.
 	for sc in mixed real; do
@@ -43,6 +43,15 @@ if [ ! -d "$seeds" ]; then
 	cp tests/data/sample.pt "$seeds/trace/"
 	head -c 4096 tests/data/sample.pt >"$seeds/trace/head.pt"
 	cp tests/data/sample.elf "$seeds/elf/"
+	# CPU-wide: thread 1 on CPU 0 and thread 2 on CPU 1 from time 0,
+	# the sample's first 8 KiB on CPU 0 and the rest on CPU 1
+	# (fuzz_cpuwide.c has the layout).
+	{
+		printf '\002\000\000\001\000\000\000\000\000\000\000\000\000'
+		printf '\001\000\002\000\000\000\000\000\000\000\000\000'
+		printf '\000\040'
+		cat tests/data/sample.pt
+	} >"$seeds/cpuwide/two.bin"
 	# A valid sidecar of the sample, made by the analyzers themselves.
 	cp tests/data/sample.htr "$seeds/s.htr"
 	build/tools/htr/htr top "$seeds/s.htr" >/dev/null 2>&1 || true
@@ -67,7 +76,7 @@ mkdir -p "$bdir/crashes"
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export ASAN_OPTIONS=detect_leaks=1
 status=0
-for t in htr trace elf sidecar perfdata; do
+for t in htr trace elf sidecar perfdata cpuwide; do
 	mkdir -p "$bdir/corpus/$t" "$seeds/$t"
 	log="$bdir/fuzz_$t.log"
 	if "$bdir/tests/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=10 \
