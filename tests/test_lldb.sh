@@ -249,15 +249,18 @@ else
 	dwarf_bundle "$D/rec"
 	lldb "$D/s" -o "trace load $D/rec/trace.json" -o "htr build -o $D/out" \
 		-o "htr dump" -o "htr dump --lines" -o "htr dump --tsc" \
-		-o "htr dump --tsc --lines" -o "htr find --lines *scramble" ||
+		-o "htr dump --tsc --lines" -o "htr find --lines *scramble" \
+		-o "htr top --limit 0" -o "htr top --limit 0 --lines" ||
 		{ fail "dwarf: session"; cat "$D/s"; }
 	section "$D/s" "htr dump" >"$D/dump"
 	section "$D/s" "htr dump --lines" >"$D/dump.l"
 	section "$D/s" "htr dump --tsc" >"$D/tsc"
 	section "$D/s" "htr dump --tsc --lines" >"$D/tsc.l"
 	section "$D/s" "htr find --lines *scramble" >"$D/find.l"
+	section "$D/s" "htr top --limit 0" >"$D/top"
+	section "$D/s" "htr top --limit 0 --lines" >"$D/top.l"
 	# --lines only appends: the CLI-equal columns stay as they were.
-	for k in dump tsc; do
+	for k in dump tsc top; do
 		n1=$(wc -l <"$D/$k")
 		[ "$n1" -gt 10 ] && awk 'NR == FNR { a[FNR] = $0; next }
 			index($0, a[FNR]) != 1 { bad = 1 } END { exit bad }' \
@@ -270,6 +273,13 @@ else
 	blk=$(awk '$2 == "scramble" { print $1; exit }' "$D/find.l")
 	[ -n "$blk" ] && [ "$(wc -l <"$D/find.l")" = 3 ] ||
 		{ fail "dwarf: find --lines *scramble"; cat "$D/find.l"; }
+	# top --lines places scramble at its slowest invocation's entry:
+	# what find --lines says of that block.
+	set -- $(awk '$5 == "scramble" { print $4; exit }' "$D/top.l")
+	t_at=$(awk '$5 == "scramble" { sub(/.*  at /, "at "); print; exit }' "$D/top.l")
+	f_at=$(awk -v b="${1:-x}" '$1 == b { sub(/.*  at /, "at "); print }' "$D/find.l")
+	[ -n "$t_at" ] && [ "$t_at" = "$f_at" ] ||
+		fail "dwarf: top --lines places scramble at '$t_at', find at '$f_at'"
 	lldb "$D/g" -o "trace load $D/rec/trace.json" -o "htr build -o $D/out" \
 		-o "htr goto --lines --count 60 $blk" ||
 		{ fail "dwarf: goto session"; cat "$D/g"; }

@@ -1463,7 +1463,8 @@ public:
 const char top_help[] = "Per-function calls and TSC ticks of the built "
 			".htr (names from LLDB).";
 const char top_syntax[] =
-	"htr top [--sort inclusive|local|calls] [--limit N] [--thread TID]\n"
+	"htr top [--sort inclusive|local|calls] [--limit N] [--lines] "
+	"[--thread TID]\n"
 	"\n"
 	"Per function, one line, largest first:\n"
 	"  INCLUSIVE  LOCAL  CALLS  SLOWEST  NAME\n"
@@ -1473,9 +1474,13 @@ const char top_syntax[] =
 	"block index of its invocation with the largest total.  The figures are\n"
 	"the CLI's `htr top FILE.htr`; NAME is the function LLDB finds at the\n"
 	"entry of the slowest invocation (libhtr's name where LLDB has none).\n"
+	"With --lines, each line ends in the source position of that entry, as\n"
+	"`htr dump --lines` prints it.\n"
 	"\n"
 	"  -s, --sort KEY    inclusive (default), local or calls\n"
 	"  -n, --limit N     print N functions at most (default 20; 0: all)\n"
+	"  -l, --lines       append the source position of the slowest\n"
+	"                    invocation's entry\n"
 	"      --thread TID  the thread (default: the selected one)\n"
 	"Run 'htr build' first.\n";
 
@@ -1502,10 +1507,13 @@ public:
 		Args a;
 		uint64_t limit = 20, v;
 		int key = 0;   // 0 inclusive, 1 local, 2 calls
+		bool lines = false;
 
 		for (int i = 0; argv && argv[i]; i++) {
 			std::string s = argv[i];
-			if ((s == "-s" || s == "--sort") && argv[i + 1]) {
+			if (s == "-l" || s == "--lines") {
+				lines = true;
+			} else if ((s == "-s" || s == "--sort") && argv[i + 1]) {
 				std::string k = argv[++i];
 				if (k == "inclusive")
 					key = 0;
@@ -1569,6 +1577,7 @@ public:
 					      y.lib_name.c_str()) < 0;
 			});
 			Namer namer(target, an);
+			Locator loc(target);
 			size_t n = rows.size() < limit ? rows.size() : (size_t) limit;
 			std::string buf;
 			if (n)
@@ -1577,15 +1586,18 @@ public:
 			for (size_t i = 0; i < n; i++) {
 				const Row &r = rows[i];
 				struct htr_block_info bi;
-				std::string name = r.lib_name;
+				std::string name = r.lib_name, at;
 
 				bi.size = sizeof(bi);
 				if (r.lib_name != "?" &&
-				    htr_block_get(f, r.slowest, &bi, sizeof(bi)) == 0)
+				    htr_block_get(f, r.slowest, &bi, sizeof(bi)) == 0) {
 					name = namer.name(bi);
+					at = where_field(lines ? &loc : nullptr, bi);
+				}
 				buf += fmt("%14" PRIu64 " %14" PRIu64 " %10" PRIu64
-					   " %10u  %s\n", r.inclusive, r.local,
-					   r.calls, r.slowest, name.c_str());
+					   " %10u  %s%s\n", r.inclusive, r.local,
+					   r.calls, r.slowest, name.c_str(),
+					   at.c_str());
 				emit(result, buf, false);
 			}
 			emit(result, buf, true);
