@@ -6,7 +6,8 @@
  * address first falls in one of its ranges, and only used if every record
  * still matches a PT_LOAD (same file offset and size): that gives each
  * range its bias, and a file changed since the build gives no lines
- * rather than wrong ones.
+ * rather than wrong ones.  Without DWARF of its own, the separate debug file
+ * with the same build-id is read.
  *
  * Every libdw call may fail on damaged DWARF; a failure only drops the
  * part of the answer it would have given.
@@ -54,6 +55,7 @@ const char *htr_srclines__at(struct htr_srclines *sl, uint64_t addr)
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -81,6 +83,8 @@ struct module {
 	int state;              /* 0 not tried, 1 usable, -1 not */
 	int fd;
 	Elf *elf;
+	int dbg_fd;             /* separate debug file, or -1 */
+	Elf *dbg_elf;
 	Dwarf *dw;
 };
 
@@ -113,6 +117,10 @@ void htr_srclines__free(struct htr_srclines *sl)
 	for (i = 0; i < sl->nmods; i++) {
 		if (sl->mods[i].dw)
 			dwarf_end(sl->mods[i].dw);
+		if (sl->mods[i].dbg_elf)
+			elf_end(sl->mods[i].dbg_elf);
+		if (sl->mods[i].dbg_fd >= 0)
+			close(sl->mods[i].dbg_fd);
 		if (sl->mods[i].elf)
 			elf_end(sl->mods[i].elf);
 		if (sl->mods[i].fd >= 0)
@@ -164,6 +172,7 @@ int htr_srclines__open(struct htr_srclines **out, const struct htr_file *file,
 			sl->mods[i].path = im.path;
 			sl->mods[i].path_len = im.path_len;
 			sl->mods[i].fd = -1;
+			sl->mods[i].dbg_fd = -1;
 			sl->nmods++;
 		}
 		if (sl->nranges == capr) {
@@ -187,6 +196,41 @@ int htr_srclines__open(struct htr_srclines **out, const struct htr_file *file,
 nomem:
 	htr_srclines__free(sl);
 	return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
+}
+
+/* Where distributions put the DWARF they strip from their files (Debian's
+ * *-dbg, *-dbgsym), by build-id, as addr2line and gdb look for it. */
+#define DEBUG_BUILD_ID_DIR "/usr/lib/debug/.build-id/"
+
+/* The DWARF of @mod's separate debug file, found by the build-id of its
+ * ELF file (and checked to carry the same one), or NULL.  Its addresses
+ * are the file's. */
+static Dwarf *debug_file(struct module *mod)
+{
+	char path[sizeof(DEBUG_BUILD_ID_DIR) + 2 * 64 + 8];
+	const unsigned char *id;
+	const void *id2;
+	ssize_t n, i;
+	size_t k;
+
+	n = dwelf_elf_gnu_build_id(mod->elf, (const void **) &id);
+	if (n < 2 || n > 64)
+		return NULL;
+	k = (size_t) snprintf(path, sizeof(path), "%s%02x/",
+			      DEBUG_BUILD_ID_DIR, id[0]);
+	for (i = 1; i < n; i++)
+		k += (size_t) snprintf(path + k, sizeof(path) - k, "%02x",
+				       id[i]);
+	snprintf(path + k, sizeof(path) - k, ".debug");
+	mod->dbg_fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (mod->dbg_fd < 0)
+		return NULL;
+	mod->dbg_elf = elf_begin(mod->dbg_fd, ELF_C_READ, NULL);
+	if (!mod->dbg_elf || elf_kind(mod->dbg_elf) != ELF_K_ELF ||
+	    dwelf_elf_gnu_build_id(mod->dbg_elf, &id2) != n ||
+	    memcmp(id, id2, (size_t) n))
+		return NULL;
+	return dwarf_begin_elf(mod->dbg_elf, DWARF_C_READ, NULL);
 }
 
 /* Open module @m's file and its DWARF; 0 if it cannot be used. */
@@ -231,6 +275,8 @@ static int module_open(struct htr_srclines *sl, uint32_t m)
 		r->bias = r->lo - ph.p_vaddr;   /* modular */
 	}
 	mod->dw = dwarf_begin_elf(mod->elf, DWARF_C_READ, NULL);
+	if (!mod->dw)
+		mod->dw = debug_file(mod);
 	if (!mod->dw)
 		return 0;
 	mod->state = 1;

@@ -1,7 +1,7 @@
 /*
  * Source lines: where a code address of an .htr's image is in the source,
- * from the DWARF of the module's own file (libdw; built without it, opening
- * fails).  The text is what `htr dump --lines` prints:
+ * from the DWARF of the module's file, or of its separate debug file
+ * found by build-id (libdw; built without it, opening fails).  The text is what `htr dump --lines` prints:
  *
  *   at FILE:LINE [inlined: INNER <- ... <- FUNCTION at FILE:LINE]
  *
