@@ -410,11 +410,8 @@ static int add_sym(struct loader *ld, uint64_t addr, const struct htr_elf_func *
  * against its PT_LOADs and add the symbols of every matched segment.
  * A file that cannot be used is skipped.  Returns 0 or HTR_ERR_NOMEM.
  */
-/* Open the image file @path, or, if it is gone, the file of the same name
- * next to the .htr @htr_path (a bundle copied elsewhere; the segment check
- * still guards against another file).  O_NONBLOCK: a FIFO put in the
- * file's place must not hang us.  Returns the fd or -1 with errno set. */
-static int open_image(const char *htr_path, const char *path)
+/* O_NONBLOCK: a FIFO put in the file's place must not hang us. */
+int htr_syms__open_image(const char *htr_path, const char *path)
 {
 	const char *hs, *base;
 	size_t dlen;
@@ -457,7 +454,7 @@ unsigned htr_syms__unreadable(const struct htr_file *file)
 		prev = im;
 		have_prev = 1;
 		path = strndup(im.path, im.path_len);
-		fd = path ? open_image(file->path, path) : -1;
+		fd = path ? htr_syms__open_image(file->path, path) : -1;
 		if (fd < 0)
 			n++;
 		else
@@ -492,7 +489,7 @@ static int load_elf(struct loader *ld, uint32_t mod,
 		skip(ld, path, "path holds a NUL byte");
 		goto out;
 	}
-	fd = open_image(ld->htr_path, path);
+	fd = htr_syms__open_image(ld->htr_path, path);
 	if (fd < 0) {
 		skip(ld, path, strerror(errno));
 		goto out;

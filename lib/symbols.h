@@ -46,6 +46,12 @@ int htr_syms__load(struct htr_syms **out, const struct htr_file *file,
 		   unsigned *nskipped, struct htr_err *err);
 void htr_syms__free(struct htr_syms *syms);
 
+/* Open the image file @path, or, if it is gone, the file of the same name
+ * next to the .htr @htr_path (may be NULL; a bundle copied elsewhere: the
+ * caller's segment check still guards against another file).  Returns
+ * the fd (O_RDONLY, O_CLOEXEC, O_NONBLOCK) or -1 with errno set. */
+int htr_syms__open_image(const char *htr_path, const char *path);
+
 /* How many of @file's ELF images cannot be opened now (a few open calls;
  * lets a stored index built without them be refreshed once they are
  * back). */

@@ -2,13 +2,15 @@
 #include "cmd.h"
 
 #include "htr/htr.h"
+#include "srcline.h"
 
 #include <getopt.h>
 #include <inttypes.h>
 #include <string.h>
 
 static const char usage_text[] =
-"usage: htr dump [--tsc [--ticks]] [--depth N] [--from ID] [--json] FILE.htr\n"
+"usage: htr dump [--tsc [--ticks]] [--lines] [--depth N] [--from ID] [--json]\n"
+"                FILE.htr\n"
 "\n"
 "Print the call tree, one line per block, indented by depth:\n"
 "  FIRST..LAST  ENTRY  FLAGS\n"
@@ -30,12 +32,21 @@ static const char usage_text[] =
 "and last instruction (start, end; null before the first time point);\n"
 "with perf's clock, ns too (local_ns, ..., start_ns and end_ns on\n"
 "perf's clock, as perf script --ns prints it).\n"
+"With --lines, text lines end in one more field, after two spaces: where\n"
+"the block's entry (for a late block, the first address it ran) is in the\n"
+"source, from the module's DWARF,\n"
+"  at FILE:LINE [inlined: INNER <- ... <- FUNCTION at FILE:LINE]\n"
+"the bracket only in inlined code, its frames innermost first, each after\n"
+"the first with its call site (what addr2line -i -f -s prints).  No field\n"
+"where nothing is known.\n"
 "\n"
 "  -t, --tsc       print names and times\n"
 "      --ticks     times in TSC ticks even when ns are known\n"
 "  -d, --depth N   print N levels at most (1: roots only)\n"
 "  -f, --from ID   print the subtree of the deepest block containing\n"
 "                  instruction ID\n"
+"  -l, --lines     append the source position of each block's entry\n"
+"                  (needs a build with libdw; not with --json)\n"
 "  -j, --json      one JSON object per block, in a JSON array\n"
 "  -h, --help      show this help\n"
 "exit status: 0 ok, 1 failure, 2 usage error\n";
@@ -96,7 +107,8 @@ static void l_u64(struct line *l, uint64_t v)
 	l_mem(l, d + i, sizeof(d) - i);
 }
 
-/* @part of @whole as a percentage with one decimal ("12.3%"). */
+/* @part of @whole as a percentage with one decimal ("12.3%"), no
+ * newline. */
 static void l_pct(struct line *l, uint64_t part, uint64_t whole)
 {
 	uint64_t tenths = whole ? (uint64_t) (1000.0 * (double) part /
@@ -105,7 +117,7 @@ static void l_pct(struct line *l, uint64_t part, uint64_t whole)
 	l_u64(l, tenths / 10);
 	l_mem(l, ".", 1);
 	l_u64(l, tenths % 10);
-	l_mem(l, "%\n", 2);
+	l_mem(l, "%", 1);
 }
 
 /* ", KEY: TSC" at instruction @id (null when no time is known yet), and
@@ -137,14 +149,28 @@ struct dump {
 	uint64_t n;
 	int io_error;
 	struct line line;     /* --tsc text output */
+	struct htr_srclines *lines;     /* --lines */
 };
+
+/* "  LOCATION" of @bi with --lines, else "" (also when nothing is known). */
+static const char *where_field(struct dump *d, const struct htr_block_info *bi,
+			       char *buf, size_t size)
+{
+	uint64_t a = d->lines ? block_where(bi) : 0;
+	const char *at = a ? htr_srclines__at(d->lines, a) : "";
+
+	if (!*at)
+		return "";
+	snprintf(buf, size, "  %s", at);
+	return buf;
+}
 
 static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		 uint32_t level, void *payload)
 {
 	struct dump *d = payload;
 	struct htr_block_info bi;
-	char flags[64], entry[24];
+	char flags[64], entry[24], where[600];
 	int rc;
 
 	(void) parent;
@@ -178,6 +204,13 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		l_u64(&d->line, units_of(&d->units, total));
 		l_mem(&d->line, "  ", 2);
 		l_pct(&d->line, total, d->top_total);
+		if (d->lines) {
+			const char *w = where_field(d, &bi, where,
+						    sizeof(where));
+
+			l_mem(&d->line, w, strlen(w));
+		}
+		l_mem(&d->line, "\n", 1);
 		d->n++;
 		return 0;
 	}
@@ -241,8 +274,9 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		       bi.nchildren, flags);
 	}
 	else
-		printf("%*s%" PRIu64 "..%" PRIu64 "  %s  %s\n", (int) (2 * level),
-		       "", bi.first, bi.last, entry, flags);
+		printf("%*s%" PRIu64 "..%" PRIu64 "  %s  %s%s\n", (int) (2 * level),
+		       "", bi.first, bi.last, entry, flags,
+		       where_field(d, &bi, where, sizeof(where)));
 	d->n++;
 	if (ferror(stdout)) {
 		d->io_error = 1;
@@ -259,6 +293,7 @@ int cmd_dump(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "tsc", no_argument, NULL, 't' },
 		{ "ticks", no_argument, NULL, 'T' },
+		{ "lines", no_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -267,7 +302,8 @@ int cmd_dump(int argc, char **argv)
 	struct dump d;
 	uint64_t v, from_id = 0;
 	uint32_t from = HTR_NONE;
-	int c, have_from = 0, tsc = 0, ticks = 0, rc = HTR_EXIT_FAIL, err;
+	int c, have_from = 0, tsc = 0, ticks = 0, lines = 0;
+	int rc = HTR_EXIT_FAIL, err;
 	const char *path;
 
 	memset(&d, 0, sizeof(d));
@@ -276,7 +312,7 @@ int cmd_dump(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOFBF, 1 << 20);
 	optind = 1;
 	opterr = 0;     /* one error line, ours */
-	while ((c = getopt_long(argc, argv, "d:f:jth", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:f:jtlh", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'd':
 			if (parse_u64(optarg, &v) < 0 || !v)
@@ -293,6 +329,7 @@ int cmd_dump(int argc, char **argv)
 		case 'j': d.json = 1; break;
 		case 't': tsc = 1; break;
 		case 'T': ticks = 1; break;
+		case 'l': lines = 1; break;
 		case 'h': fputs(usage_text, stdout); return HTR_EXIT_OK;
 		default:
 			return usage_error("dump", "unknown option '%s'",
@@ -301,6 +338,11 @@ int cmd_dump(int argc, char **argv)
 	}
 	if (optind + 1 != argc)
 		return usage_error("dump", "expected one FILE.htr");
+	if (lines && d.json)
+		return usage_error("dump", "--lines: not with --json");
+	if (lines && !htr_srclines__supported())
+		return fail("dump", "--lines: this htr was built without libdw "
+			    "(elfutils), so it reads no source lines");
 	path = argv[optind];
 	/* A whole dump reads every block anyway: check the body first, so
 	 * a damaged file fails before any line is printed. */
@@ -313,6 +355,14 @@ int cmd_dump(int argc, char **argv)
 	}
 	if (tsc && open_analysis("dump", f, HTR_ANALYZE_ALL, &d.an) < 0)
 		goto out;
+	if (lines) {
+		struct htr_err e = { 0, "" };
+
+		if (htr_srclines__open(&d.lines, f, &e) < 0) {
+			rc = fail("dump", "--lines: %s", e.msg);
+			goto out;
+		}
+	}
 	units_init(&d.units, f, ticks);
 	if (have_from) {
 		err = htr_block_for_insn(f, from_id, &from);
@@ -346,6 +396,7 @@ int cmd_dump(int argc, char **argv)
 	}
 	rc = HTR_EXIT_OK;
 out:
+	htr_srclines__free(d.lines);
 	htr_analysis_close(d.an);
 	htr_file_close(f);
 	return rc;

@@ -2,6 +2,7 @@
 #include "cmd.h"
 
 #include "htr/htr.h"
+#include "srcline.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -9,7 +10,7 @@
 #include <string.h>
 
 static const char usage_text[] =
-"usage: htr find [--sort time|cost] [--limit N] [--ticks] [--json]\n"
+"usage: htr find [--sort time|cost] [--limit N] [--ticks] [--lines] [--json]\n"
 "                PATTERN FILE.htr\n"
 "\n"
 "List the invocations (blocks) of every function whose name is PATTERN,\n"
@@ -20,11 +21,15 @@ static const char usage_text[] =
 "clock (built from a perf.data; a first line '# thread TID (pid PID,\n"
 "COMM), times in ns' says so), else TSC ticks; JSON gives ticks, and ns\n"
 "too (total_ns, local_ns).  Names and times come from the sidecar\n"
-"FILE.htr.lmdb/, computed on first use.\n"
+"FILE.htr.lmdb/, computed on first use.  With --lines, each text line\n"
+"ends in the source position of the block's entry, as htr dump --lines\n"
+"prints it.\n"
 "\n"
 "  -s, --sort KEY  time: chronological (default); cost: largest total first\n"
 "  -n, --limit N   print the first N only\n"
 "      --ticks     times in TSC ticks even when ns are known\n"
+"  -l, --lines     append the source position of each block's entry\n"
+"                  (needs a build with libdw; not with --json)\n"
 "  -j, --json      a JSON array of objects\n"
 "  -h, --help      show this help\n"
 "A PATTERN that matches no function is said in one line on stderr (exit\n"
@@ -59,6 +64,7 @@ struct hit {
 	uint32_t block;
 	const char *name;
 	uint64_t first, last, total, local;
+	uint64_t where;         /* block_where() */
 };
 
 struct collect {
@@ -100,6 +106,7 @@ static int add(const char *name, uint32_t block, void *payload)
 	h->name = name;
 	h->first = bi.first;
 	h->last = bi.last;
+	h->where = block_where(&bi);
 	c->n++;
 	return 0;
 }
@@ -134,21 +141,24 @@ int cmd_find(int argc, char **argv)
 		{ "limit", required_argument, NULL, 'n' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "ticks", no_argument, NULL, 'T' },
+		{ "lines", no_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct htr_file *f = NULL;
 	struct collect c;
+	struct htr_srclines *sl = NULL;
 	uint64_t limit = UINT64_MAX, v;
 	size_t i, n;
 	struct units u;
-	int ch, json = 0, cost = 0, ticks = 0, rc = HTR_EXIT_FAIL, mode;
+	int ch, json = 0, cost = 0, ticks = 0, lines = 0, rc = HTR_EXIT_FAIL;
+	int mode;
 	int got;
 	const char *pattern, *path;
 
 	memset(&c, 0, sizeof(c));
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "s:n:jh", lopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "s:n:jlh", lopts, NULL)) != -1) {
 		switch (ch) {
 		case 's':
 			if (!strcmp(optarg, "time"))
@@ -168,6 +178,7 @@ int cmd_find(int argc, char **argv)
 			break;
 		case 'j': json = 1; break;
 		case 'T': ticks = 1; break;
+		case 'l': lines = 1; break;
 		case 'h': fputs(usage_text, stdout); return HTR_EXIT_OK;
 		default: return usage_error("find", "bad option");
 		}
@@ -178,6 +189,11 @@ int cmd_find(int argc, char **argv)
 	path = argv[optind + 1];
 	if (!pattern[0])
 		return usage_error("find", "PATTERN is empty");
+	if (lines && json)
+		return usage_error("find", "--lines: not with --json");
+	if (lines && !htr_srclines__supported())
+		return fail("find", "--lines: this htr was built without libdw "
+			    "(elfutils), so it reads no source lines");
 	if (!glob_ok(pattern))
 		return usage_error("find", "'%s': a [ without its ] in the glob",
 				   pattern);
@@ -188,6 +204,14 @@ int cmd_find(int argc, char **argv)
 	}
 	if (open_analysis("find", f, HTR_ANALYZE_ALL, &c.an) < 0)
 		goto out;
+	if (lines) {
+		struct htr_err e = { 0, "" };
+
+		if (htr_srclines__open(&sl, f, &e) < 0) {
+			rc = fail("find", "--lines: %s", e.msg);
+			goto out;
+		}
+	}
 	c.f = f;
 	mode = strpbrk(pattern, "*?[") ? HTR_MATCH_GLOB : HTR_MATCH_EXACT;
 	got = htr_symidx_find(c.an, pattern, mode, add, &c);
@@ -228,10 +252,13 @@ int cmd_find(int argc, char **argv)
 				       units_of(&u, h->local));
 			putchar('}');
 		} else {
+			const char *at = sl && h->where ?
+					 htr_srclines__at(sl, h->where) : "";
+
 			printf("%u  %s  %" PRIu64 "..%" PRIu64 "  %" PRIu64
-			       "  %" PRIu64 "\n", h->block, h->name, h->first,
-			       h->last, units_of(&u, h->total),
-			       units_of(&u, h->local));
+			       "  %" PRIu64 "%s%s\n", h->block, h->name,
+			       h->first, h->last, units_of(&u, h->total),
+			       units_of(&u, h->local), *at ? "  " : "", at);
 		}
 	}
 	if (json)
@@ -242,6 +269,7 @@ int cmd_find(int argc, char **argv)
 	}
 	rc = HTR_EXIT_OK;
 out:
+	htr_srclines__free(sl);
 	free(c.v);
 	htr_analysis_close(c.an);
 	htr_file_close(f);
