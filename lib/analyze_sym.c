@@ -653,13 +653,32 @@ int htr_block_name(struct htr_analysis *a, uint32_t block, const char **name)
 	return 0;
 }
 
+/* The NAME of "MODULE!NAME" (a late block's "~MODULE!NAME" too), or NULL
+ * when @name has no module part.  A C++ name may hold a '!' of its own
+ * (operator!=): a module part has no ':', '(' or ' '. */
+static const char *bare_name(const char *name)
+{
+	size_t k = strcspn(name, "!:( ");
+
+	return name[k] == '!' ? name + k + 1 : NULL;
+}
+
+static int match_one(const char *name, const char *pattern, int mode)
+{
+	return mode == HTR_MATCH_GLOB ? fnmatch(pattern, name, 0) == 0 :
+					strcmp(pattern, name) == 0;
+}
+
+/* A pattern naming no module matches a module's function by its name
+ * alone: "memcpy" is libc.so.6!memcpy when several modules ran. */
 static int matches(const struct htr_an_name *n, const char *pattern, int mode)
 {
-	if (!pattern)
+	const char *bare;
+
+	if (!pattern || match_one(n->name, pattern, mode))
 		return 1;
-	if (mode == HTR_MATCH_GLOB)
-		return fnmatch(pattern, n->name, 0) == 0;
-	return strcmp(pattern, n->name) == 0;
+	bare = strchr(pattern, '!') ? NULL : bare_name(n->name);
+	return bare && match_one(bare, pattern, mode);
 }
 
 /* The names to look at: all for globs, a binary search for exact names. */
@@ -671,7 +690,8 @@ static void name_range(const struct sym_res *r, const char *pattern, int mode,
 
 	*lo = 0;
 	*hi = r->nnames;
-	if (!pattern || mode != HTR_MATCH_EXACT)
+	/* A name without a module may be any module's: look at all. */
+	if (!pattern || mode != HTR_MATCH_EXACT || !strchr(pattern, '!'))
 		return;
 	kl = name_key(pattern, kb);
 	while (l < h) {

@@ -281,6 +281,29 @@ else
 	fail "split AUXTRACE: $(head -2 "$work/err")"
 fi
 
+# Names carry their module when several ran (MODULE!fib): a pattern
+# without one finds them by the function's name, as many as the tree has
+# (htr dump --tsc names every block); one with another module finds none.
+f=$(ls "$work"/c.calls-O0/rec.*.htr 2>/dev/null | head -1)
+if [ -n "$f" ]; then
+	full=$("$htr" find fib "$f" | awk '!/^#/ { print $2; exit }')
+	want=$("$htr" dump --tsc "$f" | awk -v n="$full" '$1 == n' | wc -l)
+	got=$("$htr" find fib "$f" | grep -vc '^#')
+	exact=$("$htr" find "$full" "$f" | grep -vc '^#')
+	glob=$("$htr" find 'f?b' "$f" | grep -vc '^#')
+	none=$("$htr" find 'x!fib' "$f" 2>/dev/null | grep -vc '^#')
+	case $full in
+	*!fib) ok=1 ;;
+	*) ok=0 ;;
+	esac
+	if [ "$ok" = 1 ] && [ "$want" -gt 0 ] && [ "$got" = "$want" ] &&
+	   [ "$exact" = "$want" ] && [ "$glob" = "$want" ] && [ "$none" = 0 ]; then
+		echo "ok      find fib, f?b and $full: the tree's $want $full blocks; x!fib none"
+	else
+		fail "find by bare name: $full: tree $want, fib $got, exact $exact, f?b $glob, x!fib $none"
+	fi
+fi
+
 # A CPU-wide recording: --tid builds one thread; without switch records
 # the threads cannot be told apart: one line, exit 1, no file.
 d=$work/w.workers-O2.2

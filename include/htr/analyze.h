@@ -202,7 +202,10 @@ struct htr_func_stats {
 	uint64_t slowest_total;
 };
 
-/* Match modes for htr_func_visit() and htr_symidx_find(). */
+/* Match modes for htr_func_visit() and htr_symidx_find().  A pattern
+ * without '!' also matches a name of the form MODULE!NAME (or a late
+ * block's ~MODULE!NAME) by its NAME alone, so "memcpy" finds
+ * libc.so.6!memcpy; a pattern with '!' matches whole names only. */
 #define HTR_MATCH_EXACT 0   /* @pattern is a name */
 #define HTR_MATCH_GLOB  1   /* @pattern is an fnmatch(3) glob (no flags) */
 
