@@ -97,26 +97,7 @@ awk -v base="$base" -v lo="$lo" -v hi="$hi" "$hex"'
 		if (match($0, /  (at |\[inlined: ).*$/)) loc = substr($0, RSTART + 2)
 		printf "0x%x\t%s\n", h($2) - h(base), loc
 	}' "$T/dump.l" >"$T/htr.locs"
-# addr2line -a -i -f -s prints ADDR, then FUNC and FILE:LINE per frame
-# (innermost first; "FILE:LINE (discriminator N)" keeps FILE:LINE).
-cut -f1 "$T/htr.locs" | addr2line -a -i -f -s -e "$T/lines" | awk "$hex"'
-	function flush() {
-		if (addr == "") return
-		loc = ""
-		# "??:0" nothing; "FILE:?" a unit but no line
-		if (n && fl[0] !~ /^\?\?:/ && fl[0] !~ /:\?$/)
-			loc = "at " fl[0]
-		if (n > 1) {
-			loc = loc (loc == "" ? "" : " ") "[inlined: " fn[0]
-			for (i = 1; i < n; i++) loc = loc " <- " fn[i] " at " fl[i]
-			loc = loc "]"
-		}
-		print addr "\t" loc
-	}
-	/^0x/ { flush(); addr = sprintf("0x%x", h($0)); n = 0; odd = 1; next }
-	odd { f = $0; odd = 0; next }
-	{ fn[n] = f; fl[n++] = $1; odd = 1 }
-	END { flush() }' >"$T/oracle.locs"
+cut -f1 "$T/htr.locs" | "$here/addr2line_locs.sh" "$T/lines" >"$T/oracle.locs"
 nloc=$(wc -l <"$T/htr.locs")
 nat=$(grep -c '	at lines\.c:[0-9]' "$T/htr.locs")
 nin=$(grep -c '	at lines\.c:[0-9]* \[inlined: mix <- scramble at lines\.c:[0-9]*\]$' "$T/htr.locs")

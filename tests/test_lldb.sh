@@ -293,26 +293,8 @@ else
 		h($1) >= h(lo) && h($1) < h(hi) && !seen[$1]++ {
 			printf "%s\t0x%x\t%s\n", $1, h($1) - h(base), $2
 		}' >"$D/plugin.locs"
-	# addr2line -a -i -f prints ADDR, then FUNC and FILE:LINE per frame.
-	cut -f2 "$D/plugin.locs" | addr2line -a -i -f -s -e "$D/lines.full" |
-		awk "$hex"'
-		function flush() {
-			if (addr == "") return
-			loc = ""
-			# "FILE:?": a compile unit but no line (crtstuff.c)
-			if (n && fl[0] !~ /^\?\?:/ && fl[0] !~ /:\?$/)
-				loc = "at " fl[0]
-			if (n > 1) {
-				loc = loc " [inlined: " fn[0]
-				for (i = 1; i < n; i++) loc = loc " <- " fn[i] " at " fl[i]
-				loc = loc "]"
-			}
-			print addr "\t" loc
-		}
-		/^0x/ { flush(); addr = sprintf("0x%x", h($0)); n = 0; odd = 1; next }
-		odd { f = $0; odd = 0; next }
-		{ fn[n] = f; fl[n++] = $1; odd = 1 }
-		END { flush() }' >"$D/oracle.locs"
+	cut -f2 "$D/plugin.locs" | "$(dirname "$0")/addr2line_locs.sh" \
+		"$D/lines.full" >"$D/oracle.locs"
 	cut -f2,3 "$D/plugin.locs" >"$D/plugin.cmp"
 	nloc=$(wc -l <"$D/plugin.cmp")
 	nin=$(grep -c '\[inlined: mix <- scramble at lines\.c:[0-9]*\]$' "$D/plugin.cmp")

@@ -1,5 +1,7 @@
 #include "fuzz.h"
 
+#include "htr/htr.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,4 +49,15 @@ int htr_fuzz_write(const char *name, const uint8_t *data, size_t size,
 		return -1;
 	ok = fwrite(data, 1, size, fp) == size;
 	return fclose(fp) == 0 && ok ? 0 : -1;
+}
+
+void htr_fuzz_sample_opts(struct htr_build_opts *opts)
+{
+	htr_build_opts_init(opts);
+	opts->cpuid_0x15_eax = 1;
+	opts->cpuid_0x15_ebx = 2;
+	opts->mtc_freq = 6;
+	opts->nom_freq = 16;
+	opts->no_fsync = 1;
+	opts->no_sweep = 1;
 }

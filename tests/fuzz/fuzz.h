@@ -14,6 +14,12 @@ int htr_fuzz_path(const char *name, char *path);
 int htr_fuzz_write(const char *name, const uint8_t *data, size_t size,
 		   char *path);
 
+struct htr_build_opts;
+/* Build options for a trace of the shipped sample: its timing
+ * parameters (so CYC/MTC paths run too), no fsync and no sweep of other
+ * temporaries (nothing is kept). */
+void htr_fuzz_sample_opts(struct htr_build_opts *opts);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #endif

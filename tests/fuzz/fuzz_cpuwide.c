@@ -60,14 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	nsw = data[0] % (MAX_SW + 1);
 	if (size < 1 + 12 * nsw + 2)
 		return 0;
-	htr_build_opts_init(&opts);
-	/* The sample's timing parameters, as the trace target. */
-	opts.cpuid_0x15_eax = 1;
-	opts.cpuid_0x15_ebx = 2;
-	opts.mtc_freq = 6;
-	opts.nom_freq = 16;
-	opts.no_fsync = 1;
-	opts.no_sweep = 1;
+	htr_fuzz_sample_opts(&opts);
 	if (htr_builder_alloc(&b, &opts) < 0)
 		return 0;
 	if (htr_builder_add_elf(b, HTR_FUZZ_SAMPLE_ELF) < 0 ||

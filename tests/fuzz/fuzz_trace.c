@@ -18,15 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (htr_fuzz_path("out.htr", out) < 0)
 		return 0;
-	htr_build_opts_init(&opts);
-	/* The sample's timing parameters, so CYC/MTC paths run too. */
-	opts.cpuid_0x15_eax = 1;
-	opts.cpuid_0x15_ebx = 2;
-	opts.mtc_freq = 6;
-	opts.nom_freq = 16;
-	/* Nothing to keep: no fsync, and no sweep of other temporaries. */
-	opts.no_fsync = 1;
-	opts.no_sweep = 1;
+	htr_fuzz_sample_opts(&opts);
 	if (htr_builder_alloc(&b, &opts) < 0)
 		return 0;
 	if (htr_builder_add_elf(b, HTR_FUZZ_SAMPLE_ELF) == 0 &&
