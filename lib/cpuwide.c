@@ -6,6 +6,7 @@
 
 #include "le.h"
 #include "pipe.h"
+#include "tmpfile.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -445,22 +446,11 @@ static int build_thread(struct cw *w, size_t i, struct piece **v, size_t n,
 
 static FILE *spool_file(struct htr_builder *b)
 {
-	const char *dir = getenv("TMPDIR");
-	char path[4096];
-	FILE *f;
-	int fd;
+	int fd = htr_tmp__open("cpuwide", &b->err);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "w+b");
 
-	snprintf(path, sizeof(path), "%s/htr-cpuwide-XXXXXX",
-		 dir && dir[0] ? dir : "/tmp");
-	fd = mkstemp(path);
-	if (fd < 0) {
-		htr_err__sys(&b->err, "%s", path);
-		return NULL;
-	}
-	unlink(path);
-	f = fdopen(fd, "w+b");
-	if (!f) {
-		htr_err__sys(&b->err, "%s", path);
+	if (fd >= 0 && !f) {
+		htr_err__sys(&b->err, "temporary spool");
 		close(fd);
 	}
 	return f;
@@ -667,7 +657,6 @@ int htr_cpuwide_set_clock(struct htr_cpuwide *cw, uint32_t time_shift,
 int htr_cpuwide_add_trace(struct htr_cpuwide *cw, uint32_t cpu,
 			  const void *data, size_t size)
 {
-	const uint8_t *p = data;
 	struct api_cpu *c = NULL;
 	size_t i;
 
@@ -687,31 +676,13 @@ int htr_cpuwide_add_trace(struct htr_cpuwide *cw, uint32_t cpu,
 		c->cpu = cpu;
 		c->fd = -1;
 	}
-	if (size && c->fd < 0) {
-		const char *dir = getenv("TMPDIR");
-		char path[4096];
-
-		snprintf(path, sizeof(path), "%s/htr-cpu-XXXXXX",
-			 dir && dir[0] ? dir : "/tmp");
-		c->fd = mkstemp(path);
-		if (c->fd < 0)
-			return htr_err__sys(&cw->b->err, "%s", path);
-		unlink(path);
-	}
-	while (size) {
-		ssize_t k = write(c->fd, p, size > (1u << 30) ? (1u << 30) :
-				  size);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return htr_err__sys(&cw->b->err, "cpu %u: spooling "
-					    "the trace to a temporary file",
-					    cpu);
-		p += k;
-		size -= (size_t) k;
-		c->size += (uint64_t) k;
-	}
+	if (size && c->fd < 0 &&
+	    (c->fd = htr_tmp__open("cpu", &cw->b->err)) < 0)
+		return cw->b->err.code;
+	if (htr_tmp__write(c->fd, data, size) < 0)
+		return htr_err__sys(&cw->b->err, "cpu %u: spooling the trace "
+				    "to a temporary file", cpu);
+	c->size += size;
 	return 0;
 }
 

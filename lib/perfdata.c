@@ -2,6 +2,7 @@
 #include "perfdata.h"
 
 #include "le.h"
+#include "tmpfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1305,8 +1306,6 @@ int htr_perfdata__join(const uint8_t *base, const struct htr_perf_chunk *c,
 		       size_t n, struct htr_perf_joined *j,
 		       struct htr_err *err)
 {
-	const char *dir = getenv("TMPDIR");
-	char path[4096];
 	uint64_t total = 0;
 	size_t i;
 	int fd;
@@ -1319,38 +1318,23 @@ int htr_perfdata__join(const uint8_t *base, const struct htr_perf_chunk *c,
 		j->data = n ? base + c[0].offset : base;
 		return 0;
 	}
-	snprintf(path, sizeof(path), "%s/htr-trace-XXXXXX",
-		 dir && dir[0] ? dir : "/tmp");
-	fd = mkstemp(path);
+	fd = htr_tmp__open("trace", err);
 	if (fd < 0)
-		return htr_err__sys(err, "%s", path);
-	unlink(path);
+		return err->code;
 	for (i = 0; i < n; i++) {
-		const uint8_t *p = base + c[i].offset;
-		uint64_t left = c[i].size;
+		if (htr_tmp__write(fd, base + c[i].offset, c[i].size) < 0) {
+			int rc = htr_err__sys(err, "joining the trace's "
+					      "buffers in a temporary file");
 
-		while (left) {
-			ssize_t k = write(fd, p, left > (1u << 30) ?
-					  (1u << 30) : (size_t) left);
-
-			if (k < 0 && errno == EINTR)
-				continue;
-			if (k <= 0) {
-				int rc = htr_err__sys(err, "%s: joining the "
-						      "trace's buffers", path);
-
-				close(fd);
-				return rc;
-			}
-			p += k;
-			left -= (uint64_t) k;
+			close(fd);
+			return rc;
 		}
 	}
 	j->map = mmap(NULL, (size_t) total, PROT_READ, MAP_SHARED, fd, 0);
 	close(fd);
 	if (j->map == MAP_FAILED) {
 		j->map = NULL;
-		return htr_err__sys(err, "%s: mapping the joined trace", path);
+		return htr_err__sys(err, "mapping the joined trace");
 	}
 	j->map_size = (size_t) total;
 	j->data = j->map;
