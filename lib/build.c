@@ -8,6 +8,7 @@
 #include "err.h"
 #include "format.h"
 #include "image.h"
+#include "pdecode.h"
 #include "pipe.h"
 #include "writer.h"
 
@@ -136,7 +137,10 @@ int htr_builder_add_bytes(struct htr_builder *b, const void *data,
 
 struct glue {
 	struct htr_builder *b;
-	struct htr_pipe *pipe;
+	struct htr_pipe *pipe;  /* one decoding thread */
+	struct htr_build_out *o;
+	uint64_t insns;         /* several: applied on this thread */
+	int apply_rc;           /* the tree builder's or writer's error */
 	const uint8_t *trace;
 	uint64_t trace_size;
 	uint64_t released;      /* trace bytes given back to the kernel */
@@ -191,11 +195,22 @@ static int on_progress(void *ctx, uint64_t offset)
 		return 0;
 	p.offset = offset;
 	p.trace_size = g->trace_size;
-	p.insns = htr_pipe__insns(g->pipe);
-	p.blocks = htr_pipe__blocks(g->pipe);
+	p.insns = g->pipe ? htr_pipe__insns(g->pipe) : g->insns;
+	p.blocks = g->pipe ? htr_pipe__blocks(g->pipe)
+			   : htr_writer__nblocks(g->o->w);
 	g->stop = g->b->opts.progress(&p, g->b->opts.payload);
 	/* The decoder only knows "stop"; the value is mapped at the end. */
 	return g->stop ? HTR_ERR_CANCELED : 0;
+}
+
+/* Several decoding threads: their events, in order, on this thread. */
+static int apply(void *ctx, const struct htr_ev *e)
+{
+	struct glue *g = ctx;
+
+	if (e->type == HTR_EV_RUN)
+		g->insns += e->n;
+	return g->apply_rc = htr_ev__apply(g->o->tb, e);
 }
 
 static int func_extent(void *ctx, uint64_t addr, uint64_t *start,
@@ -432,15 +447,24 @@ static int run(struct htr_builder *b, const uint8_t *data, uint64_t tsize,
 	if (rc < 0)
 		goto out;
 	htr_build__decode_cfg(b, &cfg, data, tsize);
-	memset(&sink, 0, sizeof(sink));
-	rc = htr_pipe__start(&g.pipe, o.tb, o.w);
-	if (rc < 0) {
-		htr_err__set(&b->err, rc, "cannot start the builder thread");
-		goto out;
+	g.o = &o;
+	if (b->opts.threads >= 2) {
+		rc = htr_pdecode__run(&cfg, b->img, b->opts.threads,
+				      b->opts.chunk_size, apply, on_progress,
+				      &g, &b->err);
+		prc = g.apply_rc;
+	} else {
+		memset(&sink, 0, sizeof(sink));
+		rc = htr_pipe__start(&g.pipe, o.tb, o.w);
+		if (rc < 0) {
+			htr_err__set(&b->err, rc, "cannot start the builder "
+				     "thread");
+			goto out;
+		}
+		htr_pipe__sink(g.pipe, &sink, on_progress, &g);
+		rc = htr_decode__run(&cfg, b->img, &sink, &b->err);
+		prc = htr_pipe__finish(g.pipe);
 	}
-	htr_pipe__sink(g.pipe, &sink, on_progress, &g);
-	rc = htr_decode__run(&cfg, b->img, &sink, &b->err);
-	prc = htr_pipe__finish(g.pipe);
 	if (prc < 0) {
 		/* The builder failed first; decoding stopped because of it. */
 		rc = htr_build__out_fail(b, &o, prc);

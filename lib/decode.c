@@ -44,6 +44,7 @@ struct blk;
 
 struct dec {
 	struct pt_block_decoder *d;
+	struct pt_image *image;          /* this run's copy */
 	struct pt_image_section_cache *isc;
 	const struct htr_decode_sink *sink;
 	const uint8_t *trace;
@@ -233,6 +234,22 @@ uint64_t htr_decode__psb_before(const uint8_t *trace, uint64_t size,
 	for (i = pos - 16 + 1; i-- > low;)
 		if (trace[i] == 0x02 && is_psb(trace + i))
 			return i;
+	return UINT64_MAX;
+}
+
+uint64_t htr_decode__psb_after(const uint8_t *trace, uint64_t size,
+			       uint64_t from)
+{
+	const uint8_t *p = trace + from, *lim;
+
+	if (from >= size || size - from < 16)
+		return UINT64_MAX;
+	lim = trace + size - 15;
+	while (p < lim && (p = memchr(p, 0x02, (size_t) (lim - p)))) {
+		if (is_psb(p))
+			return (uint64_t) (p - trace);
+		p++;
+	}
 	return UINT64_MAX;
 }
 
@@ -649,13 +666,17 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 				  "Intel PT decoder (bad configuration)");
 		goto out;
 	}
-	status = pt_blk_set_image(s.d, htr_image__pt(img));
+	s.image = pt_image_alloc(NULL);
+	status = s.image ? pt_image_copy(s.image, htr_image__pt(img))
+			 : -pte_nomem;
+	if (status >= 0)
+		status = pt_blk_set_image(s.d, s.image);
 	if (status < 0) {
 		rc = htr_err__set(err, HTR_ERR_DECODE, "cannot set the image: "
 				  "%s", pt_errstr(pt_errcode(status)));
 		goto out;
 	}
-	if ((rc = sync_next(&s, 0, &status)) != 0)
+	if ((rc = sync_next(&s, cfg->begin, &status)) != 0)
 		goto out;
 	for (;;) {
 		if (status >= 0) {
@@ -712,6 +733,7 @@ out:
 	if (rc == HTR_ERR_CANCELED)
 		htr_err__set(err, rc, "decode canceled");
 	pt_blk_free_decoder(s.d);
+	pt_image_free(s.image);
 	free(s.cache);
 	free(s.tail);
 	return rc;

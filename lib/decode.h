@@ -85,9 +85,15 @@ struct htr_decode_sink {
 uint64_t htr_decode__psb_before(const uint8_t *trace, uint64_t size,
 				uint64_t pos, uint64_t low);
 
+/* The offset of the first PSB at or after @from in @trace (@size bytes);
+ * UINT64_MAX if none. */
+uint64_t htr_decode__psb_after(const uint8_t *trace, uint64_t size,
+			       uint64_t from);
+
 struct htr_decode_cfg {
 	const uint8_t *trace;      /* the raw trace (mapped by the caller) */
 	uint64_t size;
+	uint64_t begin;            /* where to look for the first PSB */
 	int cpu_family, cpu_model, cpu_stepping;   /* 0: no errata */
 	uint32_t cpuid_0x15_eax, cpuid_0x15_ebx;
 	uint8_t mtc_freq, nom_freq;
@@ -135,5 +141,8 @@ struct htr_decode_cfg {
  */
 int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 		    const struct htr_decode_sink *sink, struct htr_err *err);
+/* Runs may decode over the same @img on several threads at once: each
+ * decodes with its own copy of the image (libipt's rule); the image
+ * section cache they share locks itself. */
 
 #endif

@@ -1,4 +1,5 @@
 #include "build_truth.h"
+#include "same_htr.h"
 
 #include <criterion/criterion.h>
 #include <string.h>
@@ -26,4 +27,5 @@ void build_with_truth(const struct truth *t, const char *elf_spec,
 	rc = htr_builder_run(b, trace, out, st, st ? sizeof(*st) : 0);
 	cr_assert_eq(rc, 0, "%s: %s", trace, htr_builder_last_error(b));
 	htr_builder_free(b);
+	htr_check_parallel(&bo, elf_spec, NULL, trace, out);
 }

@@ -7,6 +7,7 @@
  * address, and a block ends at every return.
  */
 #include "corpus.h"
+#include "same_htr.h"
 
 #include "htr/htr.h"
 
@@ -91,6 +92,24 @@ static void flow_free(struct flow *fl)
 }
 
 /* Build one test; 1 pass, 0 fail (with @why), -1 skip (with @why). */
+/* Build @trace into @out over the raw image @spec (and @extra, ptxed's
+ * extra --raw, over it, if not empty).  Returns htr_builder_run()'s. */
+static int build_raw(const struct htr_build_opts *bo, const char *spec,
+		     const char *extra, const char *trace, const char *out)
+{
+	struct htr_builder *b = NULL;
+	int rc;
+
+	cr_assert_eq(htr_builder_alloc(&b, bo), 0);
+	cr_assert_eq(htr_builder_add_raw(b, spec), 0, "%s", spec);
+	if (extra[0])
+		cr_assert_eq(htr_builder_add_raw(b, extra), 0, "%s: %s", extra,
+			     htr_builder_last_error(b));
+	rc = htr_builder_run(b, trace, out, NULL, 0);
+	htr_builder_free(b);
+	return rc;
+}
+
 static int build_one(const char *cdir, struct mrow *m, const char *cpu,
 		     const char *insn_out, char *why, size_t wlen)
 {
@@ -98,7 +117,6 @@ static int build_one(const char *cdir, struct mrow *m, const char *cpu,
 	char *opts = strdup(m->f[5]);
 	char *tok, *save;
 	struct htr_build_opts bo;
-	struct htr_builder *b = NULL;
 	struct htr_file *f = NULL;
 	struct flow fl;
 	uint8_t *starts = NULL, *ends = NULL;
@@ -160,19 +178,27 @@ static int build_one(const char *cdir, struct mrow *m, const char *cpu,
 	free(opts);
 	if (res < 0)
 		return res;
-	cr_assert_eq(htr_builder_alloc(&b, &bo), 0);
 	snprintf(spec, sizeof(spec), "%s/%s@%s", cdir, m->f[2], m->f[3]);
-	cr_assert_eq(htr_builder_add_raw(b, spec), 0, "%s", spec);
-	/* ptxed's extra --raw goes over the test's image. */
-	if (extra[0])
-		cr_assert_eq(htr_builder_add_raw(b, extra), 0, "%s: %s", extra,
-			     htr_builder_last_error(b));
 	snprintf(path, sizeof(path), "%s/%s/%s", cdir, m->f[0], insn_out);
 	cr_assert_eq(read_flow(path, &fl), 0, "%s", path);
 	snprintf(path, sizeof(path), "%s/%s", cdir, m->f[1]);
 	snprintf(out, sizeof(out), "%s/%s.htr", dir, m->f[0]);
-	rc = htr_builder_run(b, path, out, NULL, 0);
-	htr_builder_free(b);
+	rc = build_raw(&bo, spec, extra, path, out);
+	/* Decoded on three threads with a chunk boundary at every PSB, the
+	 * file must be the same, byte for byte. */
+	{
+		char out2[sizeof(out) + 4];
+		int rc2;
+
+		snprintf(out2, sizeof(out2), "%s.j3", out);
+		bo.threads = 3;
+		bo.chunk_size = 1;
+		rc2 = build_raw(&bo, spec, extra, path, out2);
+		cr_assert_eq(rc2, rc, "%s: -j3: %d, -j1: %d", path, rc2, rc);
+		cr_assert(rc < 0 || htr_files_same(out, out2),
+			  "%s: -j3 built another file than -j1", path);
+		unlink(out2);
+	}
 	if (rc == HTR_ERR_DECODE && fl.n == 0) {
 		flow_free(&fl);
 		return 1;           /* no PSB: nothing expected either */

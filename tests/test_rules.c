@@ -9,6 +9,7 @@
  * start.
  */
 #include "htr/htr.h"
+#include "same_htr.h"
 #include "tmpdir.h"
 
 #include <criterion/criterion.h>
@@ -140,6 +141,7 @@ static void run_case(uint64_t base, const struct htr_build_opts *opts,
 	cr_assert_eq(htr_builder_run(b, pt, htr, st, st ? sizeof(*st) : 0), 0,
 		     "%s", htr_builder_last_error(b));
 	htr_builder_free(b);
+	htr_check_parallel(opts, NULL, spec, pt, htr);
 }
 
 /* Build @code at @base under @t, read the tree back. */

@@ -7,10 +7,11 @@
  *
  * Threads: htr_builder_run() and htr_builder_run_buffer() start ONE
  * helper thread (the tree builder and writer, fed by the decoder running
- * on the calling thread through a bounded queue) and join it before they
- * return, on success, failure or cancel alike.  Callbacks never run on
- * it.  No thread outlives the call; nothing is left running in the
- * background.
+ * on the calling thread through a bounded queue) or, with opts.threads
+ * N >= 2, N helper threads that decode while the calling thread builds
+ * the tree; they join them before they return, on success, failure or
+ * cancel alike.  Callbacks never run on a helper thread.  No thread
+ * outlives the call; nothing is left running in the background.
  *
  * Files: the output is written as "OUT.tmpPID" in OUT's directory and
  * renamed to OUT on success (nothing is left on failure).  By default the
@@ -73,6 +74,15 @@ struct htr_build_opts {
 				    * crash may leave it empty or partial) */
 	int no_sweep;              /* leave leftover "OUT.tmpPID" files of
 				    * other processes alone */
+	/* Added later still (0 keeps the earlier behaviour): */
+	unsigned threads;          /* decoding threads; 0 or 1: the calling
+				    * thread decodes (see Threads above);
+				    * N >= 2: N helper threads decode chunks
+				    * of the trace cut at PSBs while the
+				    * calling thread builds the tree.  The
+				    * .htr is the same either way. */
+	uint64_t chunk_size;       /* trace bytes per chunk with threads >= 2
+				    * (0: 1 MiB) */
 };
 
 /* Figures of a finished build (the size rule: htr/common.h; first

@@ -49,6 +49,10 @@ static const char usage_text[] =
 "      --buildid-dir DIR   perf.data: perf's build-id cache, for modules\n"
 "                          whose file is missing or has another build-id\n"
 "                          (default: ~/.debug)\n"
+"  -j, --jobs N            decoding threads (default: the number of\n"
+"                          processors); the .htr is the same for any N\n"
+"      --chunk-size BYTES  trace per parallel chunk, cut at a PSB (suffix\n"
+"                          K, M or G; default 1M)\n"
 "  -q, --quiet             no progress, no summary\n"
 "  -h, --help              show this help\n"
 "\n"
@@ -788,10 +792,33 @@ done:
 	return rc;
 }
 
+/* A byte count with an optional K, M or G (powers of 1024). */
+static int parse_bytes(const char *s, uint64_t *out)
+{
+	static const char units[] = "KMG";
+	size_t n = strlen(s);
+	const char *u = n ? strchr(units, s[n - 1] & ~0x20) : NULL;
+	char num[32];
+	uint64_t v;
+	int shift;
+
+	if (!u || !*u)
+		return parse_u64(s, out);
+	if (n - 1 >= sizeof(num))
+		return -1;
+	memcpy(num, s, n - 1);
+	num[n - 1] = 0;
+	shift = 10 * (int) (u - units + 1);
+	if (parse_u64(num, &v) < 0 || v > (UINT64_MAX >> shift))
+		return -1;
+	*out = v << shift;
+	return 0;
+}
+
 int cmd_build(int argc, char **argv)
 {
 	enum { O_CPU = 256, O_MTC, O_NOM, O_EAX, O_EBX, O_TID, O_SYMFS,
-	       O_BUILDID };
+	       O_BUILDID, O_CHUNK };
 	static const struct option lopts[] = {
 		{ "elf", required_argument, NULL, 'e' },
 		{ "raw", required_argument, NULL, 'r' },
@@ -804,6 +831,8 @@ int cmd_build(int argc, char **argv)
 		{ "tid", required_argument, NULL, O_TID },
 		{ "symfs", required_argument, NULL, O_SYMFS },
 		{ "buildid-dir", required_argument, NULL, O_BUILDID },
+		{ "jobs", required_argument, NULL, 'j' },
+		{ "chunk-size", required_argument, NULL, O_CHUNK },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -824,6 +853,11 @@ int cmd_build(int argc, char **argv)
 	uint64_t v;
 
 	htr_build_opts_init(&opts);
+	{
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		opts.threads = n > 1 ? (unsigned) (n > 64 ? 64 : n) : 1;
+	}
 	elfs = calloc((size_t) argc, sizeof(*elfs));
 	raws = calloc((size_t) argc, sizeof(*raws));
 	if (!elfs || !raws) {
@@ -832,8 +866,25 @@ int cmd_build(int argc, char **argv)
 	}
 	optind = 1;
 	opterr = 0;     /* one error line, ours */
-	while ((c = getopt_long(argc, argv, "e:r:o:qh", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "e:r:o:j:qh", lopts, NULL)) != -1) {
 		switch (c) {
+		case 'j':
+			if (parse_u64(optarg, &v) < 0 || !v || v > 1024) {
+				rc = usage_error("build", "--jobs: bad value "
+						 "'%s' (1 to 1024)", optarg);
+				goto done;
+			}
+			opts.threads = (unsigned) v;
+			break;
+		case O_CHUNK:
+			if (parse_bytes(optarg, &v) < 0 || !v) {
+				rc = usage_error("build", "--chunk-size: bad "
+						 "value '%s'",
+						 optarg);
+				goto done;
+			}
+			opts.chunk_size = v;
+			break;
 		case 'e': elfs[nelf++] = optarg; break;
 		case 'r': raws[nraw++] = optarg; break;
 		case 'o': out = optarg; break;

@@ -1,0 +1,369 @@
+/* Parallel decoding across PSB segments (see pdecode.h). */
+#include "pdecode.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define BATCH 4096u               /* events per batch (128 KiB) */
+#define CHUNK_BATCHES 16u         /* full batches a chunk may hold before
+				   * its decoder waits for the consumer */
+#define DEFAULT_CHUNK (1u << 20)
+#define WARM (16u << 10)          /* decoded silently before a chunk */
+#define STOP 1                    /* a chunk's decoder reached the next */
+#define PROGRESS_STEP (1u << 20)  /* instructions between reports */
+#define NONE UINT64_MAX
+
+struct batch {
+	struct batch *next;
+	uint32_t n;
+	struct htr_ev ev[BATCH];
+};
+
+struct pdec;
+
+struct chunk {
+	struct htr_ev_sink ek;        /* first: the decoder's sink context */
+	struct pdec *p;
+	uint64_t begin;               /* the decoder starts at this PSB */
+	uint64_t start, end;          /* report from the PSB at start up to
+				       * the one at end (NONE: the last) */
+	int on;                       /* reporting (decoder thread only) */
+	struct batch *cur;            /* being filled (decoder thread only) */
+	struct batch *full, *last;    /* full batches, oldest first */
+	unsigned nfull;
+	int done, rc;
+	_Atomic uint64_t at;          /* the decoder's last offset */
+	struct htr_err err;
+};
+
+struct pdec {
+	const struct htr_decode_cfg *cfg;
+	struct htr_image *img;
+	uint64_t chunk;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;          /* any change; waiters re-check */
+	struct chunk *ring;           /* chunk k in ring[k % window] */
+	unsigned window;
+	uint64_t assigned;            /* chunks handed out */
+	uint64_t head;                /* the chunk being consumed */
+	uint64_t next_start;          /* where the next chunk starts (NONE:
+				       * all handed out) */
+	uint64_t prev_start;
+	atomic_int stop;
+	struct batch *free;
+};
+
+/* Call with the lock held. */
+static struct batch *get_batch(struct pdec *p)
+{
+	struct batch *b = p->free;
+
+	if (b)
+		p->free = b->next;
+	else if (!(b = malloc(sizeof(*b))))
+		return NULL;
+	b->next = NULL;
+	b->n = 0;
+	return b;
+}
+
+static void queue(struct chunk *c)
+{
+	if (c->last)
+		c->last->next = c->cur;
+	else
+		c->full = c->cur;
+	c->last = c->cur;
+	c->nfull++;
+	c->cur = NULL;
+}
+
+/* Hand a full batch to the consumer; wait while the chunk holds too many
+ * (the consumer drains only the chunk it is at). */
+static int publish(struct chunk *c)
+{
+	struct pdec *p = c->p;
+	int stop;
+
+	pthread_mutex_lock(&p->lock);
+	queue(c);
+	pthread_cond_broadcast(&p->cond);
+	while (c->nfull >= CHUNK_BATCHES && !atomic_load(&p->stop))
+		pthread_cond_wait(&p->cond, &p->lock);
+	stop = atomic_load(&p->stop);
+	pthread_mutex_unlock(&p->lock);
+	return stop ? HTR_ERR_CANCELED : 0;
+}
+
+static int chunk_put(void *ctx, const struct htr_ev *e)
+{
+	struct chunk *c = ctx;
+
+	if (e->type == HTR_EV_SYNC) {
+		if (e->a >= c->end)
+			return STOP;
+		if (e->a >= c->start)
+			c->on = 1;
+	}
+	if (!c->on)
+		return 0;
+	if (!c->cur) {
+		pthread_mutex_lock(&c->p->lock);
+		c->cur = get_batch(c->p);
+		pthread_mutex_unlock(&c->p->lock);
+		if (!c->cur)
+			return HTR_ERR_NOMEM;
+	}
+	c->cur->ev[c->cur->n++] = *e;
+	return c->cur->n == BATCH ? publish(c) : 0;
+}
+
+static int chunk_progress(void *ctx, uint64_t offset)
+{
+	struct chunk *c = ctx;
+
+	atomic_store_explicit(&c->at, offset, memory_order_relaxed);
+	return atomic_load(&c->p->stop) ? HTR_ERR_CANCELED : 0;
+}
+
+static uint64_t psb_from(const struct htr_decode_cfg *cfg, uint64_t from)
+{
+	return from >= cfg->size ? NONE
+				 : htr_decode__psb_after(cfg->trace, cfg->size,
+							 from);
+}
+
+/* Hand out the next chunk (lock held). */
+static struct chunk *take_chunk(struct pdec *p)
+{
+	uint64_t k = p->assigned++, start = p->next_start, w;
+	struct chunk *c = &p->ring[k % p->window];
+
+	memset(c, 0, sizeof(*c));
+	c->p = p;
+	c->start = start;
+	c->end = psb_from(p->cfg, start + p->chunk);
+	c->at = start;
+	if (k == 0) {
+		c->begin = 0;
+		c->on = 1;
+	} else {
+		/* The warm-up starts at a PSB before this chunk; the previous
+		 * chunk's start is one. */
+		w = psb_from(p->cfg, start - p->prev_start > WARM ?
+			     start - WARM : p->prev_start);
+		c->begin = w < start ? w : p->prev_start;
+	}
+	p->prev_start = start;
+	p->next_start = c->end;
+	return c;
+}
+
+static int decode_chunk(struct pdec *p, struct chunk *c)
+{
+	struct htr_decode_cfg cfg = *p->cfg;
+	struct htr_decode_sink sink;
+
+	cfg.begin = c->begin;
+	c->ek.put = chunk_put;
+	c->ek.ctx = c;
+	memset(&sink, 0, sizeof(sink));
+	htr_ev__sink(&sink, &c->ek);     /* sink.ctx = &c->ek = c */
+	sink.progress = chunk_progress;
+	return htr_decode__run(&cfg, p->img, &sink, &c->err);
+}
+
+static void *worker(void *arg)
+{
+	struct pdec *p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		struct chunk *c;
+		int rc;
+
+		while (!atomic_load(&p->stop) && p->next_start != NONE &&
+		       p->assigned >= p->head + p->window)
+			pthread_cond_wait(&p->cond, &p->lock);
+		if (atomic_load(&p->stop) || p->next_start == NONE)
+			break;
+		c = take_chunk(p);
+		pthread_mutex_unlock(&p->lock);
+		rc = decode_chunk(p, c);
+		pthread_mutex_lock(&p->lock);
+		if (c->cur)
+			queue(c);
+		c->done = 1;
+		c->rc = rc == STOP ? 0 : rc;
+		pthread_cond_broadcast(&p->cond);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+struct consumer {
+	int (*apply)(void *ctx, const struct htr_ev *e);
+	int (*progress)(void *ctx, uint64_t offset);
+	void *ctx;
+	uint64_t insns, next_report, offset;
+};
+
+static int consume(struct consumer *k, const struct batch *b)
+{
+	uint32_t i;
+	int rc;
+
+	for (i = 0; i < b->n; i++) {
+		const struct htr_ev *e = &b->ev[i];
+
+		if ((rc = k->apply(k->ctx, e)) != 0)
+			return rc;
+		if (e->type == HTR_EV_RUN)
+			k->insns += e->n;
+		else if (e->type == HTR_EV_SYNC)
+			k->offset = e->a;
+	}
+	if (k->insns >= k->next_report) {
+		k->next_report = k->insns + PROGRESS_STEP;
+		if (k->progress && k->progress(k->ctx, k->offset))
+			return HTR_ERR_CANCELED;
+	}
+	return 0;
+}
+
+/* Take the events chunk by chunk, in order (lock held on entry and exit).
+ * Returns 0, the first error of a chunk's decoder (its message in @err)
+ * or of @k. */
+static int consume_all(struct pdec *p, struct consumer *k, struct htr_err *err)
+{
+	for (;;) {
+		struct chunk *c = &p->ring[p->head % p->window];
+		int rc;
+
+		if (p->head == p->assigned && p->next_start == NONE)
+			return 0;
+		if (p->head < p->assigned && c->full) {
+			struct batch *b = c->full;
+
+			c->full = b->next;
+			if (!c->full)
+				c->last = NULL;
+			c->nfull--;
+			pthread_cond_broadcast(&p->cond);
+			pthread_mutex_unlock(&p->lock);
+			rc = consume(k, b);
+			pthread_mutex_lock(&p->lock);
+			b->next = p->free;
+			p->free = b;
+			if (rc)
+				return rc;
+		} else if (p->head < p->assigned && c->done) {
+			if (c->rc) {
+				*err = c->err;
+				return c->rc;
+			}
+			p->head++;
+			pthread_cond_broadcast(&p->cond);
+		} else {
+			/* A long search for a PSB reports nothing through
+			 * the events: keep the heartbeat going. */
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1;
+			if (pthread_cond_timedwait(&p->cond, &p->lock, &ts) &&
+			    p->head < p->assigned && k->progress) {
+				uint64_t at = atomic_load(&c->at);
+
+				pthread_mutex_unlock(&p->lock);
+				rc = k->progress(k->ctx, at);
+				pthread_mutex_lock(&p->lock);
+				if (rc)
+					return HTR_ERR_CANCELED;
+			}
+		}
+	}
+}
+
+int htr_pdecode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
+		     unsigned threads, uint64_t chunk,
+		     int (*apply)(void *ctx, const struct htr_ev *e),
+		     int (*progress)(void *ctx, uint64_t offset), void *ctx,
+		     struct htr_err *err)
+{
+	struct consumer k = { apply, progress, ctx, 0, PROGRESS_STEP, 0 };
+	struct pdec p;
+	pthread_t *tid;
+	unsigned i, started = 0;
+	int rc;
+
+	memset(&p, 0, sizeof(p));
+	p.cfg = cfg;
+	p.img = img;
+	p.chunk = chunk ? chunk : DEFAULT_CHUNK;
+	p.next_start = psb_from(cfg, cfg->begin);
+	if (p.next_start == NONE || threads < 2) {
+		/* No PSB: the one-thread decoder says so, as it would. */
+		struct htr_ev_sink ek = { apply, ctx };
+		struct htr_decode_sink sink;
+
+		memset(&sink, 0, sizeof(sink));
+		htr_ev__sink(&sink, &ek);
+		sink.progress = progress;
+		return htr_decode__run(cfg, img, &sink, err);
+	}
+	p.window = threads + 1;
+	p.ring = calloc(p.window, sizeof(*p.ring));
+	tid = calloc(threads, sizeof(*tid));
+	if (!p.ring || !tid) {
+		free(p.ring);
+		free(tid);
+		return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
+	}
+	pthread_mutex_init(&p.lock, NULL);
+	pthread_cond_init(&p.cond, NULL);
+	for (i = 0; i < threads; i++)
+		if (pthread_create(&tid[i], NULL, worker, &p) == 0)
+			started++;
+	pthread_mutex_lock(&p.lock);
+	if (!started)
+		rc = htr_err__set(err, HTR_ERR_IO, "cannot start a decoding "
+				  "thread");
+	else
+		rc = consume_all(&p, &k, err);
+	atomic_store(&p.stop, 1);
+	pthread_cond_broadcast(&p.cond);
+	pthread_mutex_unlock(&p.lock);
+	for (i = 0; i < started; i++)
+		pthread_join(tid[i], NULL);
+	for (i = 0; i < p.window; i++) {
+		struct chunk *c = &p.ring[i];
+
+		if (c->cur) {
+			c->cur->next = c->full;
+			c->full = c->cur;
+		}
+		while (c->full) {
+			struct batch *b = c->full;
+
+			c->full = b->next;
+			free(b);
+		}
+	}
+	while (p.free) {
+		struct batch *b = p.free;
+
+		p.free = b->next;
+		free(b);
+	}
+	if (rc == HTR_ERR_CANCELED && !err->msg[0])
+		htr_err__set(err, rc, "decode canceled");
+	pthread_cond_destroy(&p.cond);
+	pthread_mutex_destroy(&p.lock);
+	free(p.ring);
+	free(tid);
+	return rc;
+}

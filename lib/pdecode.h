@@ -1,0 +1,38 @@
+/*
+ * Parallel decoding: the trace is cut at PSBs into chunks of about a given
+ * size, decoded on several threads at once, and their events are handed to
+ * the caller in trace order: the same events, in the same order, as one
+ * htr_decode__run() over the whole trace gives its sink.
+ *
+ * How a chunk's events come out exact: the chunk [B_k, B_k+1) is decoded
+ * by a decoder that starts at an earlier PSB (W_k, about WARM bytes
+ * before B_k) and stays silent until it reports the PSB at B_k (the
+ * decoder's sync event), then reports everything up to, not including, the
+ * PSB at B_k+1.  A PSB resets what the trace depends on (the processor's
+ * return-compression stack, the IP, the time), and the decoding from W_k
+ * to B_k brings what a fresh decoder lacks (time calibration, enabled or
+ * not, the run before the PSB) to where a decoder that ran from the start
+ * would be.  The suites check the result against a one-thread decode.
+ */
+#ifndef HTR_LIB_PDECODE_H
+#define HTR_LIB_PDECODE_H
+
+#include "decode.h"
+#include "pipe.h"
+
+/* Decode @cfg's trace over @img on @threads threads (>= 2), in chunks of
+ * about @chunk bytes (0: the default, 1 MiB).  Each event goes to
+ * @apply(@ctx, event) on the calling thread, in trace order; every
+ * 2^20 instructions or so @progress(@ctx, trace offset) runs there too.
+ * A non-zero value from either stops everything and is returned (progress:
+ * HTR_ERR_CANCELED).  Memory: a bounded number of chunks in flight, each
+ * holding at most a fixed number of events.  Returns what
+ * htr_decode__run() would, or HTR_ERR_IO (no thread); message in @err.
+ * All threads are joined before it returns. */
+int htr_pdecode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
+		     unsigned threads, uint64_t chunk,
+		     int (*apply)(void *ctx, const struct htr_ev *e),
+		     int (*progress)(void *ctx, uint64_t offset), void *ctx,
+		     struct htr_err *err);
+
+#endif
