@@ -8,10 +8,10 @@
 #include <time.h>
 
 #define BATCH 4096u               /* events per batch (128 KiB) */
-#define CHUNK_BATCHES 16u         /* full batches a chunk may hold before
-				   * its decoder waits for the consumer */
-#define DEFAULT_CHUNK (1u << 20)
-#define WARM (16u << 10)          /* decoded silently before a chunk */
+#define CHUNK_BATCHES 48u         /* full batches a chunk may hold before
+				   * its decoder waits for the consumer
+				   * (6 MiB; a default chunk makes ~4 MiB) */
+#define DEFAULT_CHUNK (256u << 10)
 #define STOP 1                    /* a chunk's decoder reached the next */
 #define PROGRESS_STEP (1u << 20)  /* instructions between reports */
 #define NONE UINT64_MAX
@@ -151,11 +151,11 @@ static struct chunk *take_chunk(struct pdec *p)
 		c->begin = 0;
 		c->on = 1;
 	} else {
-		/* The warm-up starts at a PSB before this chunk; the previous
-		 * chunk's start is one. */
-		w = psb_from(p->cfg, start - p->prev_start > WARM ?
-			     start - WARM : p->prev_start);
-		c->begin = w < start ? w : p->prev_start;
+		/* The warm-up starts at the PSB before this chunk's; the
+		 * previous chunk's start is one, if none is nearer. */
+		w = htr_decode__psb_before(p->cfg->trace, p->cfg->size, start,
+					   p->prev_start);
+		c->begin = w != NONE ? w : p->prev_start;
 	}
 	p->prev_start = start;
 	p->next_start = c->end;

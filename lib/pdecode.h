@@ -5,8 +5,8 @@
  * htr_decode__run() over the whole trace gives its sink.
  *
  * How a chunk's events come out exact: the chunk [B_k, B_k+1) is decoded
- * by a decoder that starts at an earlier PSB (W_k, about WARM bytes
- * before B_k) and stays silent until it reports the PSB at B_k (the
+ * by a decoder that starts at the PSB before B_k (W_k) and stays
+ * silent until it reports the PSB at B_k (the
  * decoder's sync event), then reports everything up to, not including, the
  * PSB at B_k+1.  A PSB resets what the trace depends on (the processor's
  * return-compression stack, the IP, the time), and the decoding from W_k
@@ -21,7 +21,7 @@
 #include "pipe.h"
 
 /* Decode @cfg's trace over @img on @threads threads (>= 2), in chunks of
- * about @chunk bytes (0: the default, 1 MiB).  Each event goes to
+ * about @chunk bytes (0: the default, 256 KiB).  Each event goes to
  * @apply(@ctx, event) on the calling thread, in trace order; every
  * 2^20 instructions or so @progress(@ctx, trace offset) runs there too.
  * A non-zero value from either stops everything and is returned (progress:

@@ -82,7 +82,7 @@ struct htr_build_opts {
 				    * calling thread builds the tree.  The
 				    * .htr is the same either way. */
 	uint64_t chunk_size;       /* trace bytes per chunk with threads >= 2
-				    * (0: 1 MiB) */
+				    * (0: 256 KiB) */
 };
 
 /* Figures of a finished build (the size rule: htr/common.h; first

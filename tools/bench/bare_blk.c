@@ -1,14 +1,20 @@
 /*
  * Baseline for the build benchmark: the least a block-decoder client can
  * do over a trace (sync, drain events, pt_blk_next until the end, resync
- * after errors) with the same configuration htr build uses.
- * usage: bare_blk TRACE ELF BASE [cpuid_eax cpuid_ebx mtc_freq nom_freq]
+ * after errors) with the same configuration htr build uses.  The image is
+ * loaded the way htr build loads it (libhtr's image module); only the
+ * decoding loop is timed.
+ * usage: bare_blk [--timing EAX EBX MTC NOM] TRACE ELF[@BASE]...
  * Prints "bare: N insns, T s, R M insns/s".
  */
+#include "err.h"
+#include "image.h"
+
 #include <fcntl.h>
 #include <intel-pt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -18,20 +24,30 @@ int main(int argc, char **argv)
 {
 	struct pt_config cfg;
 	struct pt_block_decoder *d;
-	struct pt_image_section_cache *isc;
+	struct htr_image *img = NULL;
+	struct htr_err err;
 	struct timespec a, b;
 	struct stat st;
 	uint64_t insns = 0;
 	uint8_t *buf;
-	int fd, status, isid;
+	int fd, status, i = 1;
 
-	if (argc != 4 && argc != 8) {
-		fprintf(stderr, "usage: bare_blk TRACE ELF BASE [eax ebx mtc nom]\n");
+	pt_config_init(&cfg);
+	if (argc > 5 && !strcmp(argv[1], "--timing")) {
+		cfg.cpuid_0x15_eax = (uint32_t) strtoul(argv[2], NULL, 0);
+		cfg.cpuid_0x15_ebx = (uint32_t) strtoul(argv[3], NULL, 0);
+		cfg.mtc_freq = (uint8_t) strtoul(argv[4], NULL, 0);
+		cfg.nom_freq = (uint8_t) strtoul(argv[5], NULL, 0);
+		i = 6;
+	}
+	if (argc - i < 2) {
+		fprintf(stderr, "usage: bare_blk [--timing EAX EBX MTC NOM] "
+			"TRACE ELF[@BASE]...\n");
 		return 2;
 	}
-	fd = open(argv[1], O_RDONLY);
+	fd = open(argv[i], O_RDONLY);
 	if (fd < 0 || fstat(fd, &st) < 0) {
-		perror(argv[1]);
+		perror(argv[i]);
 		return 1;
 	}
 	buf = mmap(NULL, (size_t) st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -39,28 +55,22 @@ int main(int argc, char **argv)
 		perror("mmap");
 		return 1;
 	}
-	pt_config_init(&cfg);
 	cfg.begin = buf;
 	cfg.end = buf + st.st_size;
 	cfg.flags.variant.block.end_on_call = 1;
-	if (argc == 8) {
-		cfg.cpuid_0x15_eax = (uint32_t) strtoul(argv[4], NULL, 0);
-		cfg.cpuid_0x15_ebx = (uint32_t) strtoul(argv[5], NULL, 0);
-		cfg.mtc_freq = (uint8_t) strtoul(argv[6], NULL, 0);
-		cfg.nom_freq = (uint8_t) strtoul(argv[7], NULL, 0);
-	}
 	d = pt_blk_alloc_decoder(&cfg);
-	isc = pt_iscache_alloc(NULL);
-	if (stat(argv[2], &st) < 0 || !d || !isc) {
+	if (!d || htr_image__alloc(&img) < 0) {
 		fprintf(stderr, "bare_blk: setup failed\n");
 		return 1;
 	}
-	/* The synthesizer's ELF is one PT_LOAD from file offset 0. */
-	isid = pt_iscache_add_file(isc, argv[2], 0, (uint64_t) st.st_size,
-				   strtoull(argv[3], NULL, 0));
-	if (isid < 0 || pt_image_add_cached(pt_blk_get_image(d), isc, isid,
-					    NULL) < 0) {
-		fprintf(stderr, "bare_blk: %s: cannot add\n", argv[2]);
+	memset(&err, 0, sizeof(err));
+	for (i++; i < argc; i++)
+		if (htr_image__add_elf_spec(img, argv[i], &err) < 0) {
+			fprintf(stderr, "bare_blk: %s\n", err.msg);
+			return 1;
+		}
+	if (pt_image_copy(pt_blk_get_image(d), htr_image__pt(img)) < 0) {
+		fprintf(stderr, "bare_blk: cannot set the image\n");
 		return 1;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &a);
@@ -97,6 +107,6 @@ int main(int argc, char **argv)
 		       (unsigned long long) insns, t, (double) insns / t / 1e6);
 	}
 	pt_blk_free_decoder(d);
-	pt_iscache_free(isc);
+	htr_image__free(img);
 	return 0;
 }

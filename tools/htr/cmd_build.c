@@ -52,7 +52,7 @@ static const char usage_text[] =
 "  -j, --jobs N            decoding threads (default: the number of\n"
 "                          processors); the .htr is the same for any N\n"
 "      --chunk-size BYTES  trace per parallel chunk, cut at a PSB (suffix\n"
-"                          K, M or G; default 1M)\n"
+"                          K, M or G; default 256K)\n"
 "  -q, --quiet             no progress, no summary\n"
 "  -h, --help              show this help\n"
 "\n"
