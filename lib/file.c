@@ -313,8 +313,8 @@ static int validate(struct htr_file *f, int verify_body)
 	if (check_sections(f, f->hdr))
 		return f->err.code;
 	if (verify_body &&
-	    htr_hash__bytes(HTR_HASH_SEED, f->map + h.body_start,
-			    h.file_size - h.body_start) != h.body_hash)
+	    htr_hash__body(f->map, h.body_start, h.file_size, h.version) !=
+	    h.body_hash)
 		return corrupt(f, "body checksum mismatch");
 	return 0;
 }

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define HTR_MAGIC "HTRTREE\0"          /* 8 bytes */
-#define HTR_FORMAT_VERSION 2u         /* written; 1 is still read */
+#define HTR_FORMAT_VERSION 3u         /* written; 1 and 2 are still read */
 #define HTR_FORMAT_VERSION_MIN 1u
 #define HTR_ENDIAN_TAG 0x01020304u     /* reads 0x04030201 on the wrong end */
 #define HTR_FUNC_NONE 0xffffffu        /* no known entry (late start) */

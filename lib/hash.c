@@ -1,6 +1,16 @@
 #include "format.h"
 
+#include "err.h"
+#include "le.h"
+
+#include <stdlib.h>
 #include <string.h>
+
+static inline uint64_t mix(uint64_t h, uint64_t w)
+{
+	h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+	return h ^ (h >> 29);
+}
 
 /* Word-at-a-time multiply-xorshift; ~8 bytes per multiply. */
 uint64_t htr_hash__bytes(uint64_t h, const void *p, uint64_t n)
@@ -10,16 +20,139 @@ uint64_t htr_hash__bytes(uint64_t h, const void *p, uint64_t n)
 
 	while (n >= 8) {
 		memcpy(&w, s, 8);
-		h = (h ^ w) * 0x9e3779b97f4a7c15ull;
-		h ^= h >> 29;
+		h = mix(h, w);
 		s += 8;
 		n -= 8;
 	}
-	if (n) {
-		w = 0;
-		memcpy(&w, s, n);
-		h = (h ^ w ^ (n << 56)) * 0x9e3779b97f4a7c15ull;
-		h ^= h >> 29;
-	}
+	if (n)
+		h = mix(h, htr_disk__get_le(s, (unsigned) n) ^ (n << 56));
 	return h;
+}
+
+static uint64_t add_piece(uint64_t acc, uint64_t h)
+{
+	uint8_t le[8];
+
+	htr_disk__put_le(le, h, 8);
+	return htr_hash__bytes(acc, le, 8);
+}
+
+uint64_t htr_hash__body(const uint8_t *map, uint64_t start, uint64_t end,
+			uint32_t version)
+{
+	uint64_t acc = HTR_HASH_SEED, a, b;
+
+	if (version < 3)
+		return htr_hash__bytes(HTR_HASH_SEED, map + start, end - start);
+	for (a = start; a < end; a = b) {
+		b = (a / HTR_BODY_PIECE + 1) * HTR_BODY_PIECE;
+		if (b > end)
+			b = end;
+		acc = add_piece(acc, htr_hash__bytes(HTR_HASH_SEED, map + a,
+						     b - a));
+	}
+	return acc;
+}
+
+int htr_body_hash__init(struct htr_body_hash *b, uint64_t start, uint64_t end)
+{
+	uint64_t i;
+
+	memset(b, 0, sizeof(*b));
+	b->start = start;
+	b->end = end;
+	if (end <= start)
+		return 0;
+	b->first = start / HTR_BODY_PIECE;
+	b->npieces = (end - 1) / HTR_BODY_PIECE + 1 - b->first;
+	b->piece = malloc(b->npieces * sizeof(*b->piece));
+	if (!b->piece)
+		return HTR_ERR_NOMEM;
+	for (i = 0; i < b->npieces; i++) {
+		b->piece[i].h = HTR_HASH_SEED;
+		b->piece[i].carry = 0;
+		b->piece[i].fed = 0;
+	}
+	return 0;
+}
+
+/* The first byte of piece @i. */
+static uint64_t piece_start(const struct htr_body_hash *b, uint64_t i)
+{
+	uint64_t a = (b->first + i) * HTR_BODY_PIECE;
+
+	return a < b->start ? b->start : a;
+}
+
+void htr_body_hash__feed(struct htr_body_hash *b, uint64_t off, const void *p,
+			 uint64_t n)
+{
+	const unsigned char *s = p;
+
+	while (n) {
+		uint64_t i = off / HTR_BODY_PIECE - b->first;
+		uint64_t room = HTR_BODY_PIECE - off % HTR_BODY_PIECE;
+		uint64_t k = n < room ? n : room;
+		struct htr_body_piece *q;
+
+		if (off < b->start || off + k > b->end)
+			return;      /* out of range: final() says so */
+		q = &b->piece[i];
+		if (off != piece_start(b, i) + q->fed) {
+			q->fed = UINT64_MAX;    /* out of order */
+			return;
+		}
+		q->fed += k;
+		off += k;
+		n -= k;
+		/* Bytes of a word begun earlier wait in carry (low bytes
+		 * first); fed - k bytes came before this part. */
+		while (k) {
+			unsigned have = (unsigned) ((q->fed - k) & 7);
+
+			if (have || k < 8) {
+				q->carry |= (uint64_t) *s++ << (8 * have);
+				k--;
+				if (have == 7) {
+					q->h = mix(q->h, q->carry);
+					q->carry = 0;
+				}
+			} else {
+				uint64_t w;
+
+				memcpy(&w, s, 8);
+				q->h = mix(q->h, w);
+				s += 8;
+				k -= 8;
+			}
+		}
+	}
+}
+
+int htr_body_hash__final(const struct htr_body_hash *b, uint64_t *out)
+{
+	uint64_t acc = HTR_HASH_SEED, i;
+
+	for (i = 0; i < b->npieces; i++) {
+		const struct htr_body_piece *q = &b->piece[i];
+		uint64_t a = piece_start(b, i), e = (b->first + i + 1) *
+						    HTR_BODY_PIECE;
+		uint64_t h = q->h, tail = q->fed & 7;
+
+		if (e > b->end)
+			e = b->end;
+		if (q->fed != e - a)
+			return -1;
+		if (tail)
+			h = mix(h, q->carry ^ (tail << 56));
+		acc = add_piece(acc, h);
+	}
+	*out = acc;
+	return 0;
+}
+
+void htr_body_hash__free(struct htr_body_hash *b)
+{
+	free(b->piece);
+	b->piece = NULL;
 }

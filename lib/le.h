@@ -35,4 +35,36 @@ static inline void htr_disk__put_le(uint8_t *p, uint64_t v, unsigned w)
 #define HTR_HASH_SEED 0x6a09e667f3bcc909ull
 uint64_t htr_hash__bytes(uint64_t h, const void *p, uint64_t n);
 
+/* The body hash of format version 3 (FORMAT.md, "Hashes"): the bytes
+ * [@start, @end) cut at file offsets that are multiples of
+ * HTR_BODY_PIECE, each piece hashed from the seed, then the pieces' hashes
+ * as little-endian words.  Versions 1 and 2: one hash of all the bytes.
+ * @map is the whole file. */
+#define HTR_BODY_PIECE (1u << 20)
+uint64_t htr_hash__body(const uint8_t *map, uint64_t start, uint64_t end,
+			uint32_t version);
+
+/* The same hash, fed piece by piece while a file is written: each piece's
+ * bytes in order, pieces in any order. */
+struct htr_body_hash {
+	uint64_t start, end;
+	uint64_t first;            /* index of the first piece */
+	struct htr_body_piece {
+		uint64_t h, carry;
+		uint64_t fed;      /* bytes so far */
+	} *piece;
+	uint64_t npieces;
+};
+
+/* Returns 0 or HTR_ERR_NOMEM. */
+int htr_body_hash__init(struct htr_body_hash *b, uint64_t start,
+			uint64_t end);
+/* @n bytes at file offset @off, within [start, end). */
+void htr_body_hash__feed(struct htr_body_hash *b, uint64_t off,
+			 const void *p, uint64_t n);
+/* The hash into *@out; returns 0, or -1 if some byte was not fed or was
+ * fed out of order. */
+int htr_body_hash__final(const struct htr_body_hash *b, uint64_t *out);
+void htr_body_hash__free(struct htr_body_hash *b);
+
 #endif

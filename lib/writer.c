@@ -9,6 +9,7 @@
  * hashes the body in one forward pass, writes the table and the header,
  * fsyncs and renames.  Memory is O(max depth) plus fixed buffers.
  */
+#define _GNU_SOURCE     /* sync_file_range */
 #include "writer.h"
 
 #include "file.h"
@@ -35,6 +36,12 @@ enum { SP_FUNCS, SP_GAPS, SP_TSC, SP_SYNC, SP_IMAGES, SP_THREAD, SP_COUNT };
 /* Spool i is section htr_file__sections[1 + i]: the blocks come first,
  * written in place, then the spools in id order. */
 _Static_assert(SP_COUNT + 1 == HTR_NSECTIONS, "a spool per section");
+/* Link and hash a body piece at a time, in the block buffer; the blocks
+ * section starts at a multiple of the record size. */
+_Static_assert(HTR_BODY_PIECE <= HTR_WRITER_BUF &&
+	       HTR_WRITER_RESERVE % sizeof(struct htr_disk_block) == 0 &&
+	       HTR_BODY_PIECE % sizeof(struct htr_disk_block) == 0,
+	       "body pieces are whole blocks");
 _Static_assert(HTR_SEC_FUNCS == 2 + SP_FUNCS && HTR_SEC_GAPS == 2 + SP_GAPS &&
 	       HTR_SEC_TSC == 2 + SP_TSC && HTR_SEC_SYNC == 2 + SP_SYNC &&
 	       HTR_SEC_IMAGES == 2 + SP_IMAGES &&
@@ -652,19 +659,38 @@ static int link_one(struct htr_writer *w, struct link_state *ls,
 	return 0;
 }
 
-static int link_tree(struct htr_writer *w, uint32_t *first_root,
-		     uint32_t *max_depth, uint64_t *nroots)
+/* Start writing back [@off, @off + @n) (@n 0: to the end) now, so that
+ * the fsync at the end of the commit finds little left to do. */
+static void start_writeback(struct htr_writer *w, uint64_t off, uint64_t n)
 {
-	const uint64_t per = HTR_WRITER_BUF / sizeof(struct htr_disk_block);
+#ifdef SYNC_FILE_RANGE_WRITE
+	if (!(w->flags & HTR_WRITER_NO_FSYNC))
+		(void) sync_file_range(w->fd, (off_t) off, (off_t) n,
+				       SYNC_FILE_RANGE_WRITE);
+#else
+	(void) w; (void) off; (void) n;
+#endif
+}
+
+/* Link the blocks backward, one body-hash piece at a time (the pieces of
+ * the blocks section hold whole records: it starts at a multiple of
+ * their size), hashing each piece once it is final. */
+static int link_tree(struct htr_writer *w, struct htr_body_hash *bh,
+		     uint32_t *first_root, uint32_t *max_depth,
+		     uint64_t *nroots)
+{
+	const uint64_t bsz = sizeof(struct htr_disk_block);
 	struct link_state ls = { .next_root = HTR_NONE };
 	uint64_t hi = w->nblocks;
 	int rc = 0;
 
 	while (hi > 0 && !rc) {
-		uint64_t lo = hi > per ? hi - per : 0;
-		uint64_t off = HTR_WRITER_RESERVE +
-			       lo * sizeof(struct htr_disk_block);
-		size_t n = (size_t) (hi - lo) * sizeof(struct htr_disk_block);
+		uint64_t piece = (HTR_WRITER_RESERVE + hi * bsz - 1) /
+				 HTR_BODY_PIECE * HTR_BODY_PIECE;
+		uint64_t lo = piece > HTR_WRITER_RESERVE ?
+			      (piece - HTR_WRITER_RESERVE) / bsz : 0;
+		uint64_t off = HTR_WRITER_RESERVE + lo * bsz;
+		size_t n = (size_t) ((hi - lo) * bsz);
 		struct htr_disk_block *blk = (struct htr_disk_block *) w->buf;
 		uint64_t i;
 
@@ -673,6 +699,10 @@ static int link_tree(struct htr_writer *w, uint32_t *first_root,
 			rc = link_one(w, &ls, &blk[i - 1 - lo], (uint32_t) (i - 1));
 		if (!rc)
 			rc = pwrite_all(w, w->buf, n, off, "write links");
+		if (!rc) {
+			htr_body_hash__feed(bh, off, w->buf, n);
+			start_writeback(w, off, n);
+		}
 		hi = lo;
 	}
 	if (!rc && ls.depth) {
@@ -687,32 +717,47 @@ static int link_tree(struct htr_writer *w, uint32_t *first_root,
 	return rc;
 }
 
-static int copy_spool(struct htr_writer *w, struct spool *s)
+/* Append @n bytes at file offset *@pos, hashing them. */
+static int append(struct htr_writer *w, struct htr_body_hash *bh,
+		  uint64_t *pos, const void *p, size_t n)
+{
+	int rc = write_all(w, w->fd, p, n, "write section");
+
+	if (!rc) {
+		htr_body_hash__feed(bh, *pos, p, n);
+		*pos += n;
+	}
+	return rc;
+}
+
+static int copy_spool(struct htr_writer *w, struct spool *s,
+		      struct htr_body_hash *bh, uint64_t *pos)
 {
 	uint64_t done = 0, infile;
 
-	if (s->fd < 0)
-		return write_all(w, w->fd, s->buf, s->len, "write section");
-	infile = s->size - s->len;
+	infile = s->fd < 0 ? 0 : s->size - s->len;
 	while (done < infile) {
 		size_t n = infile - done > HTR_WRITER_BUF ?
 			   HTR_WRITER_BUF : (size_t) (infile - done);
 		int rc = pread_all(w, s->fd, w->buf, n, done, "read spool");
 
 		if (!rc)
-			rc = write_all(w, w->fd, w->buf, n, "write section");
+			rc = append(w, bh, pos, w->buf, n);
 		if (rc)
 			return rc;
 		done += n;
 	}
-	return write_all(w, w->fd, s->buf, s->len, "write section");
+	return append(w, bh, pos, s->buf, s->len);
 }
 
 int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 {
 	struct htr_disk_section table[1 + SP_COUNT];
+	const uint64_t body_start = sizeof(struct htr_disk_header) +
+				    sizeof(table);
 	struct htr_disk_header h;
-	uint64_t off, pos, body_hash;
+	struct htr_body_hash bh;
+	uint64_t off, pos, body_hash = 0;
 	uint32_t first_root, max_depth;
 	uint64_t nroots;
 	int rc, i, dfd;
@@ -736,8 +781,6 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 
 	if ((rc = flush_blocks(w)))
 		return rc;
-	if ((rc = link_tree(w, &first_root, &max_depth, &nroots)))
-		return rc;
 
 	/* Sections: blocks in place, then each spool, 8-byte aligned
 	 * (every record size is a multiple of 8). */
@@ -747,17 +790,37 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 	table[0].offset = HTR_WRITER_RESERVE;
 	table[0].size = w->nblocks * sizeof(struct htr_disk_block);
 	off = HTR_WRITER_RESERVE + table[0].size;
-	if (lseek(w->fd, (off_t) off, SEEK_SET) < 0)
-		return fail(w, htr_err__sys(&w->err, "%s: seek", w->tmp));
 	for (i = 0; i < SP_COUNT; i++) {
 		table[1 + i].id = htr_file__sections[1 + i].id;
 		table[1 + i].entsize = htr_file__sections[1 + i].entsize;
 		table[1 + i].offset = off;
 		table[1 + i].size = w->sp[i].size;
-		if ((rc = copy_spool(w, &w->sp[i])))
-			return rc;
 		off += w->sp[i].size;
 	}
+
+	/* The body is hashed as it becomes final: the zeros between the
+	 * section table and the blocks, the blocks as they are linked, the
+	 * spools as they are copied. */
+	if (htr_body_hash__init(&bh, body_start, off) < 0)
+		return fail(w, htr_err__set(&w->err, HTR_ERR_NOMEM,
+				"%s: out of memory", w->path));
+	memset(w->buf, 0, HTR_WRITER_RESERVE - body_start);
+	htr_body_hash__feed(&bh, body_start, w->buf,
+			    HTR_WRITER_RESERVE - body_start);
+	rc = link_tree(w, &bh, &first_root, &max_depth, &nroots);
+	pos = table[1].offset;
+	if (!rc && lseek(w->fd, (off_t) pos, SEEK_SET) < 0)
+		rc = fail(w, htr_err__sys(&w->err, "%s: seek", w->tmp));
+	for (i = 0; !rc && i < SP_COUNT; i++)
+		rc = copy_spool(w, &w->sp[i], &bh, &pos);
+	if (!rc && htr_body_hash__final(&bh, &body_hash) < 0)
+		rc = fail(w, htr_err__set(&w->err, HTR_ERR_IO,
+				"%s: body hash: bytes missed (a libhtr bug)",
+				w->path));
+	htr_body_hash__free(&bh);
+	if (rc)
+		return rc;
+	start_writeback(w, table[1].offset, 0);
 
 	/* Header and table first (the body hash does not cover them). */
 	memset(&h, 0, sizeof(h));
@@ -775,22 +838,11 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 	h.trace_size = m->trace_size;
 	h.trace_hash = m->trace_hash;
 	h.image_hash = w->image_hash;
-	h.body_start = sizeof(h) + sizeof(table);
+	h.body_start = body_start;
 	memcpy(h.libipt_version, m->libipt_version, sizeof(h.libipt_version));
 	h.build_time = (uint64_t) time(NULL);
 	h.nroots = nroots;
 
-	/* Body hash: one forward pass in chunks that are multiples of 8. */
-	body_hash = HTR_HASH_SEED;
-	for (pos = h.body_start; pos < off;) {
-		size_t n = off - pos > HTR_WRITER_BUF ?
-			   HTR_WRITER_BUF : (size_t) (off - pos);
-
-		if ((rc = pread_all(w, w->fd, w->buf, n, pos, "read back")))
-			return rc;
-		body_hash = htr_hash__bytes(body_hash, w->buf, n);
-		pos += n;
-	}
 	h.body_hash = body_hash;
 	h.header_hash = 0;
 	h.header_hash = htr_hash__bytes(htr_hash__bytes(HTR_HASH_SEED, &h,

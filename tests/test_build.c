@@ -391,6 +391,33 @@ Test(build, shipped_fixture)
 	truth_free(&t);
 }
 
+/* Format version 2 (one body hash over all its bytes) still opens,
+ * verifies and reads as the truth says. */
+Test(build, shipped_fixture_v2)
+{
+	const char *root = getenv("HTR_SOURCE_ROOT");
+	char path[1024], err[512];
+	struct truth t;
+	struct htr_file *f = NULL;
+	struct htr_open_opts oo;
+	struct htr_file_info fi;
+
+	cr_assert_not_null(root, "run through meson test");
+	snprintf(path, sizeof(path), "%s/tests/data/sample.truth", root);
+	cr_assert_eq(truth_load(&t, path, err, sizeof(err)), 0, "%s", err);
+	snprintf(path, sizeof(path), "%s/tests/data/sample-v2.htr", root);
+	htr_open_opts_init(&oo);
+	oo.verify_body = 1;
+	cr_assert_eq(htr_file_open(&f, path, &oo), 0, "%s",
+		     f ? htr_last_error(f) : "");
+	compare(&t, f, "fixture v2", 1);
+	fi.size = sizeof(fi);
+	cr_assert_eq(htr_file_info(f, &fi, sizeof(fi)), 0);
+	cr_assert_eq(fi.version, 2);
+	htr_file_close(f);
+	truth_free(&t);
+}
+
 /* Damaged traces (flipped bytes, garbage runs, truncation) never fail or
  * crash a build: the damage becomes gaps and the tree stays well formed. */
 Test(build, corrupt_traces, .timeout = 120)
