@@ -152,7 +152,7 @@ struct glue {
 /* The trace is mapped; pages the decoder has passed would stay resident
  * and make memory grow with the trace.  Give back all but a margin behind
  * the decoder (it never reads far backwards). */
-#define TRACE_MARGIN (16u << 20)
+#define TRACE_MARGIN (4u << 20)
 
 static void release_trace(struct glue *g, uint64_t offset)
 {

@@ -40,6 +40,38 @@ const struct htr_file__section htr_file__sections[HTR_NSECTIONS] = {
 	{ HTR_SEC_THREAD, sizeof(struct htr_disk_thread), "thread" },
 };
 
+/* Records checked on open between letting their pages go. */
+#define CHECK_WINDOW (1u << 16)
+
+/* @n bytes at @p of the mapping were only checked: let their pages go.
+ * Opening a file of 10^9 instructions reads gigabytes of time points and
+ * sync points (and, verifying, all of it); kept resident, they would make
+ * every command's memory grow with the trace.  The page cache keeps them;
+ * a later read maps them again.  Never on the caller's buffer. */
+static void let_go(void *ctx, const uint8_t *p, uint64_t n)
+{
+	const struct htr_file *f = ctx;
+	uintptr_t pg = (uintptr_t) sysconf(_SC_PAGESIZE), lo, hi;
+
+	if (f->borrowed || !pg)
+		return;
+	lo = ((uintptr_t) p + pg - 1) & ~(pg - 1);
+	hi = ((uintptr_t) p + (uintptr_t) n) & ~(pg - 1);
+	if (hi > lo)
+		(void) madvise((void *) lo, hi - lo, MADV_DONTNEED);
+}
+
+/* Records [@k - @k % CHECK_WINDOW, @k] of the section at @base were
+ * checked. */
+static void checked(const struct htr_file *f, const void *base, size_t rec,
+		    uint64_t k)
+{
+	uint64_t from = k - k % CHECK_WINDOW;
+
+	let_go((void *) f, (const uint8_t *) base + from * rec,
+	       (k + 1 - from) * rec);
+}
+
 /* Sections of each version: version 1 has no thread section. */
 static uint32_t nsections_of(uint32_t version)
 {
@@ -206,18 +238,24 @@ static int check_sections(struct htr_file *f, const struct htr_disk_header *h)
 				"%s: gap %llu: unknown kind %d", f->path,
 				U64(k), (int) g->kind);
 	}
-	for (k = 0; k < f->ntsc; k++)
+	for (k = 0; k < f->ntsc; k++) {
 		if (f->tsc[k].id > h->ninsns ||
 		    (k && f->tsc[k].id < f->tsc[k - 1].id))
 			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
 				"%s: tsc %llu: ID out of order or range",
 				f->path, U64(k));
-	for (k = 0; k < f->nsync; k++)
+		if (k % CHECK_WINDOW == CHECK_WINDOW - 1 || k + 1 == f->ntsc)
+			checked(f, f->tsc, sizeof(*f->tsc), k);
+	}
+	for (k = 0; k < f->nsync; k++) {
 		if (f->sync[k].id > h->ninsns ||
 		    (k && f->sync[k].offset < f->sync[k - 1].offset))
 			return htr_err__set(&f->err, HTR_ERR_CORRUPT,
 				"%s: sync %llu: out of order or range",
 				f->path, U64(k));
+		if (k % CHECK_WINDOW == CHECK_WINDOW - 1 || k + 1 == f->nsync)
+			checked(f, f->sync, sizeof(*f->sync), k);
+	}
 	for (k = 0; k < f->images_size;) {
 		uint64_t n = image_rec_size(f->images + k,
 					    f->images_size - k);
@@ -313,8 +351,8 @@ static int validate(struct htr_file *f, int verify_body)
 	if (check_sections(f, f->hdr))
 		return f->err.code;
 	if (verify_body &&
-	    htr_hash__body(f->map, h.body_start, h.file_size, h.version) !=
-	    h.body_hash)
+	    htr_hash__body(f->map, h.body_start, h.file_size, h.version,
+			   let_go, f) != h.body_hash)
 		return corrupt(f, "body checksum mismatch");
 	return 0;
 }

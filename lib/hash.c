@@ -38,20 +38,27 @@ static uint64_t add_piece(uint64_t acc, uint64_t h)
 }
 
 uint64_t htr_hash__body(const uint8_t *map, uint64_t start, uint64_t end,
-			uint32_t version)
+			uint32_t version,
+			void (*done)(void *ctx, const uint8_t *p, uint64_t n),
+			void *ctx)
 {
-	uint64_t acc = HTR_HASH_SEED, a, b;
+	uint64_t acc = HTR_HASH_SEED, flat = HTR_HASH_SEED, a, b;
 
-	if (version < 3)
-		return htr_hash__bytes(HTR_HASH_SEED, map + start, end - start);
 	for (a = start; a < end; a = b) {
 		b = (a / HTR_BODY_PIECE + 1) * HTR_BODY_PIECE;
 		if (b > end)
 			b = end;
-		acc = add_piece(acc, htr_hash__bytes(HTR_HASH_SEED, map + a,
-						     b - a));
+		/* Versions 1 and 2 stream: every piece but the last has a
+		 * length that is a multiple of 8 (body_start is). */
+		if (version < 3)
+			flat = htr_hash__bytes(flat, map + a, b - a);
+		else
+			acc = add_piece(acc, htr_hash__bytes(HTR_HASH_SEED,
+							     map + a, b - a));
+		if (done)
+			done(ctx, map + a, b - a);
 	}
-	return acc;
+	return version < 3 ? flat : acc;
 }
 
 int htr_body_hash__init(struct htr_body_hash *b, uint64_t start, uint64_t end)

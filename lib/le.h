@@ -39,10 +39,13 @@ uint64_t htr_hash__bytes(uint64_t h, const void *p, uint64_t n);
  * [@start, @end) cut at file offsets that are multiples of
  * HTR_BODY_PIECE, each piece hashed from the seed, then the pieces' hashes
  * as little-endian words.  Versions 1 and 2: one hash of all the bytes.
- * @map is the whole file. */
+ * @map is the whole file.  @done (may be NULL) is told of each piece
+ * once it is hashed, so that a reader can let its pages go. */
 #define HTR_BODY_PIECE (1u << 20)
 uint64_t htr_hash__body(const uint8_t *map, uint64_t start, uint64_t end,
-			uint32_t version);
+			uint32_t version,
+			void (*done)(void *ctx, const uint8_t *p, uint64_t n),
+			void *ctx);
 
 /* The same hash, fed piece by piece while a file is written: each piece's
  * bytes in order, pieces in any order. */

@@ -8,6 +8,7 @@ htr=$1 synth=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fails=0
+. "$(dirname "$0")/same_htr.sh"
 
 # expect STATUS PATTERN CMD...: exit status, and stderr one line matching.
 expect() {
@@ -74,6 +75,21 @@ if command -v python3 >/dev/null; then
 	done
 	set +f
 fi
+# -j: any number of decoding threads and chunk boundaries writes the same
+# file as one thread.
+expect 2 "jobs: bad value '0'" "$htr" build -j0 "$T" --elf "$E"
+expect 2 "chunk-size: bad value 'x'" "$htr" build --chunk-size x "$T" --elf "$E"
+expect 0 '' "$htr" build -q -j1 $timing "$T" --elf "$E" -o "$dir/j1.htr"
+for j in "-j2" "-j3 --chunk-size 1" "-j2 --chunk-size 2K"; do
+	# shellcheck disable=SC2086
+	"$htr" build -q $j $timing "$T" --elf "$E" -o "$dir/jn.htr"
+	if same_htr "$dir/j1.htr" "$dir/jn.htr"; then
+		echo "ok: build $j writes the file -j1 writes"
+	else
+		echo "FAIL: build $j wrote another file than -j1"
+		fails=$((fails + 1))
+	fi
+done
 # Wrong inputs that used to pass silently.
 expect 2 'overwrite the trace' "$htr" build "$T" --elf "$E" -o "$T"
 cp "$T" "$dir/x.htr"

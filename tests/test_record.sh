@@ -15,6 +15,7 @@ set -u
 htr=$1
 cmp=$2
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/same_htr.sh"
 src=$here/record
 known=$src/known.txt
 
@@ -169,13 +170,21 @@ run() {
 	fi
 	for pt in "$out"/t*.pt; do
 		t=$(basename "$pt" .pt)
-		if ! "$htr" build "$pt" $(cat "$out/build.args") \
+		if ! "$htr" build -j1 "$pt" $(cat "$out/build.args") \
 			-o "$out/$t.htr" 2>"$out/$t.build"; then
 			fail "$name $opt $mode $t: build: $(tail -1 "$out/$t.build")"
 			continue
 		fi
 		judge "$name $opt $mode $t" \
 			"$("$cmp" "$out/$t.truth" "$out/$t.htr" 2>&1)"
+		# Three threads, a chunk boundary at every PSB: the same file.
+		if "$htr" build -q -j3 --chunk-size 1 "$pt" \
+			$(cat "$out/build.args") -o "$out/$t.j3.htr" 2>/dev/null &&
+		   same_htr "$out/$t.htr" "$out/$t.j3.htr"; then
+			oks=$((oks + 1))
+		else
+			fail "$name $opt $mode $t: -j3 built another file than -j1"
+		fi
 	done
 }
 
