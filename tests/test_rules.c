@@ -272,6 +272,41 @@ Test(rules, syscalls_user_only)
 	cr_assert_eq(callee->last, 2);
 }
 
+/* The same with three PSB+ while the first syscall runs (tracing off: no
+ * FUP in them).  A parallel build cut at any of them (run_case checks one
+ * cut at each) must still see both gaps: a chunk's decoder that starts at
+ * one of them does not know that tracing was off. */
+Test(rules, syscall_spans_psbs)
+{
+	static const uint8_t code[] = {
+		0x0f, 0x05,                     /* 0x1000 syscall */
+		0xe8, 0x09, 0, 0, 0,            /* 0x1002 call 0x1010 */
+		0x0f, 0x05,                     /* 0x1007 syscall */
+		0xc3,                           /* 0x1009 ret */
+		0x90, 0x90, 0x90, 0x90, 0x90, 0x90,
+		0xc3,                           /* 0x1010 ret */
+	};
+	struct trace t = { .n = 0 };
+	struct tree r;
+
+	start(&t, 64);
+	ip(&t, ppt_tip_pge, 0x1000);
+	ip(&t, ppt_tip_pgd, 0);
+	start(&t, 64);
+	start(&t, 64);
+	start(&t, 64);
+	ip(&t, ppt_tip_pge, 0x1002);
+	ip(&t, ppt_tip, 0x1007);
+	ip(&t, ppt_tip_pgd, 0);
+	ip(&t, ppt_tip_pge, 0x1009);
+	ip(&t, ppt_tip_pgd, 0);
+	build(code, sizeof(code), 0x1000, &t, &r);
+
+	cr_assert_eq(r.ngaps, 2);
+	cr_assert_eq(r.n, 2, "blocks: %u", r.n);
+	cr_assert_eq(at_entry(&r, 0x1010)->first, 2);
+}
+
 /*
  * 0x1000 call 0x1010; 0x1010 jmp *%rax -> 0x1012 (TIP); then the buffer
  * overflows and resolves while tracing is off (OVF, no FUP): TIP.PGE at
