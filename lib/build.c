@@ -453,7 +453,18 @@ static int run(struct htr_builder *b, const uint8_t *data, uint64_t tsize,
 				      b->opts.chunk_size, apply, on_progress,
 				      &g, &b->err);
 		prc = g.apply_rc;
-	} else {
+		if (rc == HTR_PDECODE_DIVERGED && !prc) {
+			/* Decode errors made the chunks disagree: start over
+			 * on one thread, into a new temporary. */
+			htr_build__out_free(&o);
+			htr_err__clear(&b->err);
+			if ((rc = htr_build__out_open(b, out, &o)) < 0)
+				goto out;
+			g.insns = 0;
+			rc = HTR_PDECODE_DIVERGED;
+		}
+	}
+	if (b->opts.threads < 2 || rc == HTR_PDECODE_DIVERGED) {
 		memset(&sink, 0, sizeof(sink));
 		rc = htr_pipe__start(&g.pipe, o.tb, o.w);
 		if (rc < 0) {
@@ -483,6 +494,7 @@ static int run(struct htr_builder *b, const uint8_t *data, uint64_t tsize,
 							    mapped), &s);
 	if (rc == 0 && stats) {
 		s.timing_unusable = timing_unusable(&b->opts, data, tsize);
+		s.threads = g.pipe ? 1 : b->opts.threads;
 		htr_abi__out(stats, size, &s, sizeof(s), BUILD_STATS_SIZE0);
 	}
 out:

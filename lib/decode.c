@@ -309,15 +309,17 @@ static HOT int on_block(struct dec *s, const struct blk *b)
 
 	/* Most blocks end at a conditional branch and change nothing the
 	 * builder sees: extend the pending run instead of reporting each
-	 * (one callback per call, return or time change, not per branch). */
+	 * (one callback per call, return or event, not per branch).  The
+	 * time is the one after the run's last block: where libipt ends the
+	 * blocks inside a run depends on its block cache (shared by the
+	 * decoders of a parallel build), where a run ends does not. */
 	if (s->pend && s->pend_cls == HTR_IC_OTHER && !s->sync_pend &&
-	    !s->need_resume && s->pend_n < (1u << 30) &&
-	    b->has_tsc == s->pend_has_tsc &&
-	    (!b->has_tsc || (b->tsc == s->pend_tsc && s->has_tsc &&
-			     s->tsc == b->tsc))) {
+	    !s->need_resume && s->pend_n < (1u << 30)) {
 		s->pend_n += b->n;
 		s->pend_cls = b->cls;
 		s->pend_ret = b->ret;
+		s->pend_has_tsc = b->has_tsc;
+		s->pend_tsc = b->tsc;
 		s->tsx_abort = 0;
 		return 0;
 	}

@@ -24,6 +24,15 @@ struct batch {
 
 struct pdec;
 
+/* The events of one PSB interval as a decoder saw them: from the first
+ * sync at or after a chunk boundary up to the next sync. */
+struct seam {
+	uint64_t from, to;            /* the two syncs' offsets; NONE: none
+				       * (from) or the end of the trace (to) */
+	uint64_t hash, count;
+	int done;
+};
+
 struct chunk {
 	struct htr_ev_sink ek;        /* first: the decoder's sink context */
 	struct pdec *p;
@@ -31,6 +40,9 @@ struct chunk {
 	uint64_t start, end;          /* report from the PSB at start up to
 				       * the one at end (NONE: the last) */
 	int on;                       /* reporting (decoder thread only) */
+	int past;                     /* past end: hashing the seam */
+	struct seam head, tail;       /* the interval at start (reported),
+				       * the one at end (not reported) */
 	struct batch *cur;            /* being filled (decoder thread only) */
 	struct batch *full, *last;    /* full batches, oldest first */
 	unsigned nfull;
@@ -98,18 +110,57 @@ static int publish(struct chunk *c)
 	return stop ? HTR_ERR_CANCELED : 0;
 }
 
+/* Add @e to @sm: the fields, not the padding between them. */
+static void seam_add(struct seam *sm, const struct htr_ev *e)
+{
+	uint64_t w[4];
+
+	w[0] = e->type | (uint64_t) e->cls << 8 | (uint64_t) e->n << 32;
+	w[1] = (uint64_t) (uint32_t) e->code;
+	w[2] = e->a;
+	w[3] = e->b;
+	sm->hash = htr_hash__bytes(sm->hash, w, sizeof(w));
+	sm->count++;
+}
+
+/* The seam is complete: wake a consumer waiting to compare it. */
+static void seam_done(struct chunk *c, struct seam *sm, uint64_t to)
+{
+	pthread_mutex_lock(&c->p->lock);
+	sm->to = to;
+	sm->done = 1;
+	pthread_cond_broadcast(&c->p->cond);
+	pthread_mutex_unlock(&c->p->lock);
+}
+
 static int chunk_put(void *ctx, const struct htr_ev *e)
 {
 	struct chunk *c = ctx;
 
 	if (e->type == HTR_EV_SYNC) {
-		if (e->a >= c->end)
+		if (c->past) {
+			/* The interval after the boundary is hashed: done. */
+			seam_done(c, &c->tail, e->a);
 			return STOP;
-		if (e->a >= c->start)
+		}
+		if (c->on && !c->head.done && c->head.from != NONE)
+			seam_done(c, &c->head, e->a);
+		if (e->a >= c->end) {
+			c->past = 1;
+			c->tail.from = e->a;
+		} else if (!c->on && e->a >= c->start) {
 			c->on = 1;
+			c->head.from = e->a;
+		}
+	}
+	if (c->past) {
+		seam_add(&c->tail, e);
+		return 0;
 	}
 	if (!c->on)
 		return 0;
+	if (!c->head.done && c->head.from != NONE)
+		seam_add(&c->head, e);
 	if (!c->cur) {
 		pthread_mutex_lock(&c->p->lock);
 		c->cur = get_batch(c->p);
@@ -144,6 +195,8 @@ static struct chunk *take_chunk(struct pdec *p)
 
 	memset(c, 0, sizeof(*c));
 	c->p = p;
+	c->head.from = c->tail.from = c->head.to = c->tail.to = NONE;
+	c->head.hash = c->tail.hash = HTR_HASH_SEED;
 	c->start = start;
 	c->end = psb_from(p->cfg, start + p->chunk);
 	c->at = start;
@@ -196,6 +249,8 @@ static void *worker(void *arg)
 		pthread_mutex_lock(&p->lock);
 		if (c->cur)
 			queue(c);
+		/* A seam the trace's end cut short ends there. */
+		c->head.done = c->tail.done = 1;
 		c->done = 1;
 		c->rc = rc == STOP ? 0 : rc;
 		pthread_cond_broadcast(&p->cond);
@@ -234,18 +289,52 @@ static int consume(struct consumer *k, const struct batch *b)
 	return 0;
 }
 
+static int seam_eq(const struct seam *a, const struct seam *b)
+{
+	return a->from == b->from && a->to == b->to && a->hash == b->hash &&
+	       a->count == b->count;
+}
+
 /* Take the events chunk by chunk, in order (lock held on entry and exit).
- * Returns 0, the first error of a chunk's decoder (its message in @err)
- * or of @k. */
+ * Before a chunk's events are taken, the interval they begin with is
+ * compared with the same interval as the previous chunk's decoder saw it
+ * (past its end): they must agree, or the chunks do not join up.
+ * Returns 0, HTR_PDECODE_DIVERGED, the first error of a chunk's decoder
+ * (its message in @err) or of @k. */
 static int consume_all(struct pdec *p, struct consumer *k, struct htr_err *err)
 {
+	struct seam last;       /* the tail of the last chunk taken */
+	int checked = 1;        /* chunk head's start agrees */
+
+	memset(&last, 0, sizeof(last));
+	last.from = last.to = NONE;
 	for (;;) {
 		struct chunk *c = &p->ring[p->head % p->window];
-		int rc;
+		int rc, have = p->head < p->assigned;
 
-		if (p->head == p->assigned && p->next_start == NONE)
-			return 0;
-		if (p->head < p->assigned && c->full) {
+		if (!have && p->next_start == NONE)
+			return last.from == NONE ? 0 : HTR_PDECODE_DIVERGED;
+		if (have && !checked) {
+			if (!c->head.done && !c->done) {
+				/* Its decoder is stuck on a full queue before
+				 * it reached its second PSB: no way to tell. */
+				if (c->nfull >= CHUNK_BATCHES)
+					return HTR_PDECODE_DIVERGED;
+			} else if (c->head.from == NONE && c->done &&
+				   !c->rc) {
+				/* Nothing to report: the previous chunk's
+				 * decoder went past this one. */
+				p->head++;
+				pthread_cond_broadcast(&p->cond);
+				continue;
+			} else if (c->head.from != NONE) {
+				if (!seam_eq(&last, &c->head))
+					return HTR_PDECODE_DIVERGED;
+				checked = 1;
+				continue;
+			}
+		}
+		if (have && checked && c->full) {
 			struct batch *b = c->full;
 
 			c->full = b->next;
@@ -260,12 +349,14 @@ static int consume_all(struct pdec *p, struct consumer *k, struct htr_err *err)
 			p->free = b;
 			if (rc)
 				return rc;
-		} else if (p->head < p->assigned && c->done) {
+		} else if (have && c->done && (checked || c->rc)) {
 			if (c->rc) {
 				*err = c->err;
 				return c->rc;
 			}
+			last = c->tail;
 			p->head++;
+			checked = 0;
 			pthread_cond_broadcast(&p->cond);
 		} else {
 			/* A long search for a PSB reports nothing through
@@ -275,7 +366,7 @@ static int consume_all(struct pdec *p, struct consumer *k, struct htr_err *err)
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_sec += 1;
 			if (pthread_cond_timedwait(&p->cond, &p->lock, &ts) &&
-			    p->head < p->assigned && k->progress) {
+			    have && k->progress) {
 				uint64_t at = atomic_load(&c->at);
 
 				pthread_mutex_unlock(&p->lock);

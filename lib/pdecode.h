@@ -20,6 +20,13 @@
 #include "decode.h"
 #include "pipe.h"
 
+/* The chunks did not join up: a decoder that started at a chunk's PSB
+ * saw the interval after it otherwise than the decoder that came from
+ * before (a decode error before the PSB sent one of them elsewhere).  The
+ * events given so far are not the one-thread decoder's: decode again on
+ * one thread. */
+#define HTR_PDECODE_DIVERGED 1
+
 /* Decode @cfg's trace over @img on @threads threads (>= 2), in chunks of
  * about @chunk bytes (0: the default, 256 KiB).  Each event goes to
  * @apply(@ctx, event) on the calling thread, in trace order; every
@@ -27,7 +34,8 @@
  * A non-zero value from either stops everything and is returned (progress:
  * HTR_ERR_CANCELED).  Memory: a bounded number of chunks in flight, each
  * holding at most a fixed number of events.  Returns what
- * htr_decode__run() would, or HTR_ERR_IO (no thread); message in @err.
+ * htr_decode__run() would, HTR_PDECODE_DIVERGED, or HTR_ERR_IO (no
+ * thread); message in @err.
  * All threads are joined before it returns. */
 int htr_pdecode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 		     unsigned threads, uint64_t chunk,

@@ -1,9 +1,6 @@
 #include "same_htr.h"
 
 #include "format.h"
-#include "htr/htr.h"
-
-#include <criterion/criterion.h>
 
 #include <stddef.h>
 #include <stdint.h>
@@ -50,32 +47,4 @@ int htr_files_same(const char *a, const char *b)
 	free(pa);
 	free(pb);
 	return same;
-}
-
-void htr_check_parallel(const struct htr_build_opts *bo, const char *elf,
-			const char *raw, const char *trace, const char *htr)
-{
-	struct htr_build_opts po;
-	struct htr_builder *b;
-	char out[1024];
-	int rc;
-
-	if (bo)
-		po = *bo;
-	else
-		htr_build_opts_init(&po);
-	/* Three threads, a chunk boundary at every PSB. */
-	po.threads = 3;
-	po.chunk_size = 1;
-	po.progress = NULL;
-	snprintf(out, sizeof(out), "%s.j3", htr);
-	cr_assert_eq(htr_builder_alloc(&b, &po), 0);
-	rc = elf ? htr_builder_add_elf(b, elf) : htr_builder_add_raw(b, raw);
-	cr_assert_eq(rc, 0, "%s", htr_builder_last_error(b));
-	rc = htr_builder_run(b, trace, out, NULL, 0);
-	cr_assert_eq(rc, 0, "%s: -j3: %s", trace, htr_builder_last_error(b));
-	htr_builder_free(b);
-	cr_assert(htr_files_same(htr, out), "%s: -j3 built another file than "
-		  "-j1", trace);
-	remove(out);
 }

@@ -99,6 +99,11 @@ struct htr_build_stats {
 	 * (cpuid_0x15_*, mtc_freq, nom_freq) leave unusable: time then moves
 	 * only at each PSB+ and per-block times are meaningless. */
 	int timing_unusable;
+	/* Added later (the size rule): the decoding threads the build used:
+	 * opts.threads (at least 1), or 1 when a parallel decode's chunks did
+	 * not join up (a decode error sent their decoders different ways)
+	 * and the trace was decoded again on one thread. */
+	unsigned threads;
 };
 
 /**

@@ -219,7 +219,8 @@ HTR_API int htr_block_for_insn(const struct htr_file *file, uint64_t id,
 HTR_API int htr_tsc_for_insn(const struct htr_file *file, uint64_t id,
 			     uint64_t *tsc);
 
-/** Number of time points: the places where the decoder's TSC changed. */
+/** Number of time points: the ends of runs of instructions (calls,
+ * returns, events, PSBs) where the decoder's TSC had changed. */
 HTR_API uint64_t htr_tsc_count(const struct htr_file *file);
 
 /**

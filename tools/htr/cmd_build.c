@@ -1076,6 +1076,10 @@ int cmd_build(int argc, char **argv)
 			st.gaps, fsize,
 			st.blocks ? (double) fsize / (double) st.blocks : 0.0,
 			t, t > 0 ? (double) st.insns / t / 1e6 : 0.0);
+		if (opts.threads > 1 && st.threads == 1)
+			fprintf(stderr, "htr: build: note: decode errors "
+				"made the %u threads' chunks disagree: decoded "
+				"again on one thread\n", opts.threads);
 	}
 	warn_result(argv[optind], out, &st, 0);
 	rc = HTR_EXIT_OK;
