@@ -44,7 +44,7 @@ struct blk;
 
 struct dec {
 	struct pt_block_decoder *d;
-	struct pt_image *image;          /* this run's copy */
+	struct pt_image *image;          /* this run's own (image.h) */
 	struct pt_image_section_cache *isc;
 	const struct htr_decode_sink *sink;
 	const uint8_t *trace;
@@ -235,6 +235,11 @@ uint64_t htr_decode__psb_before(const uint8_t *trace, uint64_t size,
 		if (trace[i] == 0x02 && is_psb(trace + i))
 			return i;
 	return UINT64_MAX;
+}
+
+int htr_decode__error_is_local(int code)
+{
+	return code == -pte_nomap;
 }
 
 uint64_t htr_decode__psb_after(const uint8_t *trace, uint64_t size,
@@ -655,7 +660,6 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 	s.sink = sink;
 	s.trace = cfg->trace;
 	s.size = cfg->size;
-	s.isc = htr_image__iscache(img);
 	s.need_resume = 1;
 	s.next_progress = PROGRESS_STEP;
 	s.cache = calloc(CLS_CACHE_SIZE, sizeof(*s.cache));
@@ -668,11 +672,14 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 				  "Intel PT decoder (bad configuration)");
 		goto out;
 	}
-	s.image = pt_image_alloc(NULL);
-	status = s.image ? pt_image_copy(s.image, htr_image__pt(img))
-			 : -pte_nomem;
-	if (status >= 0)
-		status = pt_blk_set_image(s.d, s.image);
+	/* Sections of its own: the same trace decodes the same way on
+	 * whichever thread, after whatever other decoders did. */
+	if (htr_image__private(img, &s.image, &s.isc) < 0) {
+		rc = htr_err__set(err, HTR_ERR_NOMEM, "cannot set up the "
+				  "image");
+		goto out;
+	}
+	status = pt_blk_set_image(s.d, s.image);
 	if (status < 0) {
 		rc = htr_err__set(err, HTR_ERR_DECODE, "cannot set the image: "
 				  "%s", pt_errstr(pt_errcode(status)));
@@ -707,6 +714,10 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 
 			s.sync_pend = 0;
 			s.off = s.async_off = 0;
+			/* Where libipt stops before an error depends on its
+			 * block cache, and with it the time it read last: the
+			 * run the error cut short has none. */
+			s.pend_has_tsc = 0;
 			rc = gap(&s, HTR_GAP_ERROR, off, s.runaway ?
 				 HTR_GAP_CODE_RUNAWAY : status);
 			s.runaway = 0;
@@ -736,6 +747,7 @@ out:
 		htr_err__set(err, rc, "decode canceled");
 	pt_blk_free_decoder(s.d);
 	pt_image_free(s.image);
+	pt_iscache_free(s.isc);
 	free(s.cache);
 	free(s.tail);
 	return rc;

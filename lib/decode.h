@@ -85,6 +85,12 @@ struct htr_decode_sink {
 uint64_t htr_decode__psb_before(const uint8_t *trace, uint64_t size,
 				uint64_t pos, uint64_t low);
 
+/* Whether an HTR_GAP_ERROR gap with @code happened for want of code at
+ * the IP (no image there), which any decoder meets at the same place,
+ * rather than for what the decoder had seen before (bad packets, a return
+ * its return stack does not hold, a runaway). */
+int htr_decode__error_is_local(int code);
+
 /* The offset of the first PSB at or after @from in @trace (@size bytes);
  * UINT64_MAX if none. */
 uint64_t htr_decode__psb_after(const uint8_t *trace, uint64_t size,
@@ -142,7 +148,7 @@ struct htr_decode_cfg {
 int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 		    const struct htr_decode_sink *sink, struct htr_err *err);
 /* Runs may decode over the same @img on several threads at once: each
- * decodes with its own copy of the image (libipt's rule); the image
- * section cache they share locks itself. */
+ * decodes on sections of its own (htr_image__private()), so a trace
+ * decodes the same way whatever ran before or alongside. */
 
 #endif

@@ -60,8 +60,10 @@ void htr_image__free(struct htr_image *img)
 	/* The image references the cache's sections: free it first. */
 	pt_image_free(img->pt);
 	pt_iscache_free(img->iscache);
-	for (i = 0; i < img->npieces; i++)
+	for (i = 0; i < img->npieces; i++) {
 		free((char *) img->pieces[i].path);
+		free((char *) img->pieces[i].file);
+	}
 	for (i = 0; i < img->nfds; i++)
 		close(img->fds[i]);
 	free(img->fds);
@@ -78,6 +80,33 @@ struct pt_image *htr_image__pt(struct htr_image *img)
 struct pt_image_section_cache *htr_image__iscache(struct htr_image *img)
 {
 	return img ? img->iscache : NULL;
+}
+
+int htr_image__private(const struct htr_image *img, struct pt_image **pt,
+		       struct pt_image_section_cache **isc)
+{
+	size_t i;
+	int rc = 0;
+
+	*isc = pt_iscache_alloc(NULL);
+	*pt = pt_image_alloc(NULL);
+	if (!*isc || !*pt)
+		rc = HTR_ERR_NOMEM;
+	for (i = 0; !rc && i < img->npieces; i++) {
+		const struct htr_image_piece *p = &img->pieces[i];
+		int isid = pt_iscache_add_file(*isc, p->file, p->offset,
+					       p->size, p->vaddr);
+
+		if (isid < 0 || pt_image_add_cached(*pt, *isc, isid, NULL) < 0)
+			rc = HTR_ERR_IO;
+	}
+	if (rc) {
+		pt_image_free(*pt);
+		pt_iscache_free(*isc);
+		*pt = NULL;
+		*isc = NULL;
+	}
+	return rc;
 }
 
 size_t htr_image__count(const struct htr_image *img)
@@ -194,7 +223,13 @@ static int add_piece_as(struct htr_image *img, const char *path,
 				    (unsigned long long) vaddr,
 				    pt_errstr(pt_errcode(rc)));
 	}
-	p = &img->pieces[img->npieces++];
+	p = &img->pieces[img->npieces];
+	p->file = strdup(path);
+	if (!p->file) {
+		free(copy);
+		return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
+	}
+	img->npieces++;
 	p->path = copy;
 	p->kind = kind;
 	p->vaddr = vaddr;

@@ -49,9 +49,20 @@ struct pt_image *htr_image__pt(struct htr_image *img);
  * decoder can read the bytes of a block's last instruction. */
 struct pt_image_section_cache *htr_image__iscache(struct htr_image *img);
 
+/* The same image in a section cache of its own (*@isc, *@pt; free the
+ * image first).  libipt's block cache lives in the sections: a decoder on
+ * private sections decodes the same way whatever other decoders did
+ * before or do alongside (where it cuts blocks, and so where it stops at
+ * an error, depends on that cache).  Returns 0, HTR_ERR_NOMEM or
+ * HTR_ERR_IO. */
+int htr_image__private(const struct htr_image *img, struct pt_image **pt,
+		       struct pt_image_section_cache **isc);
+
 /* Walk the loaded pieces (for the .htr image list and identity). */
 struct htr_image_piece {
 	const char *path;
+	const char *file;          /* what libipt maps (a memory file's
+				    * /proc/self/fd/N) */
 	uint32_t kind;             /* 1 ELF segment, 2 raw */
 	uint64_t vaddr, offset, size;
 };

@@ -1,6 +1,8 @@
 /* Parallel decoding across PSB segments (see pdecode.h). */
 #include "pdecode.h"
 
+#include "htr/tree.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -65,6 +67,7 @@ struct pdec {
 				       * all handed out) */
 	uint64_t prev_start;
 	atomic_int stop;
+	atomic_int diverged;          /* a chunk cannot be trusted */
 	struct batch *free;
 };
 
@@ -137,6 +140,13 @@ static int chunk_put(void *ctx, const struct htr_ev *e)
 {
 	struct chunk *c = ctx;
 
+	/* A decoder that started at a PSB other than the first cannot know
+	 * what came before (a fuzzed trace may return to a call made before
+	 * the PSB): past an error that history may explain, its events are
+	 * not the one-thread decoder's. */
+	if (e->type == HTR_EV_GAP && e->n == HTR_GAP_ERROR && c->begin &&
+	    !htr_decode__error_is_local(e->code))
+		atomic_store(&c->p->diverged, 1);
 	if (e->type == HTR_EV_SYNC) {
 		if (c->past) {
 			/* The interval after the boundary is hashed: done. */
@@ -312,6 +322,8 @@ static int consume_all(struct pdec *p, struct consumer *k, struct htr_err *err)
 		struct chunk *c = &p->ring[p->head % p->window];
 		int rc, have = p->head < p->assigned;
 
+		if (atomic_load(&p->diverged))
+			return HTR_PDECODE_DIVERGED;
 		if (!have && p->next_start == NONE)
 			return last.from == NONE ? 0 : HTR_PDECODE_DIVERGED;
 		if (have && !checked) {
