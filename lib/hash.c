@@ -125,12 +125,13 @@ void htr_body_hash__feed(struct htr_body_hash *b, uint64_t off, const void *p,
 					q->carry = 0;
 				}
 			} else {
-				uint64_t w;
+				/* Word-aligned in the piece: whole words at
+				 * once, as htr_hash__bytes. */
+				uint64_t words = k & ~(uint64_t) 7;
 
-				memcpy(&w, s, 8);
-				q->h = mix(q->h, w);
-				s += 8;
-				k -= 8;
+				q->h = htr_hash__bytes(q->h, s, words);
+				s += words;
+				k -= words;
 			}
 		}
 	}
