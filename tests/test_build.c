@@ -355,67 +355,57 @@ Test(build, properties, .timeout = 240)
 	}
 }
 
-/* The shipped sample: the checked-in .htr (format version 1 as released)
- * still opens and reads as its truth says, and a fresh build agrees. */
-Test(build, shipped_fixture)
+/* The shipped fixture tests/data/@name, opened with its body verified
+ * and compared with the sample's truth (@gaps: whether its gap flags mean
+ * "a gap lies inside the span"); asserts it is format @version. */
+static void check_fixture(const char *name, uint32_t version, int gaps,
+			  struct htr_file **f)
 {
 	const char *root = getenv("HTR_SOURCE_ROOT");
 	char path[1024], err[512];
 	struct truth t;
-	struct htr_file *f = NULL;
-	struct htr_open_opts oo;
-
-	cr_assert_not_null(root, "run through meson test");
-	snprintf(path, sizeof(path), "%s/tests/data/sample.truth", root);
-	cr_assert_eq(truth_load(&t, path, err, sizeof(err)), 0, "%s", err);
-	snprintf(path, sizeof(path), "%s/tests/data/sample.htr", root);
-	htr_open_opts_init(&oo);
-	oo.verify_body = 1;
-	cr_assert_eq(htr_file_open(&f, path, &oo), 0, "%s",
-		     f ? htr_last_error(f) : "");
-	/* Built before gap flags meant "a gap lies inside the span". */
-	compare(&t, f, "fixture", 0);
-	{
-		struct htr_file_info fi;
-		struct htr_thread_info ti;
-		uint64_t ns;
-
-		cr_assert_eq(htr_file_info(f, &fi, sizeof(fi)), 0);
-		cr_assert_eq(fi.version, 1);
-		/* Version 1 has no thread section: no thread, no clock. */
-		cr_assert_eq(htr_file_thread(f, &ti, sizeof(ti)),
-			     HTR_ERR_NOTFOUND);
-		cr_assert_eq(htr_tsc_to_ns(f, 1, &ns), HTR_ERR_NOTFOUND);
-	}
-	htr_file_close(f);
-	truth_free(&t);
-}
-
-/* Format version 2 (one body hash over all its bytes) still opens,
- * verifies and reads as the truth says. */
-Test(build, shipped_fixture_v2)
-{
-	const char *root = getenv("HTR_SOURCE_ROOT");
-	char path[1024], err[512];
-	struct truth t;
-	struct htr_file *f = NULL;
 	struct htr_open_opts oo;
 	struct htr_file_info fi;
 
 	cr_assert_not_null(root, "run through meson test");
 	snprintf(path, sizeof(path), "%s/tests/data/sample.truth", root);
 	cr_assert_eq(truth_load(&t, path, err, sizeof(err)), 0, "%s", err);
-	snprintf(path, sizeof(path), "%s/tests/data/sample-v2.htr", root);
+	snprintf(path, sizeof(path), "%s/tests/data/%s", root, name);
 	htr_open_opts_init(&oo);
 	oo.verify_body = 1;
-	cr_assert_eq(htr_file_open(&f, path, &oo), 0, "%s",
-		     f ? htr_last_error(f) : "");
-	compare(&t, f, "fixture v2", 1);
+	*f = NULL;
+	cr_assert_eq(htr_file_open(f, path, &oo), 0, "%s",
+		     *f ? htr_last_error(*f) : "");
+	compare(&t, *f, name, gaps);
 	fi.size = sizeof(fi);
-	cr_assert_eq(htr_file_info(f, &fi, sizeof(fi)), 0);
-	cr_assert_eq(fi.version, 2);
-	htr_file_close(f);
+	cr_assert_eq(htr_file_info(*f, &fi, sizeof(fi)), 0);
+	cr_assert_eq(fi.version, version);
 	truth_free(&t);
+}
+
+/* The shipped sample: the checked-in .htr (format version 1 as released,
+ * before gap flags meant "a gap lies inside the span") still opens and
+ * reads as its truth says. */
+Test(build, shipped_fixture)
+{
+	struct htr_file *f;
+	struct htr_thread_info ti;
+	uint64_t ns;
+
+	check_fixture("sample.htr", 1, 0, &f);
+	/* Version 1 has no thread section: no thread, no clock. */
+	cr_assert_eq(htr_file_thread(f, &ti, sizeof(ti)), HTR_ERR_NOTFOUND);
+	cr_assert_eq(htr_tsc_to_ns(f, 1, &ns), HTR_ERR_NOTFOUND);
+	htr_file_close(f);
+}
+
+/* Format version 2 (one body hash over all its bytes) too. */
+Test(build, shipped_fixture_v2)
+{
+	struct htr_file *f;
+
+	check_fixture("sample-v2.htr", 2, 1, &f);
+	htr_file_close(f);
 }
 
 /* Damaged traces (flipped bytes, garbage runs, truncation) never fail or

@@ -240,16 +240,17 @@ Test(rules, untraced_indirect_calls)
 }
 
 /* The same with syscalls (user-only tracing: TIP.PGD without an IP). */
+static const uint8_t syscall_code[] = {
+	0x0f, 0x05,                     /* 0x1000 syscall */
+	0xe8, 0x09, 0, 0, 0,            /* 0x1002 call 0x1010 */
+	0x0f, 0x05,                     /* 0x1007 syscall */
+	0xc3,                           /* 0x1009 ret */
+	0x90, 0x90, 0x90, 0x90, 0x90, 0x90,
+	0xc3,                           /* 0x1010 ret */
+};
+
 Test(rules, syscalls_user_only)
 {
-	static const uint8_t code[] = {
-		0x0f, 0x05,                     /* 0x1000 syscall */
-		0xe8, 0x09, 0, 0, 0,            /* 0x1002 call 0x1010 */
-		0x0f, 0x05,                     /* 0x1007 syscall */
-		0xc3,                           /* 0x1009 ret */
-		0x90, 0x90, 0x90, 0x90, 0x90, 0x90,
-		0xc3,                           /* 0x1010 ret */
-	};
 	struct trace t = { .n = 0 };
 	struct tree r;
 	const struct blk *callee;
@@ -262,7 +263,7 @@ Test(rules, syscalls_user_only)
 	ip(&t, ppt_tip_pgd, 0);
 	ip(&t, ppt_tip_pge, 0x1009);
 	ip(&t, ppt_tip_pgd, 0);
-	build(code, sizeof(code), 0x1000, &t, &r);
+	build(syscall_code, sizeof(syscall_code), 0x1000, &t, &r);
 
 	cr_assert_eq(r.ngaps, 2);
 	cr_assert_eq(r.n, 2, "blocks: %u", r.n);
@@ -278,14 +279,6 @@ Test(rules, syscalls_user_only)
  * one of them does not know that tracing was off. */
 Test(rules, syscall_spans_psbs)
 {
-	static const uint8_t code[] = {
-		0x0f, 0x05,                     /* 0x1000 syscall */
-		0xe8, 0x09, 0, 0, 0,            /* 0x1002 call 0x1010 */
-		0x0f, 0x05,                     /* 0x1007 syscall */
-		0xc3,                           /* 0x1009 ret */
-		0x90, 0x90, 0x90, 0x90, 0x90, 0x90,
-		0xc3,                           /* 0x1010 ret */
-	};
 	struct trace t = { .n = 0 };
 	struct tree r;
 
@@ -300,7 +293,7 @@ Test(rules, syscall_spans_psbs)
 	ip(&t, ppt_tip_pgd, 0);
 	ip(&t, ppt_tip_pge, 0x1009);
 	ip(&t, ppt_tip_pgd, 0);
-	build(code, sizeof(code), 0x1000, &t, &r);
+	build(syscall_code, sizeof(syscall_code), 0x1000, &t, &r);
 
 	cr_assert_eq(r.ngaps, 2);
 	cr_assert_eq(r.n, 2, "blocks: %u", r.n);

@@ -88,27 +88,7 @@ done
 # A real program: a loop over a small function with a libc call now and
 # then, run under qemu-user by htr record (user-only, return compression).
 if command -v qemu-x86_64 >/dev/null 2>&1 && command -v cc >/dev/null; then
-	cat >"$dir/spin.c" <<'C'
-#include <stdio.h>
-#include <stdlib.h>
-__attribute__((noinline)) static unsigned step(unsigned x, unsigned i)
-{
-	return (x * 33u) ^ (i >> 3);
-}
-int main(int argc, char **argv)
-{
-	unsigned long n = strtoul(argv[1], NULL, 10), i;
-	unsigned x = (unsigned) argc;
-	for (i = 0; i < n; i++) {
-		x = step(x, (unsigned) i);
-		if ((i & 0xffff) == 0)
-			x += (unsigned) abs((int) x);
-	}
-	printf("%u\n", x);
-	return 0;
-}
-C
-	cc -O1 -o "$dir/spin" "$dir/spin.c"
+	cc -O1 -o "$dir/spin" "$(dirname "$0")/spin.c"
 	# about 10 instructions an iteration
 	"$htr" record -q --raw "$dir/rec" -- "$dir/spin" 2000000 >/dev/null
 	pt=$(ls "$dir"/rec/t*.pt | head -1)

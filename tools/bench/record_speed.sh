@@ -12,27 +12,7 @@ mill=${2:-100}
 command -v qemu-x86_64 >/dev/null || { echo "SKIP: no qemu-x86_64"; exit 77; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT INT TERM
-cat >"$work/spin.c" <<'C'
-#include <stdio.h>
-#include <stdlib.h>
-__attribute__((noinline)) static unsigned step(unsigned x, unsigned i)
-{
-	return (x * 33u) ^ (i >> 3);
-}
-int main(int argc, char **argv)
-{
-	unsigned long n = strtoul(argv[1], NULL, 10), i;
-	unsigned x = (unsigned) argc;
-	for (i = 0; i < n; i++) {
-		x = step(x, (unsigned) i);
-		if ((i & 0xfffff) == 0)
-			x += (unsigned) abs((int) x);
-	}
-	printf("%u\n", x);
-	return 0;
-}
-C
-cc -O1 -o "$work/spin" "$work/spin.c"
+cc -O1 -o "$work/spin" "$(dirname "$0")/spin.c"
 # about 10 instructions per iteration at -O1
 iters=$((mill * 100000))
 echo "record_speed: qemu-x86_64 -singlestep -d exec,nochain alone:"
