@@ -80,7 +80,9 @@ struct htr_build_opts {
 				    * N >= 2: N helper threads decode chunks
 				    * of the trace cut at PSBs while the
 				    * calling thread builds the tree.  The
-				    * .htr is the same either way. */
+				    * .htr is the same either way.  CPU-wide
+				    * builds (htr/cpuwide.h) decode on the
+				    * calling thread. */
 	uint64_t chunk_size;       /* trace bytes per chunk with threads >= 2
 				    * (0: 256 KiB) */
 };

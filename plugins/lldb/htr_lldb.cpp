@@ -831,6 +831,13 @@ bool BuildCmd::DoExecute(lldb::SBDebugger dbg, char **argv,
 	struct htr_build_opts opts;
 	htr_build_opts_init(&opts);
 	opts.no_fsync = 1;
+	// Decode on every processor, as htr build does: the file is the
+	// same as one thread's.
+	{
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		opts.threads = n > 1 ? (unsigned) (n > 64 ? 64 : n) : 1;
+	}
 	opts.cpu_family = saved.cpu_family;
 	opts.cpu_model = saved.cpu_model;
 	opts.cpu_stepping = saved.cpu_stepping;
