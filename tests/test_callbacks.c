@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static char dir[] = "/tmp/htr-test-callbacks-XXXXXX";
 static char sample_htr[512];
@@ -71,7 +72,8 @@ static int on_progress(const struct htr_build_progress *p, void *payload)
 	return s->calls++ < s->after ? 0 : s->value;
 }
 
-static int build(const struct truth *t, struct stopper *s, const char *out)
+static int build(const struct truth *t, struct stopper *s, const char *out,
+		 unsigned threads)
 {
 	struct htr_build_opts bo;
 	struct htr_builder *b = NULL;
@@ -87,6 +89,7 @@ static int build(const struct truth *t, struct stopper *s, const char *out)
 	bo.nom_freq = (uint8_t) t->nom_freq;
 	bo.progress = on_progress;
 	bo.payload = s;
+	bo.threads = threads;
 	cr_assert_eq(htr_builder_alloc(&b, &bo), 0);
 	cr_assert_eq(htr_builder_add_elf(b, elf), 0, "%s",
 		     htr_builder_last_error(b));
@@ -104,6 +107,7 @@ Test(callbacks, progress_cancels_a_build, .timeout = 300)
 	char prefix[300], path[320], err[512], out[300];
 	struct stat sb;
 	struct stopper s;
+	unsigned threads;
 	int files;
 
 	synth_opts_init(&o);
@@ -117,33 +121,39 @@ Test(callbacks, progress_cancels_a_build, .timeout = 300)
 	snprintf(out, sizeof(out), "%s/long.htr", dir);
 	files = count_files();
 
-	/* Positive: canceled, nothing written, no temporary left. */
-	memset(&s, 0, sizeof(s));
-	s.after = 1;
-	s.value = 1;
-	cr_assert_eq(build(&t, &s, out), HTR_ERR_CANCELED);
-	cr_assert_eq(s.calls, 2, "the build went on after the stop");
-	cr_assert_neq(stat(out, &sb), 0, "a canceled build left its output");
-	cr_assert_eq(count_files(), files, "a canceled build left a file");
+	/* On one decoding thread and on three (the calling thread builds the
+	 * tree and reports progress). */
+	for (threads = 1; threads <= 3; threads += 2) {
+		/* Positive: canceled, nothing written, no temporary left. */
+		memset(&s, 0, sizeof(s));
+		s.after = 1;
+		s.value = 1;
+		cr_assert_eq(build(&t, &s, out, threads), HTR_ERR_CANCELED);
+		cr_assert_eq(s.calls, 2, "the build went on after the stop");
+		cr_assert_neq(stat(out, &sb), 0,
+			      "a canceled build left its output");
+		cr_assert_eq(count_files(), files, "a canceled build left a file");
 
-	/* The caller's own code comes back unchanged. */
-	memset(&s, 0, sizeof(s));
-	s.value = HTR_ERR_USER - 34;
-	cr_assert_eq(build(&t, &s, out), HTR_ERR_USER - 34);
-	cr_assert_eq(count_files(), files);
+		/* The caller's own code comes back unchanged. */
+		memset(&s, 0, sizeof(s));
+		s.value = HTR_ERR_USER - 34;
+		cr_assert_eq(build(&t, &s, out, threads), HTR_ERR_USER - 34);
+		cr_assert_eq(count_files(), files);
 
-	/* A value in libhtr's range would read as HTR_ERR_CORRUPT. */
-	memset(&s, 0, sizeof(s));
-	s.value = HTR_ERR_CORRUPT;
-	cr_assert_eq(build(&t, &s, out), HTR_ERR_CALLBACK);
-	cr_assert_eq(count_files(), files);
+		/* A value in libhtr's range would read as HTR_ERR_CORRUPT. */
+		memset(&s, 0, sizeof(s));
+		s.value = HTR_ERR_CORRUPT;
+		cr_assert_eq(build(&t, &s, out, threads), HTR_ERR_CALLBACK);
+		cr_assert_eq(count_files(), files);
 
-	/* Going on: a complete build. */
-	memset(&s, 0, sizeof(s));
-	s.after = 1 << 30;
-	cr_assert_eq(build(&t, &s, out), 0);
-	cr_assert_geq(s.calls, 2);
-	cr_assert_eq(stat(out, &sb), 0);
+		/* Going on: a complete build. */
+		memset(&s, 0, sizeof(s));
+		s.after = 1 << 30;
+		cr_assert_eq(build(&t, &s, out, threads), 0);
+		cr_assert_geq(s.calls, 2);
+		cr_assert_eq(stat(out, &sb), 0);
+		cr_assert_eq(unlink(out), 0);
+	}
 	truth_free(&t);
 }
 
