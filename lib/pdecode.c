@@ -2,6 +2,7 @@
 #include "pdecode.h"
 
 #include "htr/tree.h"
+#include "le.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -66,6 +67,7 @@ struct pdec {
 	uint64_t next_start;          /* where the next chunk starts (NONE:
 				       * all handed out) */
 	uint64_t prev_start;
+	uint64_t first;               /* the trace's first PSB */
 	atomic_int stop;
 	atomic_int diverged;          /* a chunk cannot be trusted */
 	struct batch *free;
@@ -144,8 +146,8 @@ static int chunk_put(void *ctx, const struct htr_ev *e)
 	 * what came before (a fuzzed trace may return to a call made before
 	 * the PSB): past an error that history may explain, its events are
 	 * not the one-thread decoder's. */
-	if (e->type == HTR_EV_GAP && e->n == HTR_GAP_ERROR && c->begin &&
-	    !htr_decode__error_is_local(e->code))
+	if (e->type == HTR_EV_GAP && e->n == HTR_GAP_ERROR &&
+	    c->begin > c->p->first && !htr_decode__error_is_local(e->code))
 		atomic_store(&c->p->diverged, 1);
 	if (e->type == HTR_EV_SYNC) {
 		if (c->past) {
@@ -407,7 +409,7 @@ int htr_pdecode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 	p.cfg = cfg;
 	p.img = img;
 	p.chunk = chunk ? chunk : DEFAULT_CHUNK;
-	p.next_start = psb_from(cfg, cfg->begin);
+	p.next_start = p.first = psb_from(cfg, cfg->begin);
 	if (p.next_start == NONE || threads < 2) {
 		/* No PSB: the one-thread decoder says so, as it would. */
 		struct htr_ev_sink ek = { apply, ctx };

@@ -5,14 +5,24 @@
  * htr_decode__run() over the whole trace gives its sink.
  *
  * How a chunk's events come out exact: the chunk [B_k, B_k+1) is decoded
- * by a decoder that starts at the PSB before B_k (W_k) and stays
- * silent until it reports the PSB at B_k (the
- * decoder's sync event), then reports everything up to, not including, the
- * PSB at B_k+1.  A PSB resets what the trace depends on (the processor's
- * return-compression stack, the IP, the time), and the decoding from W_k
- * to B_k brings what a fresh decoder lacks (time calibration, enabled or
- * not, the run before the PSB) to where a decoder that ran from the start
- * would be.  The suites check the result against a one-thread decode.
+ * by a decoder that starts at the PSB before B_k (W_k) and stays silent
+ * until it reports the PSB at B_k (the decoder's sync event), then reports
+ * everything up to, not including, the PSB at B_k+1.  A PSB resets what
+ * the trace depends on (the processor's return-compression stack, the IP,
+ * the time), and the decoding from W_k to B_k brings what a fresh decoder
+ * lacks (enabled or not, the run before the PSB) to where a decoder that
+ * ran from the start would be.  Then:
+ *  - each decoder goes on one PSB interval past its chunk and hashes the
+ *    events there; the next chunk's decoder hashes its first interval: the
+ *    chunks join only if the two agree;
+ *  - every decoder runs on sections of its own (decode.h), so libipt's
+ *    block cache cannot make two of them differ;
+ *  - a decode error in a chunk whose decoder did not start at the trace's
+ *    first PSB, unless it is for want of code at the IP, means the chunks
+ *    cannot be trusted (a damaged trace can return to a call made before a
+ *    PSB, which only a decoder that ran from the start knows).
+ * Any of these failing, the caller decodes again on one thread.  The
+ * suites check every build against a one-thread decode.
  */
 #ifndef HTR_LIB_PDECODE_H
 #define HTR_LIB_PDECODE_H
