@@ -316,8 +316,9 @@ static HOT int on_block(struct dec *s, const struct blk *b)
 	 * builder sees: extend the pending run instead of reporting each
 	 * (one callback per call, return or event, not per branch).  The
 	 * time is the one after the run's last block: where libipt ends the
-	 * blocks inside a run depends on its block cache (shared by the
-	 * decoders of a parallel build), where a run ends does not. */
+	 * blocks inside a run depends on its block cache, that is on what
+	 * the decoder saw before (a parallel build's decoders see less),
+	 * where a run ends does not. */
 	if (s->pend && s->pend_cls == HTR_IC_OTHER && !s->sync_pend &&
 	    !s->need_resume && s->pend_n < (1u << 30)) {
 		s->pend_n += b->n;
@@ -606,15 +607,12 @@ static int sync_next(struct dec *s, uint64_t from, int *status)
 	while (from + 16 <= s->size) {
 		uint64_t end = s->size - from > SCAN_STEP ? from + SCAN_STEP
 							  : s->size;
-		const uint8_t *p = s->trace + from, *lim = s->trace + end - 15;
+		uint64_t at = htr_decode__psb_after(s->trace, end, from);
 
-		while (p < lim && (p = memchr(p, 0x02, (size_t) (lim - p)))) {
-			if (is_psb(p)) {
-				s->psb_tried = (uint64_t) (p - s->trace) + 1;
-				*status = pt_blk_sync_set(s->d, s->psb_tried - 1);
-				return 0;
-			}
-			p++;
+		if (at != UINT64_MAX) {
+			s->psb_tried = at + 1;
+			*status = pt_blk_sync_set(s->d, at);
+			return 0;
 		}
 		if (end == s->size)
 			break;
