@@ -294,7 +294,8 @@ static int sym_compute(struct htr_analyzer_ctx *ctx, void **result,
 		/* Remember the function: slowest is free until the walk. */
 		n->st.slowest = (uint32_t) i;
 	}
-	qsort(a->names, a->nnames, sizeof(*a->names), name_cmp);
+	if (a->nnames)
+		qsort(a->names, a->nnames, sizeof(*a->names), name_cmp);
 	for (j = 0, k = 0; j < a->nnames; j++) {
 		struct htr_an_name *n = &a->names[j];
 

@@ -797,7 +797,8 @@ int htr_cpuwide_run(struct htr_cpuwide *cw)
 							 cw->zero, s->s.time);
 		}
 	}
-	qsort(cw->sw, cw->nsw, sizeof(*cw->sw), by_cpu_time);
+	if (cw->nsw)
+		qsort(cw->sw, cw->nsw, sizeof(*cw->sw), by_cpu_time);
 	cpus = malloc(cw->ncpus * sizeof(*cpus));
 	sw = malloc((cw->nsw ? cw->nsw : 1) * sizeof(*sw));
 	if (!cpus || !sw) {

@@ -169,7 +169,8 @@ static int check_packed(struct chk *c, const uint8_t *p, uint64_t pg,
 		if (len > c->psize)
 			sp[i].len = (uint32_t) c->psize + 2;
 	}
-	qsort(sp, (size_t) n, sizeof(*sp), by_off);
+	if (n)
+		qsort(sp, (size_t) n, sizeof(*sp), by_off);
 	for (i = 0; i < n && !rc; i++) {
 		if (sp[i].off != end)
 			rc = bad(c, "nodes overlap or leave a hole", pg);

@@ -511,3 +511,41 @@ Test(abi, cpuwide)
 	htr_cpuwide_free(c.cw);
 	htr_builder_free(b);
 }
+
+/* A CPU-wide run with no switch at all (a fuzzed input found it: qsort
+ * was handed NULL, which UBSan reports): nothing to attribute, no crash,
+ * no undefined behaviour. */
+Test(abi, cpuwide_without_switches)
+{
+	struct htr_thread_info ti;
+	struct htr_builder *b = NULL;
+	struct htr_cpuwide *cw = NULL;
+	struct htr_cpuwide_info info;
+	static uint8_t pt[1 << 20];
+	char out[300];
+	FILE *fp;
+	size_t n;
+	int rc;
+
+	fp = fopen(sample_pt, "rb");
+	cr_assert_not_null(fp);
+	n = fread(pt, 1, sizeof(pt), fp);
+	fclose(fp);
+	cr_assert_eq(htr_builder_alloc(&b, NULL), 0);
+	cr_assert_eq(htr_builder_add_elf(b, sample_elf), 0);
+	cr_assert_eq(htr_cpuwide_alloc(&cw, b), 0);
+	cr_assert_eq(htr_cpuwide_add_trace(cw, 0, pt, n), 0);
+	memset(&ti, 0, sizeof(ti));
+	ti.size = sizeof(ti);
+	ti.pid = ti.tid = 1;
+	snprintf(out, sizeof(out), "%s/none.htr", dir);
+	cr_assert_eq(htr_cpuwide_add_thread(cw, &ti, out), 0);
+	rc = htr_cpuwide_run(cw);
+	cr_assert_eq(rc, 0, "%s", htr_builder_last_error(b));
+	/* No switch puts thread 1 on CPU 0: all the code is no one's. */
+	info.size = sizeof(info);
+	cr_assert_eq(htr_cpuwide_info(cw, &info, sizeof(info)), 0);
+	cr_assert_gt(info.insns_unknown, 0);
+	htr_cpuwide_free(cw);
+	htr_builder_free(b);
+}

@@ -165,7 +165,8 @@ int cmd_top(int argc, char **argv)
 		rc = analysis_fail("top", f, an, (int) got);
 		goto out;
 	}
-	qsort(c.v, c.n, sizeof(*c.v), cmp);
+	if (c.n)
+		qsort(c.v, c.n, sizeof(*c.v), cmp);
 	n = c.n < limit ? c.n : (size_t) limit;
 	units_init(&u, f, ticks);
 	if (json) {
