@@ -5,9 +5,11 @@
  * and the section table (HTR_WRITER_RESERVE bytes), then the blocks as they
  * arrive.  The small sections go to per-section buffers that spill into
  * unlinked temporary files in the output's directory.  Commit links the
- * tree in one backward pass over the blocks, appends the spooled sections,
- * hashes the body in one forward pass, writes the table and the header,
- * fsyncs and renames.  Memory is O(max depth) plus fixed buffers.
+ * tree in one backward pass over the blocks and appends the spooled
+ * sections, hashing each 1 MiB piece of the body as it becomes final (the
+ * file is not read back), then writes the table and the header, fsyncs
+ * and renames.  Memory is O(max depth) plus fixed buffers, and 8 bytes per
+ * MiB of output for the pieces' hashes.
  */
 #define _GNU_SOURCE     /* sync_file_range */
 #include "writer.h"
