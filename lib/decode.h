@@ -55,9 +55,12 @@ struct htr_decode_sink {
 	 * as a gap only when tracing is re-enabled later, or when it was
 	 * asynchronous (FUP + TIP.PGD) at the end of the trace. */
 	int (*gap)(void *ctx, const struct htr_decode_gap *gap);
-	/* The decoder's time changed; it applies from the last instruction
-	 * of the previous run on (a report before the first run: from the
-	 * first instruction on - the time of the first PSB+). */
+	/* The decoder's time after the previous run, when it changed; it
+	 * applies from the last instruction of that run on (a report before
+	 * the first run: from the first instruction on - the time of the
+	 * first PSB+).  Runs are not cut where only the time changes: the
+	 * time inside a run is not sampled.  A run an error cut short has no
+	 * time of its own. */
 	int (*time)(void *ctx, uint64_t tsc);
 	/* The decoder passed a PSB at @offset; the next run follows it. */
 	int (*sync)(void *ctx, uint64_t offset);
