@@ -625,6 +625,34 @@ static int sync_next(struct dec *s, uint64_t from, int *status)
 	return 0;
 }
 
+/* A new block decoder on new sections of its own, for a decoding that
+ * starts at a PSB: the same trace decodes the same way on whichever thread,
+ * after whatever other decoders (or this one, before an error) did.
+ * Returns 0 or an error (message in @err). */
+static int fresh_decoder(struct dec *s, const struct pt_config *c,
+			 struct htr_image *img, struct htr_err *err)
+{
+	int status;
+
+	pt_blk_free_decoder(s->d);
+	pt_image_free(s->image);
+	pt_iscache_free(s->isc);
+	s->image = NULL;
+	s->isc = NULL;
+	s->d = pt_blk_alloc_decoder(c);
+	if (!s->d)
+		return htr_err__set(err, HTR_ERR_DECODE, "cannot set up the "
+				    "Intel PT decoder (bad configuration)");
+	if (htr_image__private(img, &s->image, &s->isc) < 0)
+		return htr_err__set(err, HTR_ERR_NOMEM, "cannot set up the "
+				    "image");
+	status = pt_blk_set_image(s->d, s->image);
+	if (status < 0)
+		return htr_err__set(err, HTR_ERR_DECODE, "cannot set the "
+				    "image: %s", pt_errstr(pt_errcode(status)));
+	return 0;
+}
+
 static void setup_config(struct pt_config *c, const struct htr_decode_cfg *cfg)
 {
 	pt_config_init(c);
@@ -664,25 +692,8 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 	if (!s.cache)
 		return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
 	setup_config(&c, cfg);
-	s.d = pt_blk_alloc_decoder(&c);
-	if (!s.d) {
-		rc = htr_err__set(err, HTR_ERR_DECODE, "cannot set up the "
-				  "Intel PT decoder (bad configuration)");
+	if ((rc = fresh_decoder(&s, &c, img, err)) != 0)
 		goto out;
-	}
-	/* Sections of its own: the same trace decodes the same way on
-	 * whichever thread, after whatever other decoders did. */
-	if (htr_image__private(img, &s.image, &s.isc) < 0) {
-		rc = htr_err__set(err, HTR_ERR_NOMEM, "cannot set up the "
-				  "image");
-		goto out;
-	}
-	status = pt_blk_set_image(s.d, s.image);
-	if (status < 0) {
-		rc = htr_err__set(err, HTR_ERR_DECODE, "cannot set the image: "
-				  "%s", pt_errstr(pt_errcode(status)));
-		goto out;
-	}
 	if ((rc = sync_next(&s, cfg->begin, &status)) != 0)
 		goto out;
 	for (;;) {
@@ -725,6 +736,12 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 				break;
 			have_err = 1;
 			last_err = off;
+			/* What libipt makes of the trace after an error
+			 * depends on what it kept from before (a parallel
+			 * build's decoders each saw less): go on with a new
+			 * one, as any decoder that syncs here would. */
+			if ((rc = fresh_decoder(&s, &c, img, err)) != 0)
+				goto out;
 			/* Past the PSB last tried (its PSB+ may be what
 			 * failed), or it would be found again. */
 			if ((rc = sync_next(&s, off > s.psb_tried ? off :

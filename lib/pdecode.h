@@ -15,8 +15,9 @@
  *  - each decoder goes on one PSB interval past its chunk and hashes the
  *    events there; the next chunk's decoder hashes its first interval: the
  *    chunks join only if the two agree;
- *  - every decoder runs on sections of its own (decode.h), so libipt's
- *    block cache cannot make two of them differ;
+ *  - every decoder runs on sections of its own and starts afresh after a
+ *    decode error (decode.c), so what libipt keeps (its block cache, its
+ *    state at the next PSB) cannot make two of them differ;
  *  - a decode error in a chunk whose decoder did not start at the trace's
  *    first PSB, unless it is for want of code at the IP, means the chunks
  *    cannot be trusted (a damaged trace can return to a call made before a
