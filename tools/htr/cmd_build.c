@@ -476,6 +476,15 @@ static void perf_opts(const struct perf_build *pb,
 					 255 : pd->pt.max_nonturbo_ratio);
 }
 
+/* Say when a build asked for @threads decoding threads fell back to one. */
+static void fallback_note(unsigned threads, const struct htr_build_stats *st)
+{
+	if (threads > 1 && st->threads == 1)
+		fprintf(stderr, "htr: build: note: decode errors made the %u "
+			"threads' chunks disagree: decoded again on one "
+			"thread\n", threads);
+}
+
 /* The summary line of a thread's build. */
 static void perf_summary(const struct perf_build *pb, const char *name,
 			 const struct htr_perf_thread *t, const char *out,
@@ -491,6 +500,7 @@ static void perf_summary(const struct perf_build *pb, const char *name,
 		PRIu64 " bytes, %.2f s\n", name, t->pid,
 		t->comm[0] ? t->comm : "?", out, st->insns, st->blocks,
 		st->max_depth, st->gaps, fsize, sec);
+	fallback_note(pb->user->threads, st);
 }
 
 /* Build thread @t of @pd into @out. */
@@ -1076,10 +1086,7 @@ int cmd_build(int argc, char **argv)
 			st.gaps, fsize,
 			st.blocks ? (double) fsize / (double) st.blocks : 0.0,
 			t, t > 0 ? (double) st.insns / t / 1e6 : 0.0);
-		if (opts.threads > 1 && st.threads == 1)
-			fprintf(stderr, "htr: build: note: decode errors "
-				"made the %u threads' chunks disagree: decoded "
-				"again on one thread\n", opts.threads);
+		fallback_note(opts.threads, &st);
 	}
 	warn_result(argv[optind], out, &st, 0);
 	rc = HTR_EXIT_OK;
