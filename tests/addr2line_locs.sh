@@ -8,13 +8,8 @@
 set -eu
 # addr2line -a -i -f -s prints ADDR, then FUNC and FILE:LINE per frame
 # (innermost first; "FILE:LINE (discriminator N)" keeps FILE:LINE).
-addr2line -a -i -f -s -e "$1" | awk '
-	function h(s,  v, i) {
-		s = tolower(s); sub(/^0x/, "", s); v = 0
-		for (i = 1; i <= length(s); i++)
-			v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1
-		return v
-	}
+. "$(dirname "$0")/awk_hex.sh"
+addr2line -a -i -f -s -e "$1" | awk "$hex"'
 	function flush() {
 		if (addr == "") return
 		loc = ""

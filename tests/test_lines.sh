@@ -56,13 +56,7 @@ fi
 "$htr" dump --tsc --lines "$T/t.htr" >"$T/tsc.l" || fail "dump --tsc --lines"
 "$htr" find --lines '*scramble' "$T/t.htr" >"$T/find.l" || fail "find --lines"
 
-# h(S): the value of hex S (mawk has no strtonum).
-hex='function h(s,  v, i) {
-	s = tolower(s); sub(/^0x/, "", s); v = 0
-	for (i = 1; i <= length(s); i++)
-		v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1
-	return v
-}'
+. "$here/awk_hex.sh"
 # The field of each line ("" if none).
 field() {
 	awk '{ loc = ""

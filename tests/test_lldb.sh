@@ -203,13 +203,7 @@ dwarf_bundle() {
 			print " ] } ] }"
 		}' "$1/record.txt" >"$1/trace.json"
 }
-# h(S): the value of hex S (mawk has no strtonum).
-hex='function h(s,  v, i) {
-	s = tolower(s); sub(/^0x/, "", s); v = 0
-	for (i = 1; i <= length(s); i++)
-		v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1
-	return v
-}'
+. "$(dirname "$0")/awk_hex.sh"
 # The plugin's location field of each line: ADDR LOCATION ("" if none).
 # $1: dump (the address is field 2) or goto (field 3).
 locs() {
