@@ -77,11 +77,6 @@ struct pt_image *htr_image__pt(struct htr_image *img)
 	return img ? img->pt : NULL;
 }
 
-struct pt_image_section_cache *htr_image__iscache(struct htr_image *img)
-{
-	return img ? img->iscache : NULL;
-}
-
 int htr_image__private(const struct htr_image *img, struct pt_image **pt,
 		       struct pt_image_section_cache **isc)
 {

@@ -45,16 +45,13 @@ int htr_image__add_raw_spec(struct htr_image *img, const char *spec,
 
 /* The libipt image (owned by @img). */
 struct pt_image *htr_image__pt(struct htr_image *img);
-/* The section cache behind it (owned by @img): block.isid indexes it, so the
- * decoder can read the bytes of a block's last instruction. */
-struct pt_image_section_cache *htr_image__iscache(struct htr_image *img);
-
 /* The same image in a section cache of its own (*@isc, *@pt; free the
  * image first).  libipt's block cache lives in the sections: a decoder on
  * private sections decodes the same way whatever other decoders did
  * before or do alongside (where it cuts blocks, and so where it stops at
- * an error, depends on that cache).  Returns 0, HTR_ERR_NOMEM or
- * HTR_ERR_IO. */
+ * an error, depends on that cache).  block.isid indexes *@isc, so the
+ * decoder can read the bytes of a block's last instruction.  Returns 0,
+ * HTR_ERR_NOMEM or HTR_ERR_IO. */
 int htr_image__private(const struct htr_image *img, struct pt_image **pt,
 		       struct pt_image_section_cache **isc);
 
