@@ -44,7 +44,8 @@ int htr_builder_alloc(struct htr_builder **out,
 		return HTR_ERR_INVALID;
 	*out = NULL;
 	if (htr_abi__in(&o, sizeof(o), opts, htr_abi__size_of(opts),
-			BUILD_OPTS_SIZE0) < 0)
+			BUILD_OPTS_SIZE0) < 0 ||
+	    o.decoder < HTR_DECODER_DEFAULT || o.decoder > HTR_DECODER_WALK)
 		return HTR_ERR_INVALID;
 	b = calloc(1, sizeof(*b));
 	if (!b)
@@ -426,6 +427,35 @@ void htr_build__decode_cfg(const struct htr_builder *b,
 	cfg->cpuid_0x15_ebx = b->opts.cpuid_0x15_ebx;
 	cfg->mtc_freq = b->opts.mtc_freq;
 	cfg->nom_freq = b->opts.nom_freq;
+	cfg->walk = b->opts.decoder != HTR_DECODER_BLOCK;
+}
+
+/* Decode on @threads threads into @o.  Returns the decoder's value; the
+ * tree builder's in *@prc. */
+static int decode(struct glue *g, const struct htr_decode_cfg *cfg,
+		  unsigned threads, int *prc)
+{
+	struct htr_builder *b = g->b;
+	struct htr_decode_sink sink;
+	int rc;
+
+	if (threads >= 2) {
+		rc = htr_pdecode__run(cfg, b->img, threads, b->opts.chunk_size,
+				      apply, on_progress, g, &b->err);
+		*prc = g->apply_rc;
+		return rc;
+	}
+	memset(&sink, 0, sizeof(sink));
+	rc = htr_pipe__start(&g->pipe, g->o->tb, g->o->w);
+	if (rc < 0) {
+		*prc = 0;
+		return htr_err__set(&b->err, rc, "cannot start the builder "
+				    "thread");
+	}
+	htr_pipe__sink(g->pipe, &sink, on_progress, g);
+	rc = htr_decode__run(cfg, b->img, &sink, &b->err);
+	*prc = htr_pipe__finish(g->pipe);
+	return rc;
 }
 
 static int run(struct htr_builder *b, const uint8_t *data, uint64_t tsize,
@@ -433,10 +463,10 @@ static int run(struct htr_builder *b, const uint8_t *data, uint64_t tsize,
 	       struct htr_build_stats *stats, size_t size)
 {
 	struct htr_decode_cfg cfg;
-	struct htr_decode_sink sink;
 	struct htr_build_stats s;
 	struct htr_build_out o;
 	struct glue g;
+	unsigned threads;
 	int rc, prc;
 
 	memset(&g, 0, sizeof(g));
@@ -449,33 +479,28 @@ static int run(struct htr_builder *b, const uint8_t *data, uint64_t tsize,
 		goto out;
 	htr_build__decode_cfg(b, &cfg, data, tsize);
 	g.o = &o;
-	if (b->opts.threads >= 2) {
-		rc = htr_pdecode__run(&cfg, b->img, b->opts.threads,
-				      b->opts.chunk_size, apply, on_progress,
-				      &g, &b->err);
-		prc = g.apply_rc;
-		if (rc == HTR_PDECODE_DIVERGED && !prc) {
-			/* Decode errors made the chunks disagree: start over
-			 * on one thread, into a new temporary. */
-			htr_build__out_free(&o);
-			htr_err__clear(&b->err);
-			if ((rc = htr_build__out_open(b, out, &o)) < 0)
-				goto out;
-			g.insns = 0;
-			rc = HTR_PDECODE_DIVERGED;
-		}
-	}
-	if (b->opts.threads < 2 || rc == HTR_PDECODE_DIVERGED) {
-		memset(&sink, 0, sizeof(sink));
-		rc = htr_pipe__start(&g.pipe, o.tb, o.w);
-		if (rc < 0) {
-			htr_err__set(&b->err, rc, "cannot start the builder "
-				     "thread");
+	threads = b->opts.threads > 1 ? b->opts.threads : 1;
+	for (;;) {
+		rc = decode(&g, &cfg, threads, &prc);
+		if (prc || (rc != HTR_PDECODE_DIVERGED &&
+			    rc != HTR_DECODE_GAVE_UP))
+			break;
+		/* The walk met what it does not follow, or decode errors
+		 * made the chunks disagree: start over with the block
+		 * decoder or on one thread, into a new temporary. */
+		if (rc == HTR_DECODE_GAVE_UP)
+			cfg.walk = 0;
+		else
+			threads = 1;
+		htr_pipe__free(g.pipe);
+		g.pipe = NULL;
+		g.insns = 0;
+		g.apply_rc = 0;
+		g.released = 0;
+		htr_build__out_free(&o);
+		htr_err__clear(&b->err);
+		if ((rc = htr_build__out_open(b, out, &o)) < 0)
 			goto out;
-		}
-		htr_pipe__sink(g.pipe, &sink, on_progress, &g);
-		rc = htr_decode__run(&cfg, b->img, &sink, &b->err);
-		prc = htr_pipe__finish(g.pipe);
 	}
 	if (prc < 0) {
 		/* The builder failed first; decoding stopped because of it. */
@@ -495,7 +520,8 @@ static int run(struct htr_builder *b, const uint8_t *data, uint64_t tsize,
 							    mapped), &s);
 	if (rc == 0 && stats) {
 		s.timing_unusable = timing_unusable(&b->opts, data, tsize);
-		s.threads = g.pipe ? 1 : b->opts.threads;
+		s.threads = threads;
+		s.decoder = cfg.walk ? HTR_DECODER_WALK : HTR_DECODER_BLOCK;
 		htr_abi__out(stats, size, &s, sizeof(s), BUILD_STATS_SIZE0);
 	}
 out:

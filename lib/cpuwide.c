@@ -310,6 +310,8 @@ static int decode_cpu(struct cw *w, uint32_t c, uint64_t *hash)
 	sink.onoff = on_onoff;
 	sink.progress = on_progress;
 	htr_build__decode_cfg(w->b, &cfg, data, pc->pt_bytes);
+	/* The walk does not report tracing turning on and off (onoff). */
+	cfg.walk = 0;
 	rc = htr_decode__run(&cfg, w->b->img, &sink, &w->b->err);
 	if (rc == 0)
 		rc = close_piece(w);

@@ -8,6 +8,7 @@
  * next run follows, then resume, then the next run.
  */
 #include "decode.h"
+#include "walk.h"
 #include "x86len.h"
 #include "image.h"
 #include "htr/tree.h"
@@ -682,6 +683,8 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 
 	if (!cfg || !img || !sink || !sink->run || (!cfg->trace && cfg->size))
 		return htr_err__set(err, HTR_ERR_INVALID, "decode: bad arguments");
+	if (cfg->walk)
+		return htr_walk__run(cfg, img, sink, err);
 	memset(&s, 0, sizeof(s));
 	s.sink = sink;
 	s.trace = cfg->trace;

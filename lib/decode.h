@@ -106,7 +106,12 @@ struct htr_decode_cfg {
 	int cpu_family, cpu_model, cpu_stepping;   /* 0: no errata */
 	uint32_t cpuid_0x15_eax, cpuid_0x15_ebx;
 	uint8_t mtc_freq, nom_freq;
+	int walk;                  /* 1: the walk (walk.c) decodes */
 };
+
+/* The walk met what it does not follow itself (walk.c): the events given
+ * so far cannot be trusted; decode again with the block decoder. */
+#define HTR_DECODE_GAVE_UP 2
 
 /*
  * Rules the decoder follows (libipt 2.0.5 block decoder, end_on_call):

@@ -85,6 +85,21 @@ struct htr_build_opts {
 				    * calling thread. */
 	uint64_t chunk_size;       /* trace bytes per chunk with threads >= 2
 				    * (0: 256 KiB) */
+	/* Added later still (0: HTR_DECODER_WALK): */
+	int decoder;               /* enum htr_decoder */
+};
+
+/* How the trace is decoded; the .htr is the same either way. */
+enum htr_decoder {
+	HTR_DECODER_DEFAULT = 0,   /* HTR_DECODER_WALK */
+	/* libipt's block decoder follows every instruction. */
+	HTR_DECODER_BLOCK = 1,
+	/* libipt's query decoder reads the packets and libhtr walks the
+	 * code over a cache of its branches (faster).  A trace holding what
+	 * the walk does not follow itself (a decode error, a far transfer,
+	 * code that is not 64-bit, ...) is decoded again with the block
+	 * decoder: htr_build_stats.decoder says which one made the file. */
+	HTR_DECODER_WALK = 2,
 };
 
 /* Figures of a finished build (the size rule: htr/common.h; first
@@ -106,6 +121,9 @@ struct htr_build_stats {
 	 * not join up (a decode error sent their decoders different ways)
 	 * and the trace was decoded again on one thread. */
 	unsigned threads;
+	/* Added later (the size rule): the decoder whose events made the
+	 * file: opts.decoder, or HTR_DECODER_BLOCK when the walk gave up. */
+	int decoder;
 };
 
 /**
