@@ -45,6 +45,7 @@ struct blk;
 
 struct dec {
 	struct pt_block_decoder *d;
+	struct htr_walk *w;              /* instead of @d (walk.h) */
 	struct pt_image *image;          /* this run's own (image.h) */
 	struct pt_image_section_cache *isc;
 	const struct htr_decode_sink *sink;
@@ -89,6 +90,8 @@ static uint64_t cur_offset(const struct dec *s)
 {
 	uint64_t off = 0;
 
+	if (s->w)
+		return htr_walk__offset(s->w);
 	if (pt_blk_get_offset(s->d, &off) < 0)
 		return 0;
 	return off;
@@ -206,7 +209,8 @@ static int note_sync(struct dec *s)
 {
 	uint64_t off;
 
-	if (pt_blk_get_sync_offset(s->d, &off) < 0)
+	if ((s->w ? htr_walk__sync_offset(s->w, &off)
+		  : pt_blk_get_sync_offset(s->d, &off)) < 0)
 		return 0;
 	return note_sync_at(s, off);
 }
@@ -297,14 +301,48 @@ struct blk {
 	int has_tsc;
 };
 
-static HOT void make_blk(struct dec *s, const struct pt_block *b, struct blk *o)
+static int dec_time(struct dec *s, uint64_t *tsc)
 {
-	uint32_t lost_mtc, lost_cyc;
+	return s->w ? htr_walk__time(s->w, tsc) : pt_blk_time(s->d, tsc, NULL,
+							     NULL);
+}
 
-	o->ip = b->ip;
-	o->n = b->ninsn;
-	o->cls = block_class(s, b, &o->ret);
-	o->has_tsc = pt_blk_time(s->d, &o->tsc, &lost_mtc, &lost_cyc) >= 0;
+/* The next block from the block decoder or the walk.  Returns libipt's
+ * status. */
+static HOT int next_block(struct dec *s, struct blk *o)
+{
+	struct pt_block b;
+	int st;
+
+	if (s->w) {
+		struct htr_walk_block wb;
+
+		st = htr_walk__next(s->w, &wb);
+		o->ip = wb.ip;
+		o->n = wb.n;
+		o->cls = wb.cls;
+		o->ret = wb.ret;
+	} else {
+		b.ninsn = 0;
+		st = pt_blk_next(s->d, &b, sizeof(b));
+		/* libipt returns the block it was building with the error.
+		 * Unless the error is about decoding the next instruction,
+		 * the trace for the last one was missing: its outcome is
+		 * unknown and it is not delivered (as pt_insn_next does).
+		 * The one before it did not end a block: HTR_IC_OTHER. */
+		if (st < 0 && b.ninsn && st != -pte_nomap &&
+		    st != -pte_bad_insn) {
+			b.ninsn--;
+			b.iclass = ptic_other;
+		}
+		o->ip = b.ip;
+		o->n = b.ninsn;
+		if (o->n)
+			o->cls = block_class(s, &b, &o->ret);
+	}
+	if (o->n)
+		o->has_tsc = dec_time(s, &o->tsc) >= 0;
+	return st;
 }
 
 /* A new non-empty block: emit the previous run, then hold this one. */
@@ -528,7 +566,6 @@ static void runaway(struct dec *s)
  * callback's value (or HTR_ERR_CANCELED); libipt's status in *@status. */
 static int decode_synced(struct dec *s, int *status)
 {
-	struct pt_block b;
 	struct blk o;
 	int st = *status, rc;
 
@@ -542,7 +579,8 @@ static int decode_synced(struct dec *s, int *status)
 		while (st & pts_event_pending) {
 			struct pt_event ev;
 
-			st = pt_blk_event(s->d, &ev, sizeof(ev));
+			st = s->w ? htr_walk__event(s->w, &ev)
+				  : pt_blk_event(s->d, &ev, sizeof(ev));
 			if (st < 0)
 				goto out;
 			if ((rc = tail_commit(s)) != 0 ||
@@ -551,26 +589,14 @@ static int decode_synced(struct dec *s, int *status)
 			if (st & pts_eos)
 				s->in_tail = 1;
 		}
-		b.ninsn = 0;
-		st = pt_blk_next(s->d, &b, sizeof(b));
-		/* libipt returns the block it was building with the error.
-		 * Unless the error is about decoding the next instruction,
-		 * the trace for the last one was missing: its outcome is
-		 * unknown and it is not delivered (as pt_insn_next does).
-		 * The one before it did not end a block: HTR_IC_OTHER. */
-		if (st < 0 && b.ninsn && st != -pte_nomap &&
-		    st != -pte_bad_insn) {
-			b.ninsn--;
-			b.iclass = ptic_other;
-		}
-		if (b.ninsn) {
-			make_blk(s, &b, &o);
+		st = next_block(s, &o);
+		if (o.n) {
 			rc = s->in_tail ? tail_push(s, &o) : on_block(s, &o);
 			if (rc)
 				return rc;
 			/* Held blocks are bounded too: none of them
 			 * consumed trace. */
-			s->stall += b.ninsn;
+			s->stall += o.n;
 			if (s->ntail > TAIL_MAX)
 				s->runaway = 1;
 			else if (s->stall >= HTR_DECODE_RUNAWAY)
@@ -586,7 +612,7 @@ static int decode_synced(struct dec *s, int *status)
 			goto out;
 	}
 out:
-	if (s->in_tail) {
+	if (s->in_tail && st != HTR_WALK_UNSURE) {
 		if (st == -pte_eos && (rc = tail_commit(s)) != 0)
 			return rc;
 		/* Out of trace: whatever stopped the tail is its end. */
@@ -612,7 +638,8 @@ static int sync_next(struct dec *s, uint64_t from, int *status)
 
 		if (at != UINT64_MAX) {
 			s->psb_tried = at + 1;
-			*status = pt_blk_sync_set(s->d, at);
+			*status = s->w ? htr_walk__sync_set(s->w, at)
+				       : pt_blk_sync_set(s->d, at);
 			return 0;
 		}
 		if (end == s->size)
@@ -631,10 +658,16 @@ static int sync_next(struct dec *s, uint64_t from, int *status)
  * after whatever other decoders (or this one, before an error) did.
  * Returns 0 or an error (message in @err). */
 static int fresh_decoder(struct dec *s, const struct pt_config *c,
-			 struct htr_image *img, struct htr_err *err)
+			 struct htr_image *img, int walk, struct htr_err *err)
 {
 	int status;
 
+	if (walk) {
+		htr_walk__free(s->w);
+		status = htr_walk__alloc(&s->w, c, img);
+		return status < 0 ? htr_err__set(err, status, "cannot set up "
+						 "the walk") : 0;
+	}
 	pt_blk_free_decoder(s->d);
 	pt_image_free(s->image);
 	pt_iscache_free(s->isc);
@@ -683,8 +716,6 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 
 	if (!cfg || !img || !sink || !sink->run || (!cfg->trace && cfg->size))
 		return htr_err__set(err, HTR_ERR_INVALID, "decode: bad arguments");
-	if (cfg->walk)
-		return htr_walk__run(cfg, img, sink, err);
 	memset(&s, 0, sizeof(s));
 	s.sink = sink;
 	s.trace = cfg->trace;
@@ -695,7 +726,7 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 	if (!s.cache)
 		return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
 	setup_config(&c, cfg);
-	if ((rc = fresh_decoder(&s, &c, img, err)) != 0)
+	if ((rc = fresh_decoder(&s, &c, img, cfg->walk, err)) != 0)
 		goto out;
 	if ((rc = sync_next(&s, cfg->begin, &status)) != 0)
 		goto out;
@@ -706,7 +737,7 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 			/* The time the first PSB+ gave holds from the first
 			 * instruction on, before any block reports one. */
 			if (!synced && !s.has_tsc && sink->time &&
-			    pt_blk_time(s.d, &tsc, NULL, NULL) >= 0) {
+			    dec_time(&s, &tsc) >= 0) {
 				s.has_tsc = 1;
 				s.tsc = tsc;
 				if ((rc = sink->time(sink->ctx, tsc)) != 0)
@@ -719,6 +750,11 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 		}
 		if (status == -pte_eos)
 			break;
+		/* The walk reports no error it could not be sure of. */
+		if (s.w) {
+			rc = HTR_DECODE_GAVE_UP;
+			goto out;
+		}
 		/* Bad trace: record it, resume at the next PSB.  Stop if the
 		 * decoder makes no progress (as ptxed does). */
 		{
@@ -743,7 +779,7 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 			 * depends on what it kept from before (a parallel
 			 * build's decoders each saw less): go on with a new
 			 * one, as any decoder that syncs here would. */
-			if ((rc = fresh_decoder(&s, &c, img, err)) != 0)
+			if ((rc = fresh_decoder(&s, &c, img, cfg->walk, err)) != 0)
 				goto out;
 			/* Past the PSB last tried (its PSB+ may be what
 			 * failed), or it would be found again. */
@@ -763,6 +799,7 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 out:
 	if (rc == HTR_ERR_CANCELED)
 		htr_err__set(err, rc, "decode canceled");
+	htr_walk__free(s.w);
 	pt_blk_free_decoder(s.d);
 	pt_image_free(s.image);
 	pt_iscache_free(s.isc);
