@@ -402,6 +402,7 @@ int htr_build__out_commit(struct htr_builder *b, struct htr_build_out *o,
 	s->max_depth = htr_writer__max_depth(o->w);
 	s->folded = htr_tb__folded(o->tb);
 	s->threads = 1;
+	s->decoder = HTR_DECODER_BLOCK;
 	return 0;
 }
 

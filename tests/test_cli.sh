@@ -75,12 +75,15 @@ if command -v python3 >/dev/null; then
 	done
 	set +f
 fi
-# -j: any number of decoding threads and chunk boundaries writes the same
-# file as one thread.
+# -j and --decoder: any number of decoding threads and chunk boundaries,
+# either decoder, writes the same file as one thread with the default.
 expect 2 "jobs: bad value '0'" "$htr" build -j0 "$T" --elf "$E"
 expect 2 "chunk-size: bad value 'x'" "$htr" build --chunk-size x "$T" --elf "$E"
+expect 2 "decoder: bad value 'foo'" "$htr" build --decoder foo "$T" --elf "$E"
 expect 0 '' "$htr" build -q -j1 $timing "$T" --elf "$E" -o "$dir/j1.htr"
-for j in "-j2" "-j3 --chunk-size 1" "-j2 --chunk-size 2K"; do
+for j in "-j2" "-j3 --chunk-size 1" "-j2 --chunk-size 2K" \
+	"-j1 --decoder block" "-j1 --decoder walk" \
+	"-j3 --chunk-size 1 --decoder block" "-j3 --chunk-size 1 --decoder walk"; do
 	# shellcheck disable=SC2086
 	"$htr" build -q $j $timing "$T" --elf "$E" -o "$dir/jn.htr"
 	if same_htr "$dir/j1.htr" "$dir/jn.htr"; then

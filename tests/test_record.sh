@@ -177,14 +177,20 @@ run() {
 		fi
 		judge "$name $opt $mode $t" \
 			"$("$cmp" "$out/$t.truth" "$out/$t.htr" 2>&1)"
-		# Three threads, a chunk boundary at every PSB: the same file.
-		if "$htr" build -q -j3 --chunk-size 1 "$pt" \
-			$(cat "$out/build.args") -o "$out/$t.j3.htr" 2>/dev/null &&
-		   same_htr "$out/$t.htr" "$out/$t.j3.htr"; then
-			oks=$((oks + 1))
-		else
-			fail "$name $opt $mode $t: -j3 built another file than -j1"
-		fi
+		# Three threads, a chunk boundary at every PSB, either
+		# decoder: the same file.
+		for j in "-j3 --chunk-size 1" "-j1 --decoder block" \
+			"-j3 --chunk-size 1 --decoder block" \
+			"-j1 --decoder walk"; do
+			# shellcheck disable=SC2086
+			if "$htr" build -q $j "$pt" $(cat "$out/build.args") \
+				-o "$out/$t.jn.htr" 2>/dev/null &&
+			   same_htr "$out/$t.htr" "$out/$t.jn.htr"; then
+				oks=$((oks + 1))
+			else
+				fail "$name $opt $mode $t: $j built another file than -j1"
+			fi
+		done
 	done
 }
 

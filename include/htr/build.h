@@ -96,9 +96,10 @@ enum htr_decoder {
 	HTR_DECODER_BLOCK = 1,
 	/* libipt's query decoder reads the packets and libhtr walks the
 	 * code over a cache of its branches (faster).  A trace holding what
-	 * the walk does not follow itself (a decode error, a far transfer,
-	 * code that is not 64-bit, ...) is decoded again with the block
-	 * decoder: htr_build_stats.decoder says which one made the file. */
+	 * the walk does not follow itself (a decode error, 16-bit code,
+	 * VMX, ptwrite, ...) is decoded again with the block decoder:
+	 * htr_build_stats.decoder says which one made the file.  CPU-wide
+	 * builds (htr/cpuwide.h) use the block decoder. */
 	HTR_DECODER_WALK = 2,
 };
 

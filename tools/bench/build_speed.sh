@@ -2,9 +2,12 @@
 # htr build against the bare libipt block-decoder loop (bare_blk), on the
 # same traces in one run: synthesized basic, mixed and nocomp traces of each
 # size, and a real program recorded with htr record (qemu-user).  For each
-# trace: M insns/s of the bare loop and of htr build -j1 and -j2, their
-# ratios to the bare loop, -j2 against -j1, peak RSS and bytes per block.
-# Each figure is the best of RUNS runs (default 3), taken alternately.
+# trace: M insns/s of the bare loop, of htr build -j1 with each decoder
+# (--decoder block, --decoder walk) and of -j2 (the walk), their ratios to
+# the bare loop, -j2 against -j1 (walk), peak RSS and bytes per block.  A
+# walk figure marked '*' is the block decoder's: the walk gave up on that
+# trace (htr build's note).  Each figure is the best of RUNS runs (default
+# 3), taken alternately.
 #
 # usage: build_speed.sh HTR_SYNTH HTR BARE_BLK [SIZES]
 #        (SIZES default "1e7 1e8"; "1e9" shows RSS at scale)
@@ -14,6 +17,16 @@ runs=${RUNS:-3}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/htr-bench.XXXXXX")
 trap 'rm -rf "$dir"' EXIT INT TERM
 timing="1 2 6 16"   # the synthesizer's CPUID 0x15, MTCFreq, nominal ratio
+
+# same A B: whether the .htr files A and B are the same but for the time
+# they were built (bytes 121-128) and the header hash (249-256).
+same() {
+	cmp -s "$1" "$2" ||
+		cmp -l "$1" "$2" 2>/dev/null | awk '
+			!(($1 >= 121 && $1 <= 128) || ($1 >= 249 && $1 <= 256)) {
+				bad = 1 }
+			END { exit bad }'
+}
 
 # best_of CMD...: run CMD $runs times; "SECONDS PEAK_KIB" of the fastest.
 best_of() {
@@ -51,32 +64,47 @@ measure() {
 	# shellcheck disable=SC2086
 	b=$(best_of "$bare" --timing $timing "$trace" $specs)
 	# shellcheck disable=SC2086
-	j1=$(best_of "$htr" build -q -j1 $opts $elfs -o "$dir/j1.htr" "$trace")
+	blk=$(best_of "$htr" build -q -j1 --decoder block $opts $elfs \
+		-o "$dir/blk.htr" "$trace")
 	# shellcheck disable=SC2086
-	j2=$(best_of "$htr" build -q -j2 $opts $elfs -o "$dir/j2.htr" "$trace")
-	blocks=$("$htr" info "$dir/j1.htr" | awk '/^blocks:/ { print $2 }')
-	size=$(wc -c < "$dir/j1.htr")
-	cmp -s "$dir/j1.htr" "$dir/j2.htr" ||
-		cmp -l "$dir/j1.htr" "$dir/j2.htr" | awk '
-			# build_time (bytes 121-128) and header_hash (249-256)
-			!(($1 >= 121 && $1 <= 128) || ($1 >= 249 && $1 <= 256)) {
-				bad = 1 }
-			END { if (bad) { print "build-speed: -j2 wrote another" \
-				" file than -j1"; exit 1 } }'
-	awk -v name="$name" -v n="$insns" -v b="$b" -v j1="$j1" -v j2="$j2" \
-	    -v blocks="$blocks" -v size="$size" 'BEGIN {
-		split(b, B, " "); split(j1, J1, " "); split(j2, J2, " ")
-		rb = n / B[1] / 1e6; r1 = n / J1[1] / 1e6; r2 = n / J2[1] / 1e6
-		printf "%-14s %6.0fM %7.1f %7.1f %7.1f %6.2f %6.2f %6.2f %7.1f %7.1f %6.1f\n",
-			name, n / 1e6, rb, r1, r2, r1 / rb, r2 / rb, r2 / r1,
-			J1[2] / 1024, J2[2] / 1024, blocks ? size / blocks : 0
+	walk=$(best_of "$htr" build -q -j1 --decoder walk $opts $elfs \
+		-o "$dir/walk.htr" "$trace")
+	# shellcheck disable=SC2086
+	j2=$(best_of "$htr" build -q -j2 --decoder walk $opts $elfs \
+		-o "$dir/j2.htr" "$trace")
+	# Once more without -q: whether the walk gave up (its note).
+	# shellcheck disable=SC2086
+	"$htr" build -j1 --decoder walk $opts $elfs -o "$dir/walk.htr" \
+		"$trace" 2>"$dir/walk.err"
+	fell=$(grep -c 'note: the walk' "$dir/walk.err" || :)
+	blocks=$("$htr" info "$dir/blk.htr" | awk '/^blocks:/ { print $2 }')
+	size=$(wc -c < "$dir/blk.htr")
+	for f in walk j2; do
+		if ! same "$dir/blk.htr" "$dir/$f.htr"; then
+			echo "build-speed: $name: $f wrote another file than" \
+				"the block decoder" >&2
+			exit 1
+		fi
+	done
+	awk -v name="$name" -v n="$insns" -v b="$b" -v k="$blk" -v w="$walk" \
+	    -v j2="$j2" -v fell="$fell" -v blocks="$blocks" -v size="$size" \
+	    'BEGIN {
+		split(b, B, " "); split(k, K, " "); split(w, W, " ")
+		split(j2, J2, " ")
+		rb = n / B[1] / 1e6; rk = n / K[1] / 1e6; rw = n / W[1] / 1e6
+		r2 = n / J2[1] / 1e6
+		printf "%-14s %6.0fM %7.1f %7.1f %6.1f%s %7.1f %8.2f %9.2f %7.2f %7.2f %7.1f %8.1f %7.1f %6.1f\n",
+			name, n / 1e6, rb, rk, rw, fell ? "*" : " ", r2,
+			rk / rb, rw / rb, r2 / rb, r2 / rw, K[2] / 1024,
+			W[2] / 1024, J2[2] / 1024, blocks ? size / blocks : 0
 	}'
 }
 
 echo "build-speed: best of $runs runs; M insns/s over wall time;" \
-	"RSS in MiB" >&2
-printf "%-14s %7s %7s %7s %7s %6s %6s %6s %7s %7s %6s\n" trace insns bare \
-	j1 j2 j1/bare j2/bare j2/j1 rss-j1 rss-j2 B/blk
+	"RSS in MiB; walk '*': the walk gave up, the block decoder decoded" >&2
+printf "%-14s %7s %7s %7s %7s %7s %8s %9s %7s %7s %7s %8s %7s %6s\n" \
+	trace insns bare blk walk j2 blk/bare walk/bare j2/bare j2/walk \
+	rss-blk rss-walk rss-j2 B/blk
 for n in $sizes; do
 	for sc in basic mixed nocomp; do
 		"$synth" -q --no-truth --no-bundle -S "$sc" -n "$n" "$dir/t"

@@ -39,12 +39,13 @@ if [ ! -d "$seeds" ]; then
 			-o "$seeds/htr/$sc.htr"
 		rm -f "$seeds/$sc".*
 	done
-	# The trace target decodes against the sample's ELF; so does the
-	# parallel one.
+	# The trace target decodes against the sample's ELF; so do the
+	# parallel and walk ones.
 	cp tests/data/sample.pt "$seeds/trace/"
 	head -c 4096 tests/data/sample.pt >"$seeds/trace/head.pt"
-	mkdir -p "$seeds/parallel"
+	mkdir -p "$seeds/parallel" "$seeds/walk"
 	cp "$seeds/trace/"* "$seeds/parallel/"
+	cp "$seeds/trace/"* "$seeds/walk/"
 	cp tests/data/sample.elf "$seeds/elf/"
 	# CPU-wide: thread 1 on CPU 0 and thread 2 on CPU 1 from time 0,
 	# the sample's first 8 KiB on CPU 0 and the rest on CPU 1
@@ -79,7 +80,7 @@ mkdir -p "$bdir/crashes"
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export ASAN_OPTIONS=detect_leaks=1
 status=0
-for t in htr trace elf sidecar perfdata cpuwide parallel; do
+for t in htr trace elf sidecar perfdata cpuwide parallel walk; do
 	mkdir -p "$bdir/corpus/$t" "$seeds/$t"
 	log="$bdir/fuzz_$t.log"
 	if "$bdir/tests/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=10 \

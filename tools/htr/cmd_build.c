@@ -53,13 +53,20 @@ static const char usage_text[] =
 "                          processors); the .htr is the same for any N\n"
 "      --chunk-size BYTES  trace per parallel chunk, cut at a PSB (suffix\n"
 "                          K, M or G; default 256K)\n"
+"      --decoder block|walk\n"
+"                          block: libipt's block decoder follows every\n"
+"                          instruction; walk (default, faster): libipt\n"
+"                          reads the packets, htr walks the code; the .htr\n"
+"                          is the same either way\n"
 "  -q, --quiet             no progress, no summary\n"
 "  -h, --help              show this help\n"
 "\n"
 "Progress goes to stderr: a live line on a terminal, a heartbeat line every\n"
 "5 seconds otherwise.  Bad trace data does not stop a build: it becomes\n"
-"gaps, counted in the summary.  OUT is written under a temporary name and\n"
-"renamed when complete.\n"
+"gaps, counted in the summary.  A trace holding what the walk does not\n"
+"follow itself (a decode error, 16-bit code, VMX, ptwrite, ...) is\n"
+"decoded again with the block decoder, and a note says so.  OUT\n"
+"is written under a temporary name and renamed when complete.\n"
 "exit status: 0 ok, 1 failure, 2 usage error\n";
 
 struct progress {
@@ -476,19 +483,29 @@ static void perf_opts(const struct perf_build *pb,
 					 255 : pd->pt.max_nonturbo_ratio);
 }
 
-/* Say when a build asked for @threads decoding threads fell back to one. */
-static void fallback_note(unsigned threads, const struct htr_build_stats *st)
+/* Say when a build fell back from what @o asked for: to one decoding
+ * thread, or from the walk to libipt's block decoder. */
+static void fallback_note(const struct htr_build_opts *o,
+			  const struct htr_build_stats *st)
 {
-	if (threads > 1 && st->threads == 1)
+	if (o->threads > 1 && st->threads == 1)
 		fprintf(stderr, "htr: build: note: decode errors made the %u "
 			"threads' chunks disagree: decoded again on one "
-			"thread\n", threads);
+			"thread\n", o->threads);
+	if (o->decoder != HTR_DECODER_BLOCK &&
+	    st->decoder == HTR_DECODER_BLOCK)
+		fprintf(stderr, "htr: build: note: the walk met what it does "
+			"not follow (a decode error, 16-bit code, VMX, "
+			"ptwrite, ...): decoded with libipt's block decoder\n");
 }
 
-/* The summary line of a thread's build. */
+/* The summary line of a thread's build; @cpuwide: of a CPU-wide one,
+ * which decodes on one thread with the block decoder by design (no
+ * fallback to note). */
 static void perf_summary(const struct perf_build *pb, const char *name,
 			 const struct htr_perf_thread *t, const char *out,
-			 const struct htr_build_stats *st, double sec)
+			 const struct htr_build_stats *st, double sec,
+			 int cpuwide)
 {
 	struct stat sb;
 	uint64_t fsize = stat(out, &sb) == 0 ? (uint64_t) sb.st_size : 0;
@@ -500,7 +517,8 @@ static void perf_summary(const struct perf_build *pb, const char *name,
 		PRIu64 " bytes, %.2f s\n", name, t->pid,
 		t->comm[0] ? t->comm : "?", out, st->insns, st->blocks,
 		st->max_depth, st->gaps, fsize, sec);
-	fallback_note(pb->user->threads, st);
+	if (!cpuwide)
+		fallback_note(pb->user, st);
 }
 
 /* Build thread @t of @pd into @out. */
@@ -558,7 +576,7 @@ static int perf_thread(struct perf_build *pb, const struct htr_perfdata *pd,
 		goto done;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &end);
-	perf_summary(pb, name, t, out, &st, seconds(&start, &end));
+	perf_summary(pb, name, t, out, &st, seconds(&start, &end), 0);
 	if (t->aux_truncated || t->aux_lost)
 		fprintf(stderr, "htr: build: warning: %s: perf lost trace data "
 			"(%" PRIu64 " AUX records truncated, %" PRIu64
@@ -656,7 +674,7 @@ static int cpuwide_pid(struct perf_build *pb, const struct htr_perfdata *pd,
 			;
 		snprintf(name, sizeof(name), "%s tid %u", pb->trace, t->tid);
 		perf_summary(pb, name, t, v[i].out, &v[i].stats,
-			     seconds(&start, &end));
+			     seconds(&start, &end), 1);
 		warn_result(name, v[i].out, &v[i].stats, 1);
 	}
 	rc = HTR_EXIT_OK;
@@ -828,7 +846,7 @@ static int parse_bytes(const char *s, uint64_t *out)
 int cmd_build(int argc, char **argv)
 {
 	enum { O_CPU = 256, O_MTC, O_NOM, O_EAX, O_EBX, O_TID, O_SYMFS,
-	       O_BUILDID, O_CHUNK };
+	       O_BUILDID, O_CHUNK, O_DECODER };
 	static const struct option lopts[] = {
 		{ "elf", required_argument, NULL, 'e' },
 		{ "raw", required_argument, NULL, 'r' },
@@ -843,6 +861,7 @@ int cmd_build(int argc, char **argv)
 		{ "buildid-dir", required_argument, NULL, O_BUILDID },
 		{ "jobs", required_argument, NULL, 'j' },
 		{ "chunk-size", required_argument, NULL, O_CHUNK },
+		{ "decoder", required_argument, NULL, O_DECODER },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -894,6 +913,17 @@ int cmd_build(int argc, char **argv)
 				goto done;
 			}
 			opts.chunk_size = v;
+			break;
+		case O_DECODER:
+			if (!strcmp(optarg, "block")) {
+				opts.decoder = HTR_DECODER_BLOCK;
+			} else if (!strcmp(optarg, "walk")) {
+				opts.decoder = HTR_DECODER_WALK;
+			} else {
+				rc = usage_error("build", "--decoder: bad value "
+						 "'%s' (block or walk)", optarg);
+				goto done;
+			}
 			break;
 		case 'e': elfs[nelf++] = optarg; break;
 		case 'r': raws[nraw++] = optarg; break;
@@ -1086,7 +1116,7 @@ int cmd_build(int argc, char **argv)
 			st.gaps, fsize,
 			st.blocks ? (double) fsize / (double) st.blocks : 0.0,
 			t, t > 0 ? (double) st.insns / t / 1e6 : 0.0);
-		fallback_note(opts.threads, &st);
+		fallback_note(&opts, &st);
 	}
 	warn_result(argv[optind], out, &st, 0);
 	rc = HTR_EXIT_OK;
