@@ -73,6 +73,9 @@ struct ent {
 	uint64_t ip, end, target, ret;
 	uint32_t n;
 	uint8_t kind, len;
+	/* Where the entry the walk went on to last time (after a branch
+	 * not taken, taken) sits, + 1; checked before use. */
+	uint32_t next[2];
 };
 
 struct code {
@@ -90,6 +93,7 @@ struct htr_walk {
 	size_t ncode;
 	struct ent *tab;
 	size_t cap, used;
+	uint32_t *hint;             /* the next[] to note the next entry in */
 	int skd022, bdm64;
 
 	/* The block decoder's state. */
@@ -342,19 +346,31 @@ static int fill(struct htr_walk *w, uint64_t ip, struct ent *e)
 	return 0;
 }
 
-static int lookup(struct htr_walk *w, uint64_t ip, const struct ent **out)
+static inline int lookup(struct htr_walk *w, uint64_t ip,
+			 const struct ent **out)
 {
+	uint32_t *hint = w->hint;
 	size_t h;
 	int rc;
 
+	w->hint = NULL;
+	/* Most branches go where they went before. */
+	if (hint && *hint && w->tab[*hint - 1].ip == ip &&
+	    w->tab[*hint - 1].n && w->mode == w->tab_mode) {
+		*out = &w->tab[*hint - 1];
+		return 0;
+	}
 	/* The same bytes are other instructions in another mode. */
 	if (w->mode != w->tab_mode) {
 		memset(w->tab, 0, w->cap * sizeof(*w->tab));
 		w->used = 0;
 		w->tab_mode = w->mode;
+		hint = NULL;
 	}
 	h = slot_of(w, ip);
 	if (!w->tab[h].n) {
+		/* Filling may move the table: no hint to note then. */
+		hint = NULL;
 		struct ent e;
 
 		memset(&e, 0, sizeof(e));
@@ -368,6 +384,8 @@ static int lookup(struct htr_walk *w, uint64_t ip, const struct ent **out)
 		w->tab[h] = e;
 		w->used++;
 	}
+	if (hint)
+		*hint = (uint32_t) h + 1;
 	*out = &w->tab[h];
 	return 0;
 }
@@ -432,7 +450,16 @@ static int skd022(struct htr_walk *w)
 
 /* pt_blk_proceed_trailing_event, without postponed instructions (the
  * walk gives up on the events that postpone one). */
-static int trailing(struct htr_walk *w)
+static int trailing_event(struct htr_walk *w);
+
+static inline int trailing(struct htr_walk *w)
+{
+	if (!w->process_event && !(w->status & pts_event_pending))
+		return flags(w, 0);
+	return trailing_event(w);
+}
+
+static int trailing_event(struct htr_walk *w)
 {
 	const struct pt_event *ev = &w->ev;
 	int st = fetch_event(w), supp = ev->ip_suppressed;
@@ -707,6 +734,7 @@ static int proceed_no_event(struct htr_walk *w, struct htr_walk_block *b)
 		if (e->kind != K_CONT)
 			break;
 		w->ip = e->target;
+		w->hint = (uint32_t *) &e->next[0];
 		if (b->n >= BLOCK_MAX)
 			return 0;
 	}
@@ -718,11 +746,13 @@ static int proceed_no_event(struct htr_walk *w, struct htr_walk_block *b)
 			return st;
 		w->status = st;
 		w->ip = taken ? e->target : e->end + e->len;
+		w->hint = (uint32_t *) &e->next[!!taken];
 		return 0;
 	case K_CALL:
 		if (e->target != e->end + e->len)
 			push(w, e->end + e->len);
 		w->ip = e->target;
+		w->hint = (uint32_t *) &e->next[0];
 		return 0;
 	case K_ICALL:
 		push(w, e->end + e->len);
@@ -737,6 +767,7 @@ static int proceed_no_event(struct htr_walk *w, struct htr_walk_block *b)
 		in.ip = e->end;
 		in.len = e->len;
 		in.kind = e->kind;
+		w->hint = (uint32_t *) &e->next[0];
 		return with_trace(w, &in);
 	}
 	default:
