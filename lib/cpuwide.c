@@ -287,6 +287,10 @@ static int decode_cpu(struct cw *w, uint32_t c, uint64_t *hash)
 	struct htr_ev_sink k;
 	struct htr_perf_joined j;
 	const uint8_t *data;
+	struct {
+		uint64_t nev, pieces, unknown, other;
+		size_t npieces, nother;
+	} save;
 	int rc;
 
 	if (!pc->pt_bytes)
@@ -298,10 +302,6 @@ static int decode_cpu(struct cw *w, uint32_t c, uint64_t *hash)
 	data = j.data;
 	*hash = htr_hash__bytes(*hash, data, pc->pt_bytes);
 	w->cpu = c;
-	w->open = 0;
-	w->have_time = 0;
-	w->pend_enable = 0;
-	w->nlead = 0;
 	cpu_slots(w, pc->cpu);
 	memset(&sink, 0, sizeof(sink));
 	k.put = on_event;
@@ -310,9 +310,37 @@ static int decode_cpu(struct cw *w, uint32_t c, uint64_t *hash)
 	sink.onoff = on_onoff;
 	sink.progress = on_progress;
 	htr_build__decode_cfg(w->b, &cfg, data, pc->pt_bytes);
-	/* The walk does not report tracing turning on and off (onoff). */
-	cfg.walk = 0;
-	rc = htr_decode__run(&cfg, w->b->img, &sink, &w->b->err);
+	save.nev = w->nev;
+	save.npieces = w->npieces;
+	save.pieces = w->cs->pieces;
+	save.unknown = w->cs->insns_unknown;
+	save.other = w->cs->insns_other;
+	save.nother = w->cs->nother;
+	for (;;) {
+		w->open = 0;
+		w->have_time = 0;
+		w->pend_enable = 0;
+		w->nlead = 0;
+		rc = htr_decode__run(&cfg, w->b->img, &sink, &w->b->err);
+		if (rc != HTR_DECODE_GAVE_UP)
+			break;
+		/* The walk gave up: forget what it said of this CPU and
+		 * decode it again with the block decoder. */
+		if (fseeko(w->spool, (off_t) (save.nev * sizeof(struct htr_ev)),
+			   SEEK_SET) != 0) {
+			rc = htr_err__sys(&w->b->err, "CPU-wide build: "
+					  "temporary file");
+			break;
+		}
+		htr_err__clear(&w->b->err);
+		w->nev = save.nev;
+		w->npieces = save.npieces;
+		w->cs->pieces = save.pieces;
+		w->cs->insns_unknown = save.unknown;
+		w->cs->insns_other = save.other;
+		w->cs->nother = save.nother;
+		cfg.walk = 0;
+	}
 	if (rc == 0)
 		rc = close_piece(w);
 	w->done_bytes += pc->pt_bytes;

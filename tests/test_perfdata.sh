@@ -25,6 +25,7 @@ htr=$1
 check=$2
 cmp=$3
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/same_htr.sh"
 src=$here/record
 
 if ! command -v qemu-x86_64 >/dev/null 2>&1; then
@@ -175,6 +176,17 @@ cpuwide() {
 		fi
 	done
 	echo "ok      $name --cpus $ncpu: $n thread(s), each its truth"
+	# The walk, the default, against libipt's block decoder.
+	mkdir "$d/blk"
+	if ! "$htr" build -q --decoder block -o "$d/blk/cw" "$d/cw.data" \
+		2>"$d/build.err"; then
+		fail "$name --cpus $ncpu: --decoder block: $(head -1 "$d/build.err")"
+		return
+	fi
+	for f in "$d"/cw.*.htr; do
+		same_htr "$f" "$d/blk/${f##*/}" ||
+			fail "$name --cpus $ncpu: ${f##*/}: --decoder block built another file"
+	done
 	if command -v perf >/dev/null 2>&1; then
 		case "$*" in
 		*--filter*) perf_agree "$d" cw.data cw "$name --cpus $ncpu" insns ;;

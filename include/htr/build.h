@@ -98,8 +98,8 @@ enum htr_decoder {
 	 * code over a cache of its branches (faster).  A trace holding what
 	 * the walk does not follow itself (a decode error, 16-bit code,
 	 * VMX, ptwrite, ...) is decoded again with the block decoder:
-	 * htr_build_stats.decoder says which one made the file.  CPU-wide
-	 * builds (htr/cpuwide.h) use the block decoder. */
+	 * htr_build_stats.decoder says which one made the file (CPU-wide
+	 * builds, htr/cpuwide.h, fall back per CPU and do not say). */
 	HTR_DECODER_WALK = 2,
 };
 

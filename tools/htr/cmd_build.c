@@ -500,8 +500,8 @@ static void fallback_note(const struct htr_build_opts *o,
 }
 
 /* The summary line of a thread's build; @cpuwide: of a CPU-wide one,
- * which decodes on one thread with the block decoder by design (no
- * fallback to note). */
+ * whose stats say nothing of threads and decoders (it decodes on one
+ * thread, and falls back from the walk CPU by CPU). */
 static void perf_summary(const struct perf_build *pb, const char *name,
 			 const struct htr_perf_thread *t, const char *out,
 			 const struct htr_build_stats *st, double sec,
