@@ -1,8 +1,9 @@
 /*
- * Decoder: runs libipt's block decoder over a trace and reports what the
- * builder needs, through a sink of callbacks.  It knows nothing about
- * trees; libipt's error codes never leave this module (they are stored as
- * plain ints in gap records only).
+ * Decoder: runs libipt's block decoder, or the walk that stands in for it
+ * (walk.h), over a trace and reports what the builder needs, through a
+ * sink of callbacks.  It knows nothing about trees; libipt's error codes
+ * never leave this module (they are stored as plain ints in gap records
+ * only).
  */
 #ifndef HTR_LIB_DECODE_H
 #define HTR_LIB_DECODE_H
@@ -106,7 +107,9 @@ struct htr_decode_cfg {
 	int cpu_family, cpu_model, cpu_stepping;   /* 0: no errata */
 	uint32_t cpuid_0x15_eax, cpuid_0x15_ebx;
 	uint8_t mtc_freq, nom_freq;
-	int walk;                  /* 1: the walk (walk.c) decodes */
+	int walk;                  /* 1: the walk (walk.h) decodes; where it
+				    * gives up, htr_decode__run() returns
+				    * HTR_DECODE_GAVE_UP */
 };
 
 /* The walk met what it does not follow itself (walk.c): the events given
@@ -151,7 +154,8 @@ struct htr_decode_cfg {
  * that value is returned.  Bad trace data never fails the run: it becomes an
  * HTR_GAP_ERROR gap and decoding resumes at the next PSB.
  * Returns 0, HTR_ERR_DECODE (no PSB anywhere / decoder cannot be set up),
- * HTR_ERR_NOMEM, HTR_ERR_CANCELED or a callback's value; message in @err.
+ * HTR_ERR_NOMEM, HTR_ERR_CANCELED, HTR_DECODE_GAVE_UP (cfg->walk only) or
+ * a callback's value; message in @err.
  */
 int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 		    const struct htr_decode_sink *sink, struct htr_err *err);

@@ -369,10 +369,10 @@ static inline int lookup(struct htr_walk *w, uint64_t ip,
 	}
 	h = slot_of(w, ip);
 	if (!w->tab[h].n) {
-		/* Filling may move the table: no hint to note then. */
-		hint = NULL;
 		struct ent e;
 
+		/* Filling may move the table: no hint to note then. */
+		hint = NULL;
 		memset(&e, 0, sizeof(e));
 		if ((rc = fill(w, ip, &e)) < 0)
 			return rc;
@@ -438,14 +438,16 @@ static int fetch_event(struct htr_walk *w)
 	return 1;
 }
 
-/* Whether libipt's SKD022 workaround would turn the asynchronous disable
- * into a synchronous one (at VMLAUNCH/VMRESUME): the walk does not. */
+/* Whether libipt's SKD022 workaround might turn the asynchronous disable
+ * into a synchronous one (at VMLAUNCH or VMRESUME, which the walk counts
+ * with what it does not follow): the walk does not. */
 static int skd022(struct htr_walk *w)
 {
 	struct insn in;
 
 	return w->skd022 &&
-	       decode_insn(w, w->ev.variant.async_disabled.at, &in) != -pte_nomap;
+	       decode_insn(w, w->ev.variant.async_disabled.at, &in) == 0 &&
+	       in.kind == K_UNSURE;
 }
 
 /* pt_blk_proceed_trailing_event, without postponed instructions (the
@@ -462,10 +464,11 @@ static inline int trailing(struct htr_walk *w)
 static int trailing_event(struct htr_walk *w)
 {
 	const struct pt_event *ev = &w->ev;
-	int st = fetch_event(w), supp = ev->ip_suppressed;
+	int st = fetch_event(w), supp;
 
 	if (st <= 0)
 		return st < 0 ? st : flags(w, 0);
+	supp = ev->ip_suppressed;
 	switch (ev->type) {
 	case ptev_disabled:
 		break;
