@@ -92,8 +92,9 @@ static void *builder_main(void *arg)
 	}
 }
 
-/* Hand the current batch to the builder thread; take the next one. */
-static int publish(struct htr_pipe *p)
+/* Hand the current batch to the builder thread; take the next one if
+ * @more are to come. */
+static int publish(struct htr_pipe *p, int more)
 {
 	int err;
 
@@ -106,6 +107,10 @@ static int publish(struct htr_pipe *p)
 		pthread_cond_wait(&p->not_full, &p->lock);
 	err = p->err;
 	pthread_mutex_unlock(&p->lock);
+	/* Batches are made as the trace needs them: a small one, one. */
+	if (!err && more && !p->batch[p->tail] &&
+	    !(p->batch[p->tail] = malloc(BATCH * sizeof(struct htr_ev))))
+		err = HTR_ERR_NOMEM;
 	p->cur = p->batch[p->tail];
 	p->ncur = 0;
 	return err;
@@ -168,10 +173,12 @@ static int put(void *ctx, const struct htr_ev *e)
 {
 	struct htr_pipe *p = ctx;
 
+	if (!p->cur)
+		return HTR_ERR_NOMEM;   /* publish() could not make a batch */
 	if (e->type == HTR_EV_RUN)
 		p->insns += e->n;
 	p->cur[p->ncur++] = *e;
-	return p->ncur == BATCH ? publish(p) : 0;
+	return p->ncur == BATCH ? publish(p, 1) : 0;
 }
 
 static int on_progress(void *ctx, uint64_t offset)
@@ -202,17 +209,14 @@ int htr_pipe__start(struct htr_pipe **out, struct htr_tb *tb,
 		    struct htr_writer *w)
 {
 	struct htr_pipe *p = calloc(1, sizeof(*p));
-	int i;
 
 	*out = NULL;
 	if (!p)
 		return HTR_ERR_NOMEM;
-	for (i = 0; i < NBATCH; i++) {
-		p->batch[i] = malloc(BATCH * sizeof(struct htr_ev));
-		if (!p->batch[i]) {
-			htr_pipe__free(p);
-			return HTR_ERR_NOMEM;
-		}
+	p->batch[0] = malloc(BATCH * sizeof(struct htr_ev));
+	if (!p->batch[0]) {
+		free(p);
+		return HTR_ERR_NOMEM;
 	}
 	p->tb = tb;
 	p->w = w;
@@ -242,7 +246,7 @@ int htr_pipe__finish(struct htr_pipe *p)
 	if (p->finished)
 		return p->err;
 	if (p->ncur)
-		err = publish(p);
+		err = publish(p, 0);
 	pthread_mutex_lock(&p->lock);
 	p->done = 1;
 	pthread_cond_signal(&p->not_empty);

@@ -43,7 +43,7 @@
 #define FOLD_MAX 4096u           /* instructions an entry may span */
 #define BLOCK_MAX (1u << 20)     /* instructions a block may hold (the
 				  * runaway guard checks between blocks) */
-#define TAB_MIN 4096u
+#define TAB_MIN 1024u
 #define TAB_MAX (1u << 18)       /* entries (10 MiB) before it starts over */
 
 /* What an instruction makes of the control flow, as libipt classes it. */
@@ -72,7 +72,8 @@ struct insn {
 struct ent {
 	uint64_t ip, end, target, ret;
 	uint32_t n;
-	uint8_t kind, len;
+	uint8_t kind, len, mode;   /* mode: the same bytes are other
+				    * instructions in another mode */
 	/* Where the entry the walk went on to last time (after a branch
 	 * not taken, taken) sits, + 1; checked before use. */
 	uint32_t next[2];
@@ -88,7 +89,6 @@ struct code {
 struct htr_walk {
 	struct pt_query_decoder *q;
 	ZydisDecoder zd64, zd32;
-	enum pt_exec_mode tab_mode;  /* the mode @tab was filled in */
 	struct code *code;          /* later pieces win, as in libipt */
 	size_t ncode;
 	struct ent *tab;
@@ -272,12 +272,13 @@ static int decode_insn(const struct htr_walk *w, uint64_t ip, struct insn *in)
 /* ------------------------------------------------------------------ */
 /* the cache of branches */
 
-static size_t slot_of(const struct htr_walk *w, uint64_t ip)
+static size_t slot_of(const struct htr_walk *w, uint64_t ip, uint8_t mode)
 {
-	size_t h = (size_t) ((ip * 0x9e3779b97f4a7c15ull) >> 17);
+	uint64_t key = ip ^ ((uint64_t) mode << 62);
+	size_t h = (size_t) ((key * 0x9e3779b97f4a7c15ull) >> 17);
 
 	h &= w->cap - 1;
-	while (w->tab[h].n && w->tab[h].ip != ip)
+	while (w->tab[h].n && (w->tab[h].ip != ip || w->tab[h].mode != mode))
 		h = (h + 1) & (w->cap - 1);
 	return h;
 }
@@ -301,7 +302,7 @@ static int tab_grow(struct htr_walk *w)
 	w->cap = cap;
 	for (i = 0; i < oldcap; i++)
 		if (old[i].n)
-			w->tab[slot_of(w, old[i].ip)] = old[i];
+			w->tab[slot_of(w, old[i].ip, old[i].mode)] = old[i];
 	free(old);
 	return 0;
 }
@@ -356,18 +357,11 @@ static inline int lookup(struct htr_walk *w, uint64_t ip,
 	w->hint = NULL;
 	/* Most branches go where they went before. */
 	if (hint && *hint && w->tab[*hint - 1].ip == ip &&
-	    w->tab[*hint - 1].n && w->mode == w->tab_mode) {
+	    w->tab[*hint - 1].n && w->tab[*hint - 1].mode == w->mode) {
 		*out = &w->tab[*hint - 1];
 		return 0;
 	}
-	/* The same bytes are other instructions in another mode. */
-	if (w->mode != w->tab_mode) {
-		memset(w->tab, 0, w->cap * sizeof(*w->tab));
-		w->used = 0;
-		w->tab_mode = w->mode;
-		hint = NULL;
-	}
-	h = slot_of(w, ip);
+	h = slot_of(w, ip, (uint8_t) w->mode);
 	if (!w->tab[h].n) {
 		struct ent e;
 
@@ -376,10 +370,11 @@ static inline int lookup(struct htr_walk *w, uint64_t ip,
 		memset(&e, 0, sizeof(e));
 		if ((rc = fill(w, ip, &e)) < 0)
 			return rc;
+		e.mode = (uint8_t) w->mode;
 		if (2 * (w->used + 1) > w->cap) {
 			if ((rc = tab_grow(w)) < 0)
 				return rc;
-			h = slot_of(w, ip);
+			h = slot_of(w, ip, e.mode);
 		}
 		w->tab[h] = e;
 		w->used++;

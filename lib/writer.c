@@ -32,6 +32,9 @@
 #define HTR_WRITER_RESERVE 4096u        /* header + section table */
 #define HTR_WRITER_BUF (1u << 20)       /* block buffer, commit chunks */
 #define HTR_SPOOL_BUF (64u << 10)       /* per small section */
+/* Buffers start small and double up to the sizes above: a small build
+ * (a debugger's, a fuzzer's) need not pay for a large one's. */
+#define HTR_BUF_MIN (16u << 10)
 
 enum { SP_FUNCS, SP_GAPS, SP_TSC, SP_SYNC, SP_IMAGES, SP_THREAD, SP_COUNT };
 
@@ -40,6 +43,10 @@ enum { SP_FUNCS, SP_GAPS, SP_TSC, SP_SYNC, SP_IMAGES, SP_THREAD, SP_COUNT };
 _Static_assert(SP_COUNT + 1 == HTR_NSECTIONS, "a spool per section");
 /* Link and hash a body piece at a time, in the block buffer; the blocks
  * section starts at a multiple of the record size. */
+_Static_assert((HTR_BUF_MIN & (HTR_BUF_MIN - 1)) == 0 &&
+	       HTR_WRITER_BUF % HTR_BUF_MIN == 0 &&
+	       HTR_SPOOL_BUF % HTR_BUF_MIN == 0 &&
+	       HTR_BUF_MIN >= HTR_WRITER_RESERVE, "buffers double to their size");
 _Static_assert(HTR_BODY_PIECE <= HTR_WRITER_BUF &&
 	       HTR_WRITER_RESERVE % sizeof(struct htr_disk_block) == 0 &&
 	       HTR_BODY_PIECE % sizeof(struct htr_disk_block) == 0,
@@ -53,7 +60,7 @@ _Static_assert(HTR_SEC_FUNCS == 2 + SP_FUNCS && HTR_SEC_GAPS == 2 + SP_GAPS &&
 struct spool {
 	int fd;                 /* -1 until the buffer first fills */
 	uint8_t *buf;
-	size_t len;             /* bytes in buf */
+	size_t len, cap;        /* bytes in buf, its size */
 	uint64_t size;          /* bytes in total (file + buf) */
 	uint64_t count;         /* records */
 };
@@ -80,7 +87,7 @@ struct htr_writer {
 	bool failed;
 
 	uint8_t *buf;           /* blocks not yet written */
-	size_t buflen;
+	size_t buflen, bufcap;
 	uint64_t nblocks;
 	uint64_t last_last;     /* `last` of the previous block */
 	uint64_t max_id;        /* largest ID any record names */
@@ -238,14 +245,10 @@ int htr_writer__open_flags(struct htr_writer **out, const char *path,
 		w->dir = strdup("/");
 	else
 		w->dir = strndup(path, (size_t) (slash - path));
-	w->buf = malloc(HTR_WRITER_BUF);
+	w->buf = malloc(HTR_BUF_MIN);
+	w->bufcap = HTR_BUF_MIN;
 	if (!w->path || !w->tmp || !w->dir || !w->buf)
 		goto nomem;
-	for (i = 0; i < SP_COUNT; i++) {
-		w->sp[i].buf = malloc(HTR_SPOOL_BUF);
-		if (!w->sp[i].buf)
-			goto nomem;
-	}
 	snprintf(w->tmp, n + 32, "%s.tmp%ld", path, (long) getpid());
 	if (!(flags & HTR_WRITER_NO_SWEEP))
 		remove_stale(path);
@@ -272,6 +275,23 @@ int htr_writer__open_flags(struct htr_writer **out, const char *path,
 nomem:
 	htr_writer__free(w);
 	return htr_err__set(err, HTR_ERR_NOMEM, "%s: out of memory", path);
+}
+
+/* Double *@buf (*@cap bytes, powers of two) towards @need, up to @max.
+ * Returns whether it holds @need now.  Out of memory it stays as it is:
+ * the callers flush instead, a small buffer only costs more writes. */
+static int grow(uint8_t **buf, size_t *cap, size_t need, size_t max)
+{
+	size_t n = *cap ? *cap : HTR_BUF_MIN;
+	uint8_t *p;
+
+	while (n < need && n < max)
+		n *= 2;
+	if (n > *cap && (p = realloc(*buf, n))) {
+		*buf = p;
+		*cap = n;
+	}
+	return need <= *cap;
 }
 
 static int flush_blocks(struct htr_writer *w)
@@ -334,7 +354,8 @@ int htr_writer__block(struct htr_writer *w, const struct htr_disk_block *b,
 	rec.nchildren = b->nchildren;
 	rec.func_flags = b->func_flags;
 
-	if (w->buflen + sizeof(rec) > HTR_WRITER_BUF) {
+	if (!grow(&w->buf, &w->bufcap, w->buflen + sizeof(rec),
+		  HTR_WRITER_BUF)) {
 		rc = flush_blocks(w);
 		if (rc)
 			return rc;
@@ -392,9 +413,14 @@ static int spool_put(struct htr_writer *w, int k, const void *p, size_t n)
 	const uint8_t *src = p;
 
 	while (n) {
-		size_t take = HTR_SPOOL_BUF - s->len;
+		size_t take;
 		int rc;
 
+		if (!grow(&s->buf, &s->cap, s->len + n, HTR_SPOOL_BUF) &&
+		    !s->cap)
+			return fail(w, htr_err__set(&w->err, HTR_ERR_NOMEM,
+					"%s: out of memory", w->path));
+		take = s->cap - s->len;
 		if (take > n)
 			take = n;
 		memcpy(s->buf + s->len, src, take);
@@ -402,7 +428,7 @@ static int spool_put(struct htr_writer *w, int k, const void *p, size_t n)
 		s->size += take;
 		src += take;
 		n -= take;
-		if (s->len == HTR_SPOOL_BUF) {
+		if (s->len == s->cap) {
 			rc = spool_flush(w, s);
 			if (rc)
 				return rc;
@@ -693,9 +719,15 @@ static int link_tree(struct htr_writer *w, struct htr_body_hash *bh,
 			      (piece - HTR_WRITER_RESERVE) / bsz : 0;
 		uint64_t off = HTR_WRITER_RESERVE + lo * bsz;
 		size_t n = (size_t) ((hi - lo) * bsz);
-		struct htr_disk_block *blk = (struct htr_disk_block *) w->buf;
+		struct htr_disk_block *blk;
 		uint64_t i;
 
+		if (!grow(&w->buf, &w->bufcap, n, HTR_WRITER_BUF)) {
+			rc = fail(w, htr_err__set(&w->err, HTR_ERR_NOMEM,
+					"%s: out of memory", w->path));
+			break;
+		}
+		blk = (struct htr_disk_block *) w->buf;
 		rc = pread_all(w, w->fd, w->buf, n, off, "read blocks");
 		for (i = hi; !rc && i > lo; i--)
 			rc = link_one(w, &ls, &blk[i - 1 - lo], (uint32_t) (i - 1));
@@ -723,8 +755,11 @@ static int link_tree(struct htr_writer *w, struct htr_body_hash *bh,
 static int append(struct htr_writer *w, struct htr_body_hash *bh,
 		  uint64_t *pos, const void *p, size_t n)
 {
-	int rc = write_all(w, w->fd, p, n, "write section");
+	int rc;
 
+	if (!n)
+		return 0;
+	rc = write_all(w, w->fd, p, n, "write section");
 	if (!rc) {
 		htr_body_hash__feed(bh, *pos, p, n);
 		*pos += n;
@@ -739,8 +774,8 @@ static int copy_spool(struct htr_writer *w, struct spool *s,
 
 	infile = s->fd < 0 ? 0 : s->size - s->len;
 	while (done < infile) {
-		size_t n = infile - done > HTR_WRITER_BUF ?
-			   HTR_WRITER_BUF : (size_t) (infile - done);
+		size_t n = infile - done > w->bufcap ?
+			   w->bufcap : (size_t) (infile - done);
 		int rc = pread_all(w, s->fd, w->buf, n, done, "read spool");
 
 		if (!rc)
