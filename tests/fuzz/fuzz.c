@@ -1,4 +1,5 @@
 #include "fuzz.h"
+#include "../same_htr.h"
 
 #include "htr/htr.h"
 
@@ -60,4 +61,43 @@ void htr_fuzz_sample_opts(struct htr_build_opts *opts)
 	opts->nom_freq = 16;
 	opts->no_fsync = 1;
 	opts->no_sweep = 1;
+}
+
+/* Build @data into @out.  Returns the build's result, or 1 if no
+ * builder. */
+static int build(const uint8_t *data, size_t size, const char *out,
+		 unsigned threads, int decoder)
+{
+	struct htr_build_opts opts;
+	struct htr_builder *b = NULL;
+	int rc;
+
+	htr_fuzz_sample_opts(&opts);
+	opts.threads = threads;
+	opts.chunk_size = threads > 1 ? 1 : 0;
+	opts.decoder = decoder;
+	if (htr_builder_alloc(&b, &opts) < 0)
+		return 1;
+	rc = htr_builder_add_elf(b, HTR_FUZZ_SAMPLE_ELF);
+	if (rc == 0)
+		rc = htr_builder_run_buffer(b, data, size, out, NULL, 0);
+	htr_builder_free(b);
+	return rc;
+}
+
+void htr_fuzz_same_builds(const uint8_t *data, size_t size,
+			  unsigned threads_a, int decoder_a,
+			  unsigned threads_b, int decoder_b)
+{
+	char a[HTR_FUZZ_PATH], b[HTR_FUZZ_PATH];
+	int rc;
+
+	if (htr_fuzz_path("a.htr", a) < 0 || htr_fuzz_path("b.htr", b) < 0)
+		return;
+	rc = build(data, size, a, threads_a, decoder_a);
+	if (rc == 1)
+		return;
+	if (build(data, size, b, threads_b, decoder_b) != rc ||
+	    (rc == 0 && !htr_files_same(a, b)))
+		__builtin_trap();   /* the two builds differ */
 }

@@ -20,6 +20,14 @@ struct htr_build_opts;
  * temporaries (nothing is kept). */
 void htr_fuzz_sample_opts(struct htr_build_opts *opts);
 
+/* Build @data as a trace of the shipped sample twice: on @threads_a
+ * decoding threads with @decoder_a, then with @threads_b and @decoder_b
+ * (more than one thread: a chunk boundary at every PSB).  Traps unless
+ * both fail alike or write the same .htr (but for the build time). */
+void htr_fuzz_same_builds(const uint8_t *data, size_t size,
+			  unsigned threads_a, int decoder_a,
+			  unsigned threads_b, int decoder_b);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #endif
