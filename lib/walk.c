@@ -21,9 +21,9 @@
  * libipt error but the end of the trace or missing code, 16-bit code, an
  * instruction Zydis cannot decode within its piece of the image, the
  * instructions libipt binds events to (mov to CR3, ptwrite, VMX) and the
- * events that bind to them, and the errata workarounds that rewrite
- * events (SKD022, BDM64).  decode.c then decodes the trace again with the
- * block decoder.
+ * events that bind to them, and the errata workarounds that would rewrite
+ * an event (SKD022 at a VMX instruction, BDM64 at a TSX abort).  decode.c
+ * then decodes the trace again with the block decoder.
  */
 #include "walk.h"
 #include "image.h"
