@@ -2,12 +2,21 @@
 # Build the libFuzzer targets (clang, ASan + UBSan) and run each one for a
 # fixed time over a seed corpus made from the shipped sample.  A crash,
 # leak or timeout fails the run and leaves its reproducer in
-# build-fuzz/crashes/.  usage: tools/ci/fuzz.sh [SECONDS_PER_TARGET]
-# (default 20).  tools/bench/fuzz.sh runs the same for longer and prints
-# the figures.
+# build-fuzz/crashes/.  usage: tools/ci/fuzz.sh [SECONDS_PER_TARGET
+# [TARGET...]] (default 20 s, every target).  tools/bench/fuzz.sh runs the
+# same for longer and prints the figures.
 set -eu
 cd "$(dirname "$0")/../.."
 secs=${1:-20}
+[ $# -gt 0 ] && shift
+all="htr trace elf sidecar perfdata cpuwide parallel walk"
+targets=${*:-$all}
+for t in $targets; do
+	case " $all " in
+	*" $t "*) ;;
+	*) echo "fuzz: no target '$t' (the targets: $all)" >&2; exit 2 ;;
+	esac
+done
 bdir=${HTR_FUZZ_BUILDDIR:-build-fuzz}
 
 . tools/ci/setup.sh
@@ -80,7 +89,7 @@ mkdir -p "$bdir/crashes"
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export ASAN_OPTIONS=detect_leaks=1
 status=0
-for t in htr trace elf sidecar perfdata cpuwide parallel walk; do
+for t in $targets; do
 	mkdir -p "$bdir/corpus/$t" "$seeds/$t"
 	log="$bdir/fuzz_$t.log"
 	if "$bdir/tests/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=10 \
