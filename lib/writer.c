@@ -41,12 +41,12 @@ enum { SP_FUNCS, SP_GAPS, SP_TSC, SP_SYNC, SP_IMAGES, SP_THREAD, SP_COUNT };
 /* Spool i is section htr_file__sections[1 + i]: the blocks come first,
  * written in place, then the spools in id order. */
 _Static_assert(SP_COUNT + 1 == HTR_NSECTIONS, "a spool per section");
-/* Link and hash a body piece at a time, in the block buffer; the blocks
- * section starts at a multiple of the record size. */
 _Static_assert((HTR_BUF_MIN & (HTR_BUF_MIN - 1)) == 0 &&
 	       HTR_WRITER_BUF % HTR_BUF_MIN == 0 &&
 	       HTR_SPOOL_BUF % HTR_BUF_MIN == 0 &&
 	       HTR_BUF_MIN >= HTR_WRITER_RESERVE, "buffers double to their size");
+/* Link and hash a body piece at a time, in the block buffer; the blocks
+ * section starts at a multiple of the record size. */
 _Static_assert(HTR_BODY_PIECE <= HTR_WRITER_BUF &&
 	       HTR_WRITER_RESERVE % sizeof(struct htr_disk_block) == 0 &&
 	       HTR_BODY_PIECE % sizeof(struct htr_disk_block) == 0,
