@@ -104,6 +104,12 @@ static int fail(struct htr_writer *w, int rc)
 	return rc;
 }
 
+static int fail_nomem(struct htr_writer *w)
+{
+	return fail(w, htr_err__set(&w->err, HTR_ERR_NOMEM,
+				    "%s: out of memory", w->path));
+}
+
 static int write_all(struct htr_writer *w, int fd, const void *p, size_t n,
 		     const char *what)
 {
@@ -285,6 +291,8 @@ static int grow(uint8_t **buf, size_t *cap, size_t need, size_t max)
 	size_t n = *cap ? *cap : HTR_BUF_MIN;
 	uint8_t *p;
 
+	if (need <= *cap)
+		return 1;               /* every block and record but a few */
 	while (n < need && n < max)
 		n *= 2;
 	if (n > *cap && (p = realloc(*buf, n))) {
@@ -387,8 +395,7 @@ static int spool_flush(struct htr_writer *w, struct spool *s)
 		char *tmpl = malloc(n);
 
 		if (!tmpl)
-			return fail(w, htr_err__set(&w->err, HTR_ERR_NOMEM,
-					"%s: out of memory", w->path));
+			return fail_nomem(w);
 		snprintf(tmpl, n, "%s/.htr-spool-XXXXXX", w->dir);
 		s->fd = mkstemp(tmpl);
 		if (s->fd < 0) {
@@ -418,8 +425,7 @@ static int spool_put(struct htr_writer *w, int k, const void *p, size_t n)
 
 		if (!grow(&s->buf, &s->cap, s->len + n, HTR_SPOOL_BUF) &&
 		    !s->cap)
-			return fail(w, htr_err__set(&w->err, HTR_ERR_NOMEM,
-					"%s: out of memory", w->path));
+			return fail_nomem(w);
 		take = s->cap - s->len;
 		if (take > n)
 			take = n;
@@ -667,9 +673,7 @@ static int link_one(struct htr_writer *w, struct link_state *ls,
 			struct frame *s = realloc(ls->stack, cap * sizeof(*s));
 
 			if (!s)
-				return fail(w, htr_err__set(&w->err,
-						HTR_ERR_NOMEM,
-						"%s: out of memory", w->path));
+				return fail_nomem(w);
 			ls->stack = s;
 			ls->cap = cap;
 		}
@@ -723,8 +727,7 @@ static int link_tree(struct htr_writer *w, struct htr_body_hash *bh,
 		uint64_t i;
 
 		if (!grow(&w->buf, &w->bufcap, n, HTR_WRITER_BUF)) {
-			rc = fail(w, htr_err__set(&w->err, HTR_ERR_NOMEM,
-					"%s: out of memory", w->path));
+			rc = fail_nomem(w);
 			break;
 		}
 		blk = (struct htr_disk_block *) w->buf;
@@ -839,8 +842,7 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 	 * section table and the blocks, the blocks as they are linked, the
 	 * spools as they are copied. */
 	if (htr_body_hash__init(&bh, body_start, off) < 0)
-		return fail(w, htr_err__set(&w->err, HTR_ERR_NOMEM,
-				"%s: out of memory", w->path));
+		return fail_nomem(w);
 	memset(w->buf, 0, HTR_WRITER_RESERVE - body_start);
 	htr_body_hash__feed(&bh, body_start, w->buf,
 			    HTR_WRITER_RESERVE - body_start);
