@@ -375,6 +375,7 @@ int htr_build__out_commit(struct htr_builder *b, struct htr_build_out *o,
 			  struct htr_build_stats *s)
 {
 	struct htr_writer_meta meta;
+	const struct htr_decode_gap *first;
 	struct pt_version v;
 	int rc = htr_tb__finish(o->tb);
 
@@ -403,6 +404,11 @@ int htr_build__out_commit(struct htr_builder *b, struct htr_build_out *o,
 	s->folded = htr_tb__folded(o->tb);
 	s->threads = 1;
 	s->decoder = HTR_DECODER_BLOCK;
+	s->errors = htr_tb__errors(o->tb, &s->runaways, &first);
+	if (first) {
+		s->first_error_offset = first->offset;
+		s->first_error_code = first->code;
+	}
 	return 0;
 }
 

@@ -39,6 +39,8 @@ struct htr_tb {
 	int have_tsc;
 	int in_gap;             /* a gap was reported, no resume yet */
 	struct htr_decode_gap gap;      /* the last one */
+	struct htr_decode_gap first_error;
+	uint64_t errors, runaways;
 	int gap_flag;           /* flag the frames the gap at gap_id lies in,
 				 * at the next instruction */
 	uint64_t gap_id;
@@ -504,6 +506,11 @@ int htr_tb__gap(struct htr_tb *t, const struct htr_decode_gap *g)
 	if (!t->in_gap)
 		t->gap_id = t->id;
 	t->gaps++;
+	if (g->kind == HTR_GAP_ERROR) {
+		if (!t->errors++)
+			t->first_error = *g;
+		t->runaways += g->code == HTR_GAP_CODE_RUNAWAY;
+	}
 	t->in_gap = 1;
 	t->gap = *g;
 	return htr_writer__gap(t->w, t->id, g->offset, g->kind, g->code);
@@ -612,4 +619,12 @@ int htr_tb__finish(struct htr_tb *t)
 uint64_t htr_tb__insns(const struct htr_tb *t) { return t->id; }
 uint64_t htr_tb__gaps(const struct htr_tb *t) { return t->gaps; }
 uint64_t htr_tb__funcs(const struct htr_tb *t) { return t->funcs.n; }
+
+uint64_t htr_tb__errors(const struct htr_tb *t, uint64_t *runaways,
+			const struct htr_decode_gap **first)
+{
+	*runaways = t->runaways;
+	*first = t->errors ? &t->first_error : NULL;
+	return t->errors;
+}
 uint64_t htr_tb__folded(const struct htr_tb *t) { return t->nfolded; }

@@ -47,6 +47,10 @@ int htr_tb__finish(struct htr_tb *t);
 
 uint64_t htr_tb__insns(const struct htr_tb *t);
 uint64_t htr_tb__gaps(const struct htr_tb *t);
+/* The error gaps (HTR_GAP_ERROR) so far, those of the runaway guard, and
+ * the first one (NULL: none; valid until @t is freed). */
+uint64_t htr_tb__errors(const struct htr_tb *t, uint64_t *runaways,
+			const struct htr_decode_gap **first);
 uint64_t htr_tb__funcs(const struct htr_tb *t);
 /* Calls folded into their caller at the depth limit. */
 uint64_t htr_tb__folded(const struct htr_tb *t);

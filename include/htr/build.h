@@ -125,6 +125,14 @@ struct htr_build_stats {
 	/* Added later (the size rule): the decoder whose events made the
 	 * file: opts.decoder, or HTR_DECODER_BLOCK when the walk gave up. */
 	int decoder;
+	/* Added later (the size rule): the decode errors among the gaps
+	 * (HTR_GAP_ERROR), how many of them the runaway guard made, and the
+	 * first one's trace offset and code (as in struct htr_gap_info; 0
+	 * when there is none), so that a caller can report them without
+	 * reading the file back. */
+	uint64_t errors, runaways;
+	uint64_t first_error_offset;
+	int first_error_code;
 };
 
 /**

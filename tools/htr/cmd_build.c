@@ -172,9 +172,7 @@ static int spec_is(const char *spec, const char *out)
 static void warn_result(const char *trace, const char *out,
 			const struct htr_build_stats *st, int perf)
 {
-	struct htr_file *f = NULL;
-	struct htr_gap_info g, first;
-	uint64_t i, n, nerr = 0, nrun = 0;
+	struct htr_gap_info first;
 
 	if (st->timing_unusable)
 		fprintf(stderr, "htr: build: warning: %s has MTC/CYC timing "
@@ -186,29 +184,20 @@ static void warn_result(const char *trace, const char *out,
 			"the call-stack limit were folded into their caller\n",
 			st->folded);
 	memset(&first, 0, sizeof(first));
-	if (htr_file_open(&f, out, NULL) == 0) {
-		n = htr_gap_count(f);
-		for (i = 0; i < n; i++) {
-			g.size = sizeof(g);
-			if (htr_gap_get(f, i, &g, sizeof(g)) < 0 ||
-			    g.kind != HTR_GAP_ERROR)
-				continue;
-			if (!nerr++)
-				first = g;
-			nrun += g.code == HTR_GAP_CODE_RUNAWAY;
-		}
-	}
-	htr_file_close(f);
-	if (nerr)
+	first.size = sizeof(first);
+	first.kind = HTR_GAP_ERROR;
+	first.offset = st->first_error_offset;
+	first.code = st->first_error_code;
+	if (st->errors)
 		fprintf(stderr, "htr: build: warning: %" PRIu64 " decode "
 			"error%s%s, the first at trace offset 0x%" PRIx64
 			": %s; %s ('htr gaps %s' lists them)\n",
-			nerr, nerr == 1 ? "" : "s",
-			nrun ? " (the decoder ran away)" : "", first.offset,
-			htr_gap_reason(&first), perf ? "are the modules the "
-			"recorded ones (a missing module's code is a gap)?" :
-			"are the --elf/--raw files the recorded code at its "
-			"load addresses?", out);
+			st->errors, st->errors == 1 ? "" : "s",
+			st->runaways ? " (the decoder ran away)" : "",
+			first.offset, htr_gap_reason(&first), perf ?
+			"are the modules the recorded ones (a missing module's "
+			"code is a gap)?" : "are the --elf/--raw files the "
+			"recorded code at its load addresses?", out);
 	else if (!st->insns)
 		fprintf(stderr, "htr: build: warning: %s: no instruction "
 			"decoded\n", trace);
