@@ -206,12 +206,14 @@ int htr_cursor_alloc(struct htr_cursor **out, const struct htr_file *file,
 		return fail(c, HTR_ERR_DECODE, "%s: cannot set up Zydis",
 			    "cursor");
 	/* As the build decoded: libipt's block decoder, blocks ending at
-	 * calls.  The same decoder reads ahead the same way, so it passes
-	 * each PSB at the same block boundary the build recorded. */
+	 * calls and direct jumps (decode.c says why).  The same decoder reads
+	 * ahead the same way, so it passes each PSB at the same block
+	 * boundary the build recorded. */
 	pt_config_init(&cfg);
 	cfg.begin = c->trace;
 	cfg.end = c->trace + c->trace_size;
 	cfg.flags.variant.block.end_on_call = 1;
+	cfg.flags.variant.block.end_on_jump = 1;
 	if (c->opts.cpu_family) {
 		cfg.cpu.vendor = pcv_intel;
 		cfg.cpu.family = (uint16_t) c->opts.cpu_family;

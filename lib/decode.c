@@ -704,6 +704,11 @@ static void setup_config(struct pt_config *c, const struct htr_decode_cfg *cfg)
 	c->mtc_freq = cfg->mtc_freq;
 	c->nom_freq = cfg->nom_freq;
 	c->flags.variant.block.end_on_call = 1;
+	/* libipt 2.0.5 follows direct jumps within a block by recursing,
+	 * once per jump: a jump to itself (code that is not the recorded
+	 * one) recursed 2^16 deep and overflowed the stack.  Blocks that end
+	 * at direct jumps bound it; runs join them again. */
+	c->flags.variant.block.end_on_jump = 1;
 }
 
 int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,

@@ -109,6 +109,41 @@ if command -v python3 >/dev/null; then
 		echo "ok: gaps --json parses" ||
 		{ echo "FAIL: gaps --json is not JSON"; fails=$((fails + 1)); }
 fi
+# The build's decode-error warning agrees with the file's gap list: its
+# count and the first error's offset (the build no longer reads it back).
+"$htr" build -q $timing "$T" --elf "$E@0x10000000" -o "$dir/wrong.htr" \
+	2>"$dir/err"
+"$htr" gaps "$dir/wrong.htr" >"$dir/out"
+n=$(grep -c '^[0-9]*  error  ' "$dir/out")
+off=$(awk '$2 == "error" { print $3; exit }' "$dir/out")
+grep -q "warning: $n decode errors*, the first at trace offset $off:" \
+	"$dir/err" && [ "$n" -gt 0 ] &&
+	echo "ok: the warning counts the file's $n error gaps" ||
+	{ echo "FAIL: the warning does not match 'htr gaps' ($n, $off):"
+	  cat "$dir/err"; fails=$((fails + 1)); }
+# Code that jumps to itself where the traced code should be: the decoder
+# runs away and says so, with either decoder, and the files agree.  libipt
+# 2.0.5 follows such a jump by recursing and overflowed the stack.
+printf '\353\376' >"$dir/spin.bin"                  # jmp .
+i=0
+while [ $i -lt 13 ]; do
+	cat "$dir/spin.bin" "$dir/spin.bin" >"$dir/spin2.bin"
+	mv "$dir/spin2.bin" "$dir/spin.bin"
+	i=$((i + 1))
+done
+# Over the ELF's code: its first program header's p_vaddr.
+phoff=$(od -A n -t u8 -j 32 -N 8 "$E" | tr -d ' ')
+base=$(od -A n -t x8 -j $((phoff + 16)) -N 8 "$E" | tr -d ' ')
+for d in walk block; do
+	expect 0 'the decoder ran away' "$htr" build -q $timing --decoder $d \
+		"$T" --raw "$dir/spin.bin@0x$base" -o "$dir/spin-$d.htr"
+	"$htr" gaps "$dir/spin-$d.htr" | grep -q '  error  .*runaway' &&
+		echo "ok: $d: a runaway gap" ||
+		{ echo "FAIL: $d: no runaway gap"; fails=$((fails + 1)); }
+done
+same_htr "$dir/spin-walk.htr" "$dir/spin-block.htr" &&
+	echo "ok: the runaway builds agree" ||
+	{ echo "FAIL: the runaway builds differ"; fails=$((fails + 1)); }
 # Several modules: names carry their module (MODULE!name).
 if cp "$E" "$dir/second.elf" && "$htr" build -q $timing "$T" --elf "$E" \
 	--elf "$dir/second.elf@0x7f0000000000" -o "$dir/two.htr" &&

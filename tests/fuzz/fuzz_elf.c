@@ -3,7 +3,9 @@
  * image of a build are loaded or rejected with a message; when they load,
  * the build runs over the head of the shipped sample trace (a few thousand
  * instructions: the ELF is what is fuzzed, not the trace) and the symbol
- * analyzer names every block from them.
+ * analyzer names every block from them.  Inputs of odd size decode with
+ * libipt's block decoder, the others with the walk: both follow code that
+ * is not what was recorded.
  */
 #include "fuzz.h"
 
@@ -35,6 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct htr_file *f = NULL;
 	struct htr_analysis *a = NULL;
 	struct htr_analysis_opts ao;
+	struct htr_build_opts bo;
 	const uint8_t *pt;
 	size_t ptn = trace_head(&pt);
 	uint32_t i, n;
@@ -42,7 +45,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (htr_fuzz_write("in.elf", data, size, elf) < 0 ||
 	    htr_fuzz_path("out.htr", out) < 0)
 		return 0;
-	if (htr_builder_alloc(&b, NULL) < 0)
+	htr_build_opts_init(&bo);
+	bo.decoder = size % 2 ? HTR_DECODER_BLOCK : HTR_DECODER_WALK;
+	if (htr_builder_alloc(&b, &bo) < 0)
 		return 0;
 	if (!ptn || htr_builder_add_elf(b, elf) < 0 ||
 	    htr_builder_run_buffer(b, pt, ptn, out, NULL, 0) < 0)
