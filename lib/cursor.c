@@ -311,6 +311,27 @@ static int gap_before(struct htr_cursor *c, uint64_t id, int *runaway)
 	return kind;
 }
 
+/* The ID of the first runaway gap in [c->id, @end), else @end: the build
+ * stopped decoding there and went on at the next sync point.  Passes the
+ * gaps before c->id. */
+static uint64_t runaway_before(struct htr_cursor *c, uint64_t end)
+{
+	struct htr_gap_info g;
+	uint64_t k;
+
+	for (k = c->gap_next; k < c->ngaps; k++) {
+		g.size = sizeof(g);
+		if (htr_gap_get(c->file, k, &g, sizeof(g)) < 0 || g.id >= end)
+			break;
+		if (g.id < c->id)
+			c->gap_next = k + 1;
+		else if (g.kind == HTR_GAP_ERROR &&
+			 g.code == HTR_GAP_CODE_RUNAWAY)
+			return g.id;
+	}
+	return end;
+}
+
 /*
  * The decoder read a PSB+ while decoding (a status update), as the build's
  * decoder did at the same point: the build gave the next block the ID it
@@ -447,7 +468,7 @@ int htr_cursor_seek(struct htr_cursor *c, uint64_t id)
 {
 	struct htr_insn x;
 	uint64_t lo = 0, hi;
-	int rc;
+	int rc, runaway;
 
 	if (!c || !c->dec)
 		return HTR_ERR_INVALID;
@@ -476,20 +497,29 @@ int htr_cursor_seek(struct htr_cursor *c, uint64_t id)
 	c->gap_next = 0;
 	c->tsc_hint = HTR_TSC_HINT_INIT;
 	while (c->id < id || !c->left) {
-		/* Blocks wholly before @id are skipped, not split. */
-		if (c->left && c->id + c->left <= id) {
-			c->id += c->left;
-			c->left = 0;
-			continue;
-		}
-		if (c->left && c->id < id) {
+		if (c->left) {
+			uint64_t to = runaway_before(c, c->id + c->left);
+
+			if (to == c->id && to < id) {
+				(void) gap_before(c, to, &runaway);
+				c->left = 0;
+				c->synced = 0;
+				continue;
+			}
+			to = to < id ? to : id;
+			/* Blocks wholly before it are skipped, not split. */
+			if (c->id + c->left <= to) {
+				c->id += c->left;
+				c->left = 0;
+				continue;
+			}
+			if (c->id == to)
+				break;
 			if ((rc = split(c, &x)) < 0)
 				return rc;
 			c->id++;
 			continue;
 		}
-		if (c->left)
-			break;
 		if (next_block(c) < 0)
 			return htr_err__set(&c->err, HTR_ERR_DECODE, "the trace "
 					    "ends before instruction %llu",
@@ -507,21 +537,25 @@ int htr_cursor_next(struct htr_cursor *c, struct htr_insn *out, size_t size)
 		return HTR_ERR_INVALID;
 	if (c->id >= c->ninsns)
 		return HTR_ERR_ITEROVER;
-	if (!c->left && next_block(c) < 0)
-		return htr_err__set(&c->err, HTR_ERR_DECODE, "the trace ends "
-				    "before instruction %llu",
-				    (unsigned long long) c->id);
 	memset(&x, 0, sizeof(x));
+	if (!c->left && next_block(c) < 0)
+		goto ended;
+	x.gap = gap_before(c, c->id, &runaway);
+	/* The build stopped a runaway decode here and went on at the next
+	 * sync point: so does the cursor. */
+	if (runaway) {
+		c->left = 0;
+		c->synced = 0;
+		if (next_block(c) < 0)
+			goto ended;
+	}
 	if ((rc = split(c, &x)) < 0)
 		return rc;
 	x.id = c->id++;
 	x.has_tsc = htr_tsc_lookup(c->file, x.id, &c->tsc_hint, &x.tsc) == 0;
-	x.gap = gap_before(c, x.id, &runaway);
-	/* The build stopped a runaway decode here: so does the cursor. */
-	if (runaway) {
-		c->left = 0;
-		c->synced = 0;
-	}
 	return htr_abi__out(out, size, &x, sizeof(x),
 			    HTR_ABI_SIZE0(struct htr_insn, gap));
+ended:
+	return htr_err__set(&c->err, HTR_ERR_DECODE, "the trace ends before "
+			    "instruction %llu", (unsigned long long) c->id);
 }

@@ -220,3 +220,153 @@ Test(cursor, wrong_or_missing_trace)
 	htr_file_close(f);
 	truth_free(&t);
 }
+
+/*
+ * Code that spins where the traced code should be: the build's runaway
+ * guard stops decoding and the build goes on at the next PSB.  So
+ * must the cursor, walking through the runaway or seeking past it: the
+ * instructions after the gap are those libipt's instruction decoder,
+ * started at that PSB, delivers.
+ */
+Test(cursor, goes_on_after_a_runaway, .timeout = 300)
+{
+	static const uint8_t psb[16] = { 2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82,
+					 2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82 };
+	char prefix[256], trace[300], spin[300], spec[340], out[300], err[512];
+	struct synth_opts o;
+	struct truth t;
+	struct htr_build_opts bo;
+	struct htr_builder *b = NULL;
+	struct htr_file *f = NULL;
+	struct htr_cursor *c = NULL;
+	struct htr_cursor_opts co;
+	struct htr_gap_info g;
+	struct htr_insn in;
+	struct pt_config cfg;
+	struct pt_insn_decoder *d;
+	uint64_t want[8], id, i, ng, at = UINT64_MAX, off = 0;
+	uint8_t code[16384], *buf;
+	size_t n;
+	long size;
+	FILE *fp;
+	int st;
+
+	synth_opts_init(&o);
+	o.scenario = SYNTH_MIXED;
+	o.seed = 5;
+	o.insns = 20000;
+	snprintf(prefix, sizeof(prefix), "%s/runaway", dir);
+	cr_assert_eq(synth_run(&o, prefix, NULL, err, sizeof(err)), 0, "%s", err);
+	snprintf(spin, sizeof(spin), "%s.truth", prefix);
+	cr_assert_eq(truth_load(&t, spin, err, sizeof(err)), 0, "%s", err);
+	snprintf(trace, sizeof(trace), "%s.pt", prefix);
+	snprintf(out, sizeof(out), "%s.htr", prefix);
+	/* Where the code should be, nops into a "jmp .": whatever address
+	 * the trace names is an instruction, and none consumes trace. */
+	memset(code, 0x90, sizeof(code));
+	code[sizeof(code) - 2] = 0xeb;
+	code[sizeof(code) - 1] = 0xfe;
+	snprintf(spin, sizeof(spin), "%s.spin", prefix);
+	fp = fopen(spin, "wb");
+	cr_assert_not_null(fp);
+	cr_assert_eq(fwrite(code, 1, sizeof(code), fp), sizeof(code));
+	fclose(fp);
+	snprintf(spec, sizeof(spec), "%s@%#" PRIx64, spin, t.base);
+	htr_build_opts_init(&bo);
+	bo.cpuid_0x15_eax = t.cpuid_eax;
+	bo.cpuid_0x15_ebx = t.cpuid_ebx;
+	bo.mtc_freq = (uint8_t) t.mtc_freq;
+	bo.nom_freq = (uint8_t) t.nom_freq;
+	cr_assert_eq(htr_builder_alloc(&b, &bo), 0);
+	cr_assert_eq(htr_builder_add_raw(b, spec), 0, "%s",
+		     htr_builder_last_error(b));
+	cr_assert_eq(htr_builder_run(b, trace, out, NULL, 0), 0, "%s",
+		     htr_builder_last_error(b));
+	htr_builder_free(b);
+	cr_assert_eq(htr_file_open(&f, out, NULL), 0);
+	ng = htr_gap_count(f);
+	for (i = 0; i < ng && at == UINT64_MAX; i++) {
+		g.size = sizeof(g);
+		cr_assert_eq(htr_gap_get(f, i, &g, sizeof(g)), 0);
+		if (g.kind == HTR_GAP_ERROR && g.code == HTR_GAP_CODE_RUNAWAY) {
+			at = g.id;
+			off = g.offset;
+		}
+	}
+	cr_assert_neq(at, UINT64_MAX, "the build did not run away");
+
+	/* The first PSB at or past where the runaway was noticed, and the
+	 * instructions libipt decodes from there. */
+	fp = fopen(trace, "rb");
+	cr_assert_not_null(fp);
+	fseek(fp, 0, SEEK_END);
+	size = ftell(fp);
+	rewind(fp);
+	buf = malloc((size_t) size);
+	cr_assert_not_null(buf);
+	cr_assert_eq(fread(buf, 1, (size_t) size, fp), (size_t) size);
+	fclose(fp);
+	while (off + sizeof(psb) <= (uint64_t) size &&
+	       memcmp(buf + off, psb, sizeof(psb)) != 0)
+		off++;
+	cr_assert_leq(off + sizeof(psb), (uint64_t) size, "no PSB after it");
+	pt_config_init(&cfg);
+	cfg.begin = buf;
+	cfg.end = buf + size;
+	cfg.cpuid_0x15_eax = t.cpuid_eax;
+	cfg.cpuid_0x15_ebx = t.cpuid_ebx;
+	cfg.mtc_freq = (uint8_t) t.mtc_freq;
+	cfg.nom_freq = (uint8_t) t.nom_freq;
+	d = pt_insn_alloc_decoder(&cfg);
+	cr_assert_not_null(d);
+	cr_assert_geq(pt_image_add_file(pt_insn_get_image(d), spin, 0,
+					sizeof(code), NULL, t.base), 0);
+	st = pt_insn_sync_set(d, off);
+	for (n = 0; n < 8; n++) {
+		struct pt_insn pi;
+
+		while (st >= 0 && (st & pts_event_pending)) {
+			struct pt_event ev;
+
+			st = pt_insn_event(d, &ev, sizeof(ev));
+		}
+		cr_assert_geq(st, 0, "libipt: %s", pt_errstr(pt_errcode(st)));
+		st = pt_insn_next(d, &pi, sizeof(pi));
+		cr_assert_geq(st, 0, "libipt: %s", pt_errstr(pt_errcode(st)));
+		want[n] = pi.ip;
+	}
+	pt_insn_free_decoder(d);
+	free(buf);
+
+	htr_cursor_opts_init(&co);
+	co.trace = trace;
+	cr_assert_eq(htr_cursor_alloc(&c, f, &co), 0, "%s",
+		     htr_cursor_last_error(c));
+	/* Seeking to the gap, then walking into it from just before. */
+	cr_assert_eq(htr_cursor_seek(c, at), 0, "%s", htr_cursor_last_error(c));
+	cr_assert_eq(htr_cursor_next(c, &in, sizeof(in)), 0);
+	cr_assert_eq(in.id, at);
+	cr_assert_eq(in.ip, want[0], "after seeking to the runaway: %#" PRIx64
+		     ", libipt %#" PRIx64, in.ip, want[0]);
+	cr_assert_eq(in.gap, HTR_GAP_ERROR);
+	cr_assert_eq(htr_cursor_seek(c, at - 2), 0);
+	for (id = at - 2; id < at + 8; id++) {
+		cr_assert_eq(htr_cursor_next(c, &in, sizeof(in)), 0, "%s",
+			     htr_cursor_last_error(c));
+		cr_assert_eq(in.id, id);
+		if (id >= at)
+			cr_assert_eq(in.ip, want[id - at], "insn %" PRIu64
+				     " at %#" PRIx64 ", libipt %#" PRIx64, id,
+				     in.ip, want[id - at]);
+	}
+	/* Seeking past it. */
+	cr_assert_eq(htr_cursor_seek(c, at + 5), 0, "%s",
+		     htr_cursor_last_error(c));
+	cr_assert_eq(htr_cursor_next(c, &in, sizeof(in)), 0, "%s",
+		     htr_cursor_last_error(c));
+	cr_assert_eq(in.id, at + 5);
+	cr_assert_eq(in.ip, want[5]);
+	htr_cursor_free(c);
+	htr_file_close(f);
+	truth_free(&t);
+}
