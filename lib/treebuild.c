@@ -619,6 +619,7 @@ int htr_tb__finish(struct htr_tb *t)
 uint64_t htr_tb__insns(const struct htr_tb *t) { return t->id; }
 uint64_t htr_tb__gaps(const struct htr_tb *t) { return t->gaps; }
 uint64_t htr_tb__funcs(const struct htr_tb *t) { return t->funcs.n; }
+uint64_t htr_tb__folded(const struct htr_tb *t) { return t->nfolded; }
 
 uint64_t htr_tb__errors(const struct htr_tb *t, uint64_t *runaways,
 			const struct htr_decode_gap **first)
@@ -627,4 +628,3 @@ uint64_t htr_tb__errors(const struct htr_tb *t, uint64_t *runaways,
 	*first = t->errors ? &t->first_error : NULL;
 	return t->errors;
 }
-uint64_t htr_tb__folded(const struct htr_tb *t) { return t->nfolded; }
