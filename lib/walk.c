@@ -846,6 +846,13 @@ int htr_walk__event(struct htr_walk *w, struct pt_event *out)
 		w->ip = supp ? 0 : ev->variant.overflow.ip;
 		break;
 	case ptev_exec_mode:
+		/* A switch between two known modes: on a fuzzed trace (64-bit
+		 * code re-enabled after 32-bit code) the walk and libipt's block
+		 * decoder went on in different modes.  User-space traces do
+		 * not switch; the walk gives up rather than guess. */
+		if (w->mode != ptem_unknown &&
+		    w->mode != ev->variant.exec_mode.mode)
+			return HTR_WALK_UNSURE;
 		bad = (!supp && w->ip != ev->variant.exec_mode.ip) ||
 		      (ev->status_update && w->enabled &&
 		       w->mode != ptem_unknown &&

@@ -144,6 +144,18 @@ done
 same_htr "$dir/spin-walk.htr" "$dir/spin-block.htr" &&
 	echo "ok: the runaway builds agree" ||
 	{ echo "FAIL: the runaway builds differ"; fails=$((fails + 1)); }
+# What fuzz_walk found (tests/data/fuzz/): tracing re-enabled in 64-bit
+# mode after 32-bit code.  The walk must give the file libipt's block
+# decoder gives (it now leaves such a switch to it).
+fz="$(dirname "$0")/data/fuzz" sample="$(dirname "$0")/data/sample.elf"
+for d in walk block; do
+	"$htr" build -q -j1 $timing --decoder $d "$fz/walk-mode-switch.pt" \
+		--elf "$sample" -o "$dir/mode-$d.htr" 2>/dev/null
+done
+same_htr "$dir/mode-walk.htr" "$dir/mode-block.htr" &&
+	echo "ok: a mode switch at an enable: the walk and libipt agree" ||
+	{ echo "FAIL: a mode switch at an enable: the walk and libipt differ"
+	  fails=$((fails + 1)); }
 # Several modules: names carry their module (MODULE!name).
 if cp "$E" "$dir/second.elf" && "$htr" build -q $timing "$T" --elf "$E" \
 	--elf "$dir/second.elf@0x7f0000000000" -o "$dir/two.htr" &&
