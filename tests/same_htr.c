@@ -8,8 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The whole of @path into a malloc'ed buffer; NULL if unreadable. */
-static uint8_t *slurp(const char *path, size_t *len)
+uint8_t *htr_test_slurp(const char *path, size_t *len)
 {
 	FILE *fp = fopen(path, "rb");
 	uint8_t *p = NULL;
@@ -33,7 +32,7 @@ int htr_files_same(const char *a, const char *b)
 {
 	size_t na = 0, nb = 0, t = offsetof(struct htr_disk_header, build_time),
 	       h = offsetof(struct htr_disk_header, header_hash);
-	uint8_t *pa = slurp(a, &na), *pb = slurp(b, &nb);
+	uint8_t *pa = htr_test_slurp(a, &na), *pb = htr_test_slurp(b, &nb);
 	int same = pa && pb && na == nb && na >= sizeof(struct htr_disk_header);
 
 	if (same) {

@@ -6,6 +6,7 @@
  */
 #include "htr/htr.h"
 #include "build_truth.h"
+#include "same_htr.h"
 #include "synth.h"
 #include "tmpdir.h"
 
@@ -27,18 +28,12 @@ static uint64_t *plain_decode(const char *trace, const char *elf,
 	struct pt_image *img;
 	uint8_t *buf;
 	uint64_t *ips = NULL;
-	size_t cap = 0;
-	long size;
-	FILE *fp = fopen(trace, "rb");
+	size_t cap = 0, size;
+	FILE *fp;
 	int st;
 
-	cr_assert_not_null(fp);
-	fseek(fp, 0, SEEK_END);
-	size = ftell(fp);
-	rewind(fp);
-	buf = malloc((size_t) size);
-	cr_assert_eq(fread(buf, 1, (size_t) size, fp), (size_t) size);
-	fclose(fp);
+	buf = htr_test_slurp(trace, &size);
+	cr_assert_not_null(buf, "%s: unreadable", trace);
 	pt_config_init(&cfg);
 	cfg.begin = buf;
 	cfg.end = buf + size;
@@ -246,8 +241,7 @@ Test(cursor, goes_on_after_a_runaway, .timeout = 300)
 	struct pt_insn_decoder *d;
 	uint64_t want[8], id, i, ng, at = UINT64_MAX, off = 0;
 	uint8_t code[16384], *buf;
-	size_t n;
-	long size;
+	size_t n, size;
 	FILE *fp;
 	int st;
 
@@ -297,15 +291,8 @@ Test(cursor, goes_on_after_a_runaway, .timeout = 300)
 
 	/* The first PSB at or past where the runaway was noticed, and the
 	 * instructions libipt decodes from there. */
-	fp = fopen(trace, "rb");
-	cr_assert_not_null(fp);
-	fseek(fp, 0, SEEK_END);
-	size = ftell(fp);
-	rewind(fp);
-	buf = malloc((size_t) size);
-	cr_assert_not_null(buf);
-	cr_assert_eq(fread(buf, 1, (size_t) size, fp), (size_t) size);
-	fclose(fp);
+	buf = htr_test_slurp(trace, &size);
+	cr_assert_not_null(buf, "%s: unreadable", trace);
 	while (off + sizeof(psb) <= (uint64_t) size &&
 	       memcmp(buf + off, psb, sizeof(psb)) != 0)
 		off++;
