@@ -854,10 +854,7 @@ int htr_walk__event(struct htr_walk *w, struct pt_event *out)
 		if (w->mode != ptem_unknown &&
 		    w->mode != ev->variant.exec_mode.mode)
 			return HTR_WALK_UNSURE;
-		bad = (!supp && w->ip != ev->variant.exec_mode.ip) ||
-		      (ev->status_update && w->enabled &&
-		       w->mode != ptem_unknown &&
-		       w->mode != ev->variant.exec_mode.mode);
+		bad = !supp && w->ip != ev->variant.exec_mode.ip;
 		w->mode = ev->variant.exec_mode.mode;
 		break;
 	case ptev_async_paging:
