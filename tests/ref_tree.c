@@ -10,6 +10,7 @@
  * next to the code ("Choice:").
  */
 #include "ref_tree.h"
+#include "slurp.h"
 
 #include <elf.h>
 #include <intel-pt.h>
@@ -818,26 +819,6 @@ void ref_tree_free(struct ref_tree *t)
 
 /* ---- images and symbols from ELF files -------------------------------- */
 
-static uint8_t *slurp(const char *path, size_t *size)
-{
-	FILE *fp = fopen(path, "rb");
-	uint8_t *buf = NULL;
-	long len;
-
-	if (!fp)
-		return NULL;
-	if (fseek(fp, 0, SEEK_END) == 0 && (len = ftell(fp)) >= 0 &&
-	    fseek(fp, 0, SEEK_SET) == 0 && (buf = malloc((size_t) len + 1))) {
-		*size = fread(buf, 1, (size_t) len, fp);
-		if (*size != (size_t) len) {
-			free(buf);
-			buf = NULL;
-		}
-	}
-	fclose(fp);
-	return buf;
-}
-
 /* The file's ELF64 header and program headers, checked.  The bias to add
  * to link addresses in *@bias. */
 static const Elf64_Ehdr *elf_open(const uint8_t *buf, size_t size,
@@ -867,7 +848,7 @@ int ref_image_add_elf(struct pt_image *img, const char *path, int has_base,
 		      uint64_t base, char *err, size_t errlen)
 {
 	size_t size = 0, i;
-	uint8_t *buf = slurp(path, &size);
+	uint8_t *buf = htr_test_slurp(path, &size);
 	const Elf64_Ehdr *eh;
 	uint64_t bias;
 	int rc = 0;
@@ -912,7 +893,7 @@ int ref_funcs_from_elf(struct ref_funcs *fs, const char *path, int has_base,
 		       uint64_t base, char *err, size_t errlen)
 {
 	size_t size = 0, i, cap = 0;
-	uint8_t *buf = slurp(path, &size);
+	uint8_t *buf = htr_test_slurp(path, &size);
 	const Elf64_Ehdr *eh;
 	uint64_t bias;
 

@@ -5,10 +5,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The whole of @path into a malloc'ed buffer (the caller frees it), its
- * size into *@len; NULL if unreadable. */
-uint8_t *htr_test_slurp(const char *path, size_t *len);
-
 /* Whether the .htr files @a and @b are the same but for the time they
  * were built (0: no, or unreadable). */
 int htr_files_same(const char *a, const char *b);

@@ -7,6 +7,7 @@
 #include "htr/htr.h"
 #include "build_truth.h"
 #include "same_htr.h"
+#include "slurp.h"
 #include "synth.h"
 #include "tmpdir.h"
 

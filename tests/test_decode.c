@@ -12,6 +12,7 @@
 #include "corpus.h"
 
 #include "tmpdir.h"
+#include "slurp.h"
 
 #include <criterion/criterion.h>
 #include <elf.h>
@@ -19,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- a sink that records everything ---------------------------------- */
@@ -123,24 +123,6 @@ static void rec_free(struct rec *r)
 	memset(r, 0, sizeof(*r));
 }
 
-static uint8_t *slurp(const char *path, size_t *size)
-{
-	FILE *fp = fopen(path, "rb");
-	struct stat st;
-	uint8_t *buf;
-
-	if (!fp)
-		return NULL;
-	if (fstat(fileno(fp), &st) < 0 ||
-	    !(buf = malloc((size_t) st.st_size + 1))) {
-		fclose(fp);
-		return NULL;
-	}
-	*size = fread(buf, 1, (size_t) st.st_size, fp);
-	fclose(fp);
-	return buf;
-}
-
 /* Decode @trace with @img into @r.  Returns htr_decode__run's value. */
 static int decode(const char *trace, struct htr_image *img,
 		  struct htr_decode_cfg *cfg, struct rec *r, struct htr_err *e)
@@ -150,7 +132,7 @@ static int decode(const char *trace, struct htr_image *img,
 		NULL
 	};
 	size_t size = 0;
-	uint8_t *buf = slurp(trace, &size);
+	uint8_t *buf = htr_test_slurp(trace, &size);
 	int rc;
 
 	cr_assert_not_null(buf, "%s: cannot read", trace);
@@ -396,7 +378,7 @@ static void check_synth(const char *tag, struct synth_opts *o)
 	/* Sync points: a fresh decoder started at each PSB delivers the run
 	 * recorded after it first. */
 	cr_assert_geq(r.nsyncs, 1, "%s: no sync point", tag);
-	buf = slurp(path, &size);
+	buf = htr_test_slurp(path, &size);
 	cr_assert_not_null(buf);
 	cr_assert_geq(r.nsyncs, size / o->psb_period / 2, "%s: %zu sync points "
 		      "in %zu bytes", tag, r.nsyncs, size);
@@ -518,7 +500,7 @@ Test(decode, garbage)
 	cr_assert_str_neq(e.msg, "");
 
 	snprintf(path, sizeof(path), "%s.pt", prefix);
-	buf = slurp(path, &size);
+	buf = htr_test_slurp(path, &size);
 	cr_assert_not_null(buf);
 	/* Smash bytes in the middle of the trace. */
 	for (i = size / 2; i < size / 2 + 40 && i < size; i++)
@@ -912,7 +894,7 @@ Test(decode, image_errors)
 	make_synth(&o, "trunc", prefix, sizeof(prefix), &t);
 	truth_free(&t);
 	snprintf(elf, sizeof(elf), "%s.elf", prefix);
-	buf = slurp(elf, &size);
+	buf = htr_test_slurp(elf, &size);
 	cr_assert_not_null(buf);
 	snprintf(path, sizeof(path), "%s/bad.elf", dir);
 	for (cut = 0; cut < size; cut += cut < 128 ? 7 : size / 16 + 1) {

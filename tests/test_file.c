@@ -7,6 +7,7 @@
  */
 #include "file.h"
 #include "writer.h"
+#include "slurp.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -157,21 +158,6 @@ static uint64_t write_random(const char *p, uint32_t n, uint64_t seed)
 		     htr_writer__err(w)->msg);
 	htr_writer__free(w);
 	return id;
-}
-
-static uint8_t *slurp(const char *p, size_t *size)
-{
-	struct stat st;
-	uint8_t *buf;
-	int fd = open(p, O_RDONLY);
-
-	cr_assert(fd >= 0);
-	cr_assert_eq(fstat(fd, &st), 0);
-	buf = malloc((size_t) st.st_size + 1);
-	cr_assert_eq(read(fd, buf, (size_t) st.st_size), st.st_size);
-	close(fd);
-	*size = (size_t) st.st_size;
-	return buf;
 }
 
 static void spit(const char *p, const void *buf, size_t size)
@@ -341,7 +327,8 @@ Test(file, truncated_at_every_length)
 	char msg[600], tpath[400];
 
 	write_random(path, 40, 3);
-	buf = slurp(path, &size);
+	buf = htr_test_slurp(path, &size);
+	cr_assert_not_null(buf, "%s", path);
 	snprintf(tpath, sizeof(tpath), "%s/cut.htr", dir);
 	for (len = 0; len < size; len++) {
 		int rc;
@@ -390,7 +377,8 @@ Test(file, body_hash_in_pieces)
 
 	snprintf(path, sizeof(path), "%s/p.htr", dir);
 	write_random(path, 120000, 7);
-	buf = slurp(path, &size);
+	buf = htr_test_slurp(path, &size);
+	cr_assert_not_null(buf, "%s", path);
 	memcpy(&h, buf, sizeof(h));
 	cr_assert_eq(h.version, 3);
 	cr_assert_gt(h.file_size, 3u << 20, "%llu", (unsigned long long) h.file_size);
@@ -462,7 +450,8 @@ Test(file, every_header_byte_flipped)
 	int bit;
 
 	write_random(path, 10, 4);
-	buf = slurp(path, &size);
+	buf = htr_test_slurp(path, &size);
+	cr_assert_not_null(buf, "%s", path);
 	memcpy(&h, buf, sizeof(h));
 	for (i = 0; i < h.body_start; i++)
 		for (bit = 0; bit < 8; bit += 7) {
@@ -498,7 +487,8 @@ Test(file, every_body_byte_flipped_is_caught_by_verify)
 	uint8_t *buf;
 
 	write_random(path, 30, 5);
-	buf = slurp(path, &size);
+	buf = htr_test_slurp(path, &size);
+	cr_assert_not_null(buf, "%s", path);
 	memcpy(&h, buf, sizeof(h));
 	for (i = h.body_start; i < size; i++) {
 		buf[i] ^= 0x10;
@@ -522,7 +512,8 @@ Test(file, random_byte_flips_never_crash, .timeout = 300)
 	int round, opened = 0;
 
 	write_random(path, 300, 6);
-	buf = slurp(path, &size);
+	buf = htr_test_slurp(path, &size);
+	cr_assert_not_null(buf, "%s", path);
 	mut = malloc(size);
 	rng_state = 66;
 	for (round = 0; round < 3000; round++) {
@@ -558,7 +549,8 @@ Test(file, rehashed_header_mutations_never_crash, .timeout = 300)
 	int round, opened = 0;
 
 	write_random(path, 50, 7);
-	buf = slurp(path, &size);
+	buf = htr_test_slurp(path, &size);
+	cr_assert_not_null(buf, "%s", path);
 	mut = malloc(size);
 	memcpy(&h, buf, sizeof(h));
 	rng_state = 77;
@@ -609,7 +601,8 @@ Test(file, wrong_magic_endianness_version)
 	char msg[600];
 
 	write_random(path, 5, 8);
-	buf = slurp(path, &size);
+	buf = htr_test_slurp(path, &size);
+	cr_assert_not_null(buf, "%s", path);
 	h = (struct htr_disk_header *) buf;
 
 	h->endian = 0x04030201u;
@@ -696,7 +689,8 @@ Test(file, thread_record_and_clock)
 	htr_file_close(f);
 
 	/* Damaged records are refused at open. */
-	buf = slurp(path, &size);
+	buf = htr_test_slurp(path, &size);
+	cr_assert_not_null(buf, "%s", path);
 	buf[at + 8] = 0x80;       /* an unknown flag */
 	spit(path, buf, size);
 	cr_assert_eq(open_rc(path, 0, msg, sizeof(msg)), HTR_ERR_CORRUPT);
@@ -743,7 +737,8 @@ Test(file, foreign_files)
 	uint8_t *elf;
 
 	/* An ELF executable. */
-	elf = slurp("/proc/self/exe", &size);
+	elf = htr_test_slurp("/proc/self/exe", &size);
+	cr_assert_not_null(elf, "%s", "/proc/self/exe");
 	snprintf(p, sizeof(p), "%s/prog", dir);
 	spit(p, elf, size);
 	free(elf);

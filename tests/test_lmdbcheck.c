@@ -8,6 +8,7 @@
  */
 #include "lmdbcheck.h"
 #include "tmpdir.h"
+#include "slurp.h"
 
 #include <criterion/criterion.h>
 #include <lmdb.h>
@@ -62,24 +63,6 @@ static void make_env(const char *path)
 		cr_assert_eq(mdb_txn_commit(txn), 0);
 	}
 	mdb_env_close(env);
-}
-
-static uint8_t *slurp(const char *path, size_t *size)
-{
-	FILE *fp = fopen(path, "rb");
-	uint8_t *buf;
-	long n;
-
-	cr_assert_not_null(fp);
-	fseek(fp, 0, SEEK_END);
-	n = ftell(fp);
-	rewind(fp);
-	buf = malloc((size_t) n);
-	cr_assert_not_null(buf);
-	cr_assert_eq(fread(buf, 1, (size_t) n, fp), (size_t) n);
-	fclose(fp);
-	*size = (size_t) n;
-	return buf;
 }
 
 static void spill(const char *path, const uint8_t *buf, size_t size)
@@ -154,7 +137,8 @@ Test(lmdbcheck, ff_pages_fail, .timeout = 120)
 	snprintf(env, sizeof(env), "%s/ff", dir);
 	make_env(env);
 	snprintf(data, sizeof(data), "%s/data.mdb", env);
-	orig = slurp(data, &size);
+	orig = htr_test_slurp(data, &size);
+	cr_assert_not_null(orig, "%s", data);
 	buf = malloc(size);
 	cr_assert_not_null(buf);
 	for (pg = 0; pg * 4096 < size; pg++) {
@@ -187,7 +171,8 @@ Test(lmdbcheck, random_damage, .timeout = 300)
 	snprintf(env, sizeof(env), "%s/rnd", dir);
 	make_env(env);
 	snprintf(data, sizeof(data), "%s/data.mdb", env);
-	orig = slurp(data, &size);
+	orig = htr_test_slurp(data, &size);
+	cr_assert_not_null(orig, "%s", data);
 	buf = malloc(size);
 	cr_assert_not_null(buf);
 	for (i = 0; i < 1500; i++) {

@@ -12,6 +12,7 @@
 #include "synth.h"
 #include "truth.h"
 #include "tmpdir.h"
+#include "slurp.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -25,25 +26,6 @@
 HTR_TEST_TMPDIR(memory);
 
 #define BASE 0x555555554000ull
-
-static void *slurp(const char *path, size_t *size)
-{
-	FILE *fp = fopen(path, "rb");
-	uint8_t *buf;
-	long n;
-
-	cr_assert_not_null(fp, "%s", path);
-	cr_assert_eq(fseek(fp, 0, SEEK_END), 0);
-	n = ftell(fp);
-	cr_assert_gt(n, 0);
-	rewind(fp);
-	buf = malloc((size_t) n);
-	cr_assert_not_null(buf);
-	cr_assert_eq(fread(buf, 1, (size_t) n, fp), (size_t) n);
-	fclose(fp);
-	*size = (size_t) n;
-	return buf;
-}
 
 /* Synthesize DIR/@tag.{elf,pt,truth} at BASE; fills @t. */
 static void synth(const char *tag, uint64_t insns, struct truth *t)
@@ -138,7 +120,8 @@ Test(memory, run_buffer_is_run, .timeout = 300)
 	snprintf(bb, sizeof(bb), "%s/buffer.htr", dir);
 	build_with_truth(&t, elf, pt, a, NULL);
 
-	trace = slurp(pt, &size);
+	trace = htr_test_slurp(pt, &size);
+	cr_assert_not_null(trace, "%s", pt);
 	copy = malloc(size);
 	memcpy(copy, trace, size);
 	htr_build_opts_init(&bo);
@@ -222,7 +205,8 @@ Test(memory, images_from_bytes_and_odd_paths, .timeout = 300)
 	htr_file_close(fr);
 
 	/* The reference's code pieces as raw files, then as bytes. */
-	bytes = slurp(elf, &size);
+	bytes = htr_test_slurp(elf, &size);
+	cr_assert_not_null(bytes, "%s", elf);
 	n = htr_image_count(f);
 	cr_assert_gt(n, 0);
 	b = builder(&t, NULL);
@@ -345,7 +329,8 @@ Test(memory, open_buffer, .timeout = 300)
 	snprintf(out, sizeof(out), "%s/ob.htr", dir);
 	build_with_truth(&t, elf, pt, out, NULL);
 	ff = open_path(out);
-	buf = slurp(out, &size);
+	buf = htr_test_slurp(out, &size);
+	cr_assert_not_null(buf, "%s", out);
 	htr_open_opts_init(&oo);
 	oo.verify_body = 1;
 	cr_assert_eq(htr_file_open_buffer(&fm, buf, size, &oo), 0, "%s",

@@ -24,30 +24,11 @@
  * exit: 0 ok, 1 a failure
  */
 #include "perfdata.h"
+#include "slurp.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static uint8_t *slurp(const char *path, size_t *size)
-{
-	FILE *f = fopen(path, "rb");
-	uint8_t *p = NULL;
-	long n;
-
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 &&
-	    fseek(f, 0, SEEK_SET) == 0 && (p = malloc((size_t) n)) &&
-	    fread(p, 1, (size_t) n, f) != (size_t) n) {
-		free(p);
-		p = NULL;
-	}
-	if (p)
-		*size = (size_t) n;
-	fclose(f);
-	return p;
-}
 
 /* One read of @size bytes at @p: 1 if it went wrong (crash aside). */
 static int check(const uint8_t *p, size_t size, int must_read,
@@ -137,7 +118,7 @@ static int split(const char *in, const char *out)
 	uint64_t psize, aoff, alen, asz, doff, dlen, i, toff;
 	FILE *f;
 
-	p = slurp(in, &size);
+	p = htr_test_slurp(in, &size);
 	if (!p || !(at = first_auxtrace(p, size)) || get64(p + 8) != 104) {
 		printf("FAIL: %s: no AUXTRACE record in a file-format perf.data\n",
 		       in);
@@ -193,7 +174,7 @@ static int split(const char *in, const char *out)
 static int no_switches(const char *in, const char *out)
 {
 	size_t size, n = 0;
-	uint8_t *p = slurp(in, &size);
+	uint8_t *p = htr_test_slurp(in, &size);
 	uint64_t off, end;
 	FILE *f;
 
@@ -240,7 +221,7 @@ int main(int argc, char **argv)
 		FILE *f;
 		uint64_t v;
 
-		p = slurp(argv[2], &size);
+		p = htr_test_slurp(argv[2], &size);
 		if (!p || !(at = first_auxtrace(p, size))) {
 			printf("FAIL: %s: no AUXTRACE record\n", argv[2]);
 			return 1;
@@ -264,7 +245,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: test_perfdata_check FILE\n");
 		return 2;
 	}
-	p = slurp(argv[1], &size);
+	p = htr_test_slurp(argv[1], &size);
 	if (!p) {
 		printf("FAIL: cannot read %s\n", argv[1]);
 		return 1;

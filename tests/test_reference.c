@@ -14,6 +14,7 @@
 #include "htr/htr.h"
 
 #include "tmpdir.h"
+#include "slurp.h"
 
 #include <criterion/criterion.h>
 #include <intel-pt.h>
@@ -356,31 +357,13 @@ static int compare(const struct cside *h, const struct cside *r, FILE *fp,
 
 /* ---- building both sides ---------------------------------------------- */
 
-static uint8_t *slurp(const char *path, size_t *size)
-{
-	FILE *fp = fopen(path, "rb");
-	struct stat st;
-	uint8_t *buf;
-
-	if (!fp)
-		return NULL;
-	if (fstat(fileno(fp), &st) < 0 ||
-	    !(buf = malloc((size_t) st.st_size + 1))) {
-		fclose(fp);
-		return NULL;
-	}
-	*size = fread(buf, 1, (size_t) st.st_size, fp);
-	fclose(fp);
-	return buf;
-}
-
 static void ref_side(const char *trace, struct pt_image *img,
 		     const struct ref_config *rc, struct cside *s)
 {
 	struct ref_tree t;
 	char err[256];
 	size_t size = 0;
-	uint8_t *buf = slurp(trace, &size);
+	uint8_t *buf = htr_test_slurp(trace, &size);
 
 	cr_assert_not_null(buf, "%s: cannot read", trace);
 	cr_assert_eq(ref_tree_build(buf, size, img, rc, &t, err, sizeof(err)),
