@@ -144,6 +144,27 @@ done
 same_htr "$dir/spin-walk.htr" "$dir/spin-block.htr" &&
 	echo "ok: the runaway builds agree" ||
 	{ echo "FAIL: the runaway builds differ"; fails=$((fails + 1)); }
+# Code that is all calls to the next instruction: a chain of blocks
+# thousands deep.  The dump stops indenting at level 64 and writes the level
+# out instead, so that it stays linear (it was 46 MB for this 150 KB file);
+# line N is at level N - 1 either way.
+awk 'BEGIN { for (i = 0; i < 3300; i++) printf "\350%c%c%c%c", 0, 0, 0, 0 }' \
+	</dev/null >"$dir/calls.bin"
+"$htr" build -q $timing "$T" --raw "$dir/calls.bin@0x$base" \
+	-o "$dir/calls.htr" 2>/dev/null
+for o in '' --tsc; do
+	# shellcheck disable=SC2086
+	"$htr" dump $o "$dir/calls.htr" >"$dir/out"
+	awk 'match($0, /^ *\[[0-9]+\] /) {
+		lv = substr($0, RSTART, RLENGTH); gsub(/[] []/, "", lv)
+		if (RLENGTH - length(lv) != 131) bad++
+	} !/^ *\[/ { match($0, /^ */); lv = RLENGTH / 2 }
+	{ if (lv != NR - 1) bad++; if (length($0) > 200) bad++ }
+	END { exit !(NR > 3000 && !bad) }' "$dir/out" &&
+		echo "ok: dump $o: a chain $(wc -l <"$dir/out") deep, lines short" ||
+		{ echo "FAIL: dump $o: the chain's levels or lengths are wrong";
+		  fails=$((fails + 1)); }
+done
 # What fuzz_walk found (tests/data/fuzz/): tracing re-enabled in 64-bit
 # mode after 32-bit code.  The walk must give the file libipt's block
 # decoder gives (it now leaves such a switch to it).

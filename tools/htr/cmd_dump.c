@@ -12,7 +12,9 @@ static const char usage_text[] =
 "usage: htr dump [--tsc [--ticks]] [--lines] [--depth N] [--from ID] [--json]\n"
 "                FILE.htr\n"
 "\n"
-"Print the call tree, one line per block, indented by depth:\n"
+"Print the call tree, one line per block, indented by depth (two spaces a\n"
+"level; from level 64 on, 128 spaces and the level in brackets, '[70] ',\n"
+"so that deep recursion does not make the output quadratic):\n"
 "  FIRST..LAST  ENTRY  FLAGS\n"
 "FIRST and LAST are instruction IDs, ENTRY the function's entry address\n"
 "('?' when it was never traced: the trace began inside the function, or\n"
@@ -57,6 +59,8 @@ struct line {
 	char buf[8192];
 	size_t n;
 };
+
+#define INDENT_LEVELS 64u
 
 static void l_flush(struct line *l)
 {
@@ -105,6 +109,21 @@ static void l_u64(struct line *l, uint64_t v)
 		v /= 10;
 	} while (v);
 	l_mem(l, d + i, sizeof(d) - i);
+}
+
+/* A line's indentation for @level: 2 spaces a level up to INDENT_LEVELS,
+ * then the level written out, or a recursion 10^5 deep would print 10^10
+ * spaces. */
+static void l_indent(struct line *l, unsigned level)
+{
+	if (level < INDENT_LEVELS) {
+		l_spaces(l, 2 * (size_t) level);
+		return;
+	}
+	l_spaces(l, 2 * INDENT_LEVELS);
+	l_mem(l, "[", 1);
+	l_u64(l, level);
+	l_mem(l, "] ", 2);
 }
 
 /* @part of @whole as a percentage with one decimal ("12.3%"), no
@@ -196,7 +215,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		}
 		if (level == 0)
 			d->top_total = total;
-		l_spaces(&d->line, 2 * (size_t) level);
+		l_indent(&d->line, level);
 		l_mem(&d->line, name, strlen(name));
 		l_mem(&d->line, "  ", 2);
 		l_u64(&d->line, units_of(&d->units, local));
@@ -273,10 +292,14 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		       d->n ? "," : "", block, par, level, bi.first, bi.last, ent,
 		       bi.nchildren, flags);
 	}
-	else
-		printf("%*s%" PRIu64 "..%" PRIu64 "  %s  %s%s\n", (int) (2 * level),
-		       "", bi.first, bi.last, entry, flags,
-		       where_field(d, &bi, where, sizeof(where)));
+	else {
+		if (level < INDENT_LEVELS)
+			printf("%*s", (int) (2 * level), "");
+		else
+			printf("%*s[%u] ", (int) (2 * INDENT_LEVELS), "", level);
+		printf("%" PRIu64 "..%" PRIu64 "  %s  %s%s\n", bi.first, bi.last,
+		       entry, flags, where_field(d, &bi, where, sizeof(where)));
+	}
 	d->n++;
 	if (ferror(stdout)) {
 		d->io_error = 1;
