@@ -1239,7 +1239,9 @@ const char dump_help[] = "Print the call tree of the built .htr "
 const char dump_syntax[] =
 	"htr dump [--tsc] [--lines] [--depth N] [--from ID] [--thread TID]\n"
 	"\n"
-	"Print the call tree, one line per block, indented by depth:\n"
+	"Print the call tree, one line per block, indented by depth (two\n"
+	"spaces a level; from level 64 on, 128 spaces and the level in\n"
+	"brackets, '[70] '):\n"
 	"  FIRST..LAST  ENTRY  FLAGS  NAME\n"
 	"as the CLI's `htr dump FILE.htr`, plus NAME: the function LLDB finds\n"
 	"at ENTRY (DWARF function, else symbol; libhtr's name where LLDB has\n"
@@ -1311,7 +1313,15 @@ int dump_visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		return 1;
 	}
 	const std::string &name = d->namer->name(bi);
-	d->buf.append(2 * (size_t) level, ' ');
+	// The CLI's indentation: it stops at level 64, which is written out.
+	if (level < 64) {
+		d->buf.append(2 * (size_t) level, ' ');
+	} else {
+		d->buf.append(128, ' ');
+		d->buf += '[';
+		put_u64(d->buf, level);
+		d->buf += "] ";
+	}
 	if (d->an) {
 		uint64_t total, children, local;
 
