@@ -407,6 +407,61 @@ with tempfile.TemporaryDirectory() as d:
                   "protoc: the track names its unit; the first packet "
                   "resets the state")
 
+    # folded on a recursion 2000 deep, recorded: 2000 stacks of up to 2000
+    # long names (130 MB) are more than folded keeps (64 MiB of names);
+    # what it does not keep it writes as it comes, and the stacks still
+    # add up to the roots' totals.
+    cc = shutil.which("cc")
+    if not shutil.which("qemu-x86_64") or not cc:
+        print("SKIP: folded on a deep recursion (needs qemu-x86_64 and cc)")
+    else:
+        fn = "recursion_with_a_name_long_enough_to_make_deep_stacks_big"
+        src = os.path.join(d, "deep.c")
+        with open(src, "w") as f:
+            f.write("static volatile unsigned sink;\n"
+                    "__attribute__((noinline)) static unsigned %s(unsigned n)\n"
+                    "{\n\tunsigned i, x = n;\n"
+                    "\tfor (i = 0; i < 8; i++)\n\t\tsink += x * i;\n"
+                    "\tif (n)\n\t\tx = %s(n - 1) + 1;\n"
+                    "\tfor (i = 0; i < 8; i++)\n\t\tsink += x * i;\n"
+                    "\treturn x;\n}\n"
+                    "int main(void) { return (int) %s(2000) & 1; }\n" %
+                    (fn, fn, fn))
+        exe, data = os.path.join(d, "deep"), os.path.join(d, "deep.data")
+        run(cc, "-O1", "-o", exe, src)
+        run(htr, "record", "-q", "-o", data, "--", exe, ok=(0, 1))
+        run(htr, "build", "-q", data, "-o", os.path.join(d, "deep"))
+        dh = [os.path.join(d, f) for f in os.listdir(d)
+              if f.startswith("deep.") and f.endswith(".htr")][0]
+        # (chrome first: it computes the sidecar, which has its own bound)
+        cev = json.loads(run(htr, "export", "--format", "chrome", "--ticks",
+                             dh).stdout)["traceEvents"]
+        # GNU time's child is forked from it, not from this process, so
+        # its peak RSS is the export's own.
+        out, rss = os.path.join(d, "deep.folded"), os.path.join(d, "rss")
+        timer = ("/usr/bin/time", "-f", "%M", "-o", rss) \
+            if os.access("/usr/bin/time", os.X_OK) else ()
+        with open(out, "w") as f:
+            status = subprocess.run(timer + (htr, "export", "--format",
+                                             "folded", "--ticks", dh),
+                                    stdout=f).returncode
+        stacks = [l.rsplit(" ", 1) for l in open(out)]
+        check(status == 0 and
+              sum(int(v) for _, v in stacks) ==
+              sum(e["args"]["local"] for e in cev if e["ph"] == "X"),
+              "folded, recursion 2000 deep: the stacks add up to the "
+              "roots' totals")
+        check(max(k.count(fn) for k, _ in stacks) >= 2000,
+              "folded, recursion 2000 deep: the deepest stack has every "
+              "frame")
+        if not timer:
+            print("SKIP: folded's memory (no /usr/bin/time)")
+        else:
+            kib = int(open(rss).read().split()[-1])
+            check(kib < 100 << 10,
+                  "folded, recursion 2000 deep: %d MiB of memory (64 MiB "
+                  "of names at most)" % (kib >> 10))
+
     # -o: all or nothing; errors.
     out = os.path.join(d, "x.json")
     run(htr, "export", "--format", "chrome", "-o", out, htrf)

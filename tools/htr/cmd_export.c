@@ -54,15 +54,18 @@ static const char usage_text[] =
 "  -h, --help           show this help\n"
 "Memory stays bounded: chrome and perfetto stream (perfetto keeps the\n"
 "open slices and 4096 interned names); folded keeps one entry per\n"
-"distinct stack up to 2^20 of them, then writes further stacks as they\n"
-"come (consumers add up repeated lines).  perfetto does not write to a\n"
-"terminal.\n"
+"distinct stack up to 2^20 of them or 64 MiB of names, then writes\n"
+"further stacks as they come (consumers add up repeated lines).\n"
+"perfetto does not write to a terminal.\n"
 "exit status: 0 ok, 1 failure, 2 usage error\n";
 
 enum fmt { FMT_CHROME, FMT_FOLDED, FMT_PERFETTO };
 
-/* folded: distinct stacks and their ticks, open addressing. */
+/* folded: distinct stacks and their ticks, open addressing; the names
+ * are bounded too, as a recursion 10^4 deep makes 10^4 stacks of 10^4
+ * names each. */
 #define STACKS_MAX (1u << 20)
+#define STACK_BYTES_MAX (64u << 20)
 
 struct stack_ent {
 	char *key;
@@ -90,7 +93,7 @@ struct exp {
 	const char **path;
 	size_t path_cap;
 	struct stack_ent *stacks;
-	size_t nstacks, stacks_cap;
+	size_t nstacks, stacks_cap, stack_bytes;
 	char *line;
 	size_t line_cap;
 #ifdef HTR_HAVE_PERFETTO
@@ -118,12 +121,16 @@ static const char *stack_of(struct exp *e, size_t n)
 	for (i = 0; i < n; i++)
 		len += strlen(e->path[i]) + 1;
 	if (len + 1 > e->line_cap) {
-		char *l = realloc(e->line, len + 64);
+		/* Doubling: growing by a frame at a time between the keys'
+		 * allocations left a hole per frame on the heap. */
+		size_t cap = len + 64 > 2 * e->line_cap ? len + 64 :
+			     2 * e->line_cap;
+		char *l = realloc(e->line, cap);
 
 		if (!l)
 			return NULL;
 		e->line = l;
-		e->line_cap = len + 64;
+		e->line_cap = cap;
 	}
 	e->line[0] = 0;
 	for (len = 0, i = 0; i < n; i++) {
@@ -167,20 +174,16 @@ static int grow_stacks(struct exp *e)
 static int fold(struct exp *e, size_t n, uint64_t ticks)
 {
 	const char *key;
-	size_t j;
+	size_t j, len;
 
 	if (!n || !ticks)
 		return 0;
 	key = stack_of(e, n);
 	if (!key)
 		return -1;
-	if (e->nstacks >= STACKS_MAX) {
-		/* Past the cap: write it now, consumers sum repeats. */
-		fprintf(e->out, "%s %" PRIu64 "\n", key,
-			units_of(&e->units, ticks));
-		return 0;
-	}
-	if ((e->nstacks + 1) * 2 > e->stacks_cap && grow_stacks(e) < 0)
+	len = strlen(key) + 1;
+	if (e->nstacks < STACKS_MAX && (e->nstacks + 1) * 2 > e->stacks_cap &&
+	    grow_stacks(e) < 0)
 		return -1;
 	for (j = hash_str(key) & (e->stacks_cap - 1); e->stacks[j].key;
 	     j = (j + 1) & (e->stacks_cap - 1))
@@ -188,10 +191,18 @@ static int fold(struct exp *e, size_t n, uint64_t ticks)
 			e->stacks[j].ticks += ticks;
 			return 0;
 		}
+	if (e->nstacks >= STACKS_MAX ||
+	    e->stack_bytes + len > STACK_BYTES_MAX) {
+		/* Past a cap: write it now, consumers sum repeats. */
+		fprintf(e->out, "%s %" PRIu64 "\n", key,
+			units_of(&e->units, ticks));
+		return 0;
+	}
 	e->stacks[j].key = strdup(key);
 	if (!e->stacks[j].key)
 		return -1;
 	e->stacks[j].ticks = ticks;
+	e->stack_bytes += len;
 	e->nstacks++;
 	return 0;
 }
