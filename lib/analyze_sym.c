@@ -42,8 +42,9 @@ static uint32_t slot_of(const struct htr_block_info *b, uint64_t nfuncs)
 
 /* Version of the stored results; bump on any change of their meaning or
  * layout.  (A new "tsc" makes them stale by itself: a dependency.) */
-#define HTR_SYM_VERSION 4u   /* 3: MODULE!name with several modules;
-			      * 4: ~name for late blocks */
+#define HTR_SYM_VERSION 5u   /* 3: MODULE!name with several modules;
+			      * 4: ~name for late blocks;
+			      * 5: PLT stubs as NAME@plt */
 /* Block lists are stored in pieces of this many entries. */
 #define HTR_SYM_PIECE 16384u
 /* Longest name used as a key as is; longer ones are shortened. */

@@ -375,6 +375,189 @@ static long dwarf_funcs(Elf *elf, Dwarf **dw, struct htr_elf_func **c, long n)
 }
 #endif
 
+/* x86-64 PLT stubs, named as objdump and perf name them: "NAME@plt".  A
+ * call through the PLT enters the stub, which jumps on to the function:
+ * its block is the stub's.  Each stub of .plt, .plt.sec and .plt.got
+ * holds a jmp *GOT(%rip); the relocation of that GOT slot (JUMP_SLOT,
+ * or GLOB_DAT for .plt.got) names the function.  Layout-independent:
+ * lazy or -z now, with or without IBT (endbr64, bnd). */
+struct got_name {
+	uint64_t got;
+	const char *name;       /* in libelf's data */
+};
+
+static int cmp_got(const void *a, const void *b)
+{
+	const struct got_name *x = a, *y = b;
+
+	return x->got < y->got ? -1 : x->got > y->got;
+}
+
+/* The JUMP_SLOT and GLOB_DAT relocations of @elf into *@out (sorted by GOT
+ * address; the caller frees it).  Returns the count or HTR_ERR_NOMEM. */
+static long got_names(Elf *elf, struct got_name **out)
+{
+	Elf_Scn *scn = NULL;
+	struct got_name *v = NULL;
+	size_t n = 0, cap = 0, shnum;
+
+	*out = NULL;
+	if (elf_getshdrnum(elf, &shnum) != 0)
+		return 0;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh, ssh, strsh;
+		Elf_Scn *sym_scn, *str_scn;
+		Elf_Data *data, *syms, *strs;
+		size_t i, nrel;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA ||
+		    !sh.sh_link || sh.sh_link >= shnum ||
+		    !(sym_scn = elf_getscn(elf, sh.sh_link)) ||
+		    !gelf_getshdr(sym_scn, &ssh) ||
+		    !ssh.sh_link || ssh.sh_link >= shnum ||
+		    !(str_scn = elf_getscn(elf, ssh.sh_link)) ||
+		    !gelf_getshdr(str_scn, &strsh) ||
+		    strsh.sh_type != SHT_STRTAB ||
+		    !(data = elf_getdata(scn, NULL)) || !data->d_buf ||
+		    !(syms = elf_getdata(sym_scn, NULL)) || !syms->d_buf ||
+		    !(strs = elf_getdata(str_scn, NULL)) || !strs->d_buf)
+			continue;
+		nrel = data->d_size / sizeof(Elf64_Rela);
+		if (nrel > INT_MAX)
+			nrel = INT_MAX;
+		for (i = 0; i < nrel; i++) {
+			const char *str = strs->d_buf;
+			GElf_Rela r;
+			GElf_Sym sym;
+			unsigned long t;
+			size_t k;
+
+			if (!gelf_getrela(data, (int) i, &r))
+				break;
+			t = GELF_R_TYPE(r.r_info);
+			k = GELF_R_SYM(r.r_info);
+			if ((t != R_X86_64_JUMP_SLOT && t != R_X86_64_GLOB_DAT) ||
+			    !k || k > INT_MAX || !gelf_getsym(syms, (int) k, &sym) ||
+			    sym.st_name >= strs->d_size ||
+			    !memchr(str + sym.st_name, 0,
+				    strs->d_size - sym.st_name) ||
+			    !str[sym.st_name])
+				continue;
+			if (grow((void **) &v, &cap, n + 1, sizeof(*v))) {
+				free(v);
+				return HTR_ERR_NOMEM;
+			}
+			v[n].got = r.r_offset;
+			v[n].name = str + sym.st_name;
+			n++;
+		}
+	}
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_got);
+	*out = v;
+	return (long) n;
+}
+
+/* The GOT slot a stub's bytes @p (@len of them, at @addr) jump through:
+ * [endbr64] [bnd] jmp *disp32(%rip).  0 if none. */
+static uint64_t stub_got(const uint8_t *p, size_t len, uint64_t addr)
+{
+	static const uint8_t endbr64[4] = { 0xf3, 0x0f, 0x1e, 0xfa };
+	size_t k = 0;
+	int32_t disp;
+
+	if (len >= 4 && !memcmp(p, endbr64, 4))
+		k = 4;
+	if (k < len && p[k] == 0xf2)
+		k++;
+	if (k + 6 > len || p[k] != 0xff || p[k + 1] != 0x25)
+		return 0;
+	memcpy(&disp, p + k + 2, 4);            /* little-endian host */
+	return addr + k + 6 + (uint64_t) (int64_t) disp;
+}
+
+/* Append the PLT stubs of @elf to *@c (@n entries) as functions, their
+ * names in *@names (the caller frees it, after the last use of *@c).
+ * Returns the new count or HTR_ERR_NOMEM. */
+static long plt_funcs(Elf *elf, struct htr_elf_func **c, long n, char **names)
+{
+	struct got_name *g = NULL;
+	size_t shstrndx, pool_len = 0, pool_cap = 0, cap = (size_t) n;
+	long ng, nc = n;
+	Elf_Scn *scn = NULL;
+	char *pool = NULL;
+	struct plt { uint64_t addr, size, name; } *stubs = NULL;
+	size_t nstubs = 0, stubs_cap = 0, i;
+	GElf_Ehdr eh;
+
+	*names = NULL;
+	if (!gelf_getehdr(elf, &eh) || eh.e_machine != EM_X86_64 ||
+	    gelf_getclass(elf) != ELFCLASS64 ||
+	    elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return n;
+	ng = got_names(elf, &g);
+	if (ng <= 0)
+		return ng < 0 ? ng : n;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+		const char *sname;
+		uint64_t es, off;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
+		    !(sh.sh_flags & SHF_EXECINSTR) ||
+		    !(sname = elf_strptr(elf, shstrndx, sh.sh_name)) ||
+		    (strcmp(sname, ".plt") && strcmp(sname, ".plt.sec") &&
+		     strcmp(sname, ".plt.got")) ||
+		    !(d = elf_getdata(scn, NULL)) || !d->d_buf)
+			continue;
+		es = sh.sh_entsize >= 8 ? sh.sh_entsize :
+		     strcmp(sname, ".plt.got") ? 16 : 8;
+		for (off = 0; off + es <= d->d_size; off += es) {
+			struct got_name key, *hit;
+			size_t len;
+
+			key.got = stub_got((const uint8_t *) d->d_buf + off,
+					   (size_t) es, sh.sh_addr + off);
+			hit = key.got ? bsearch(&key, g, (size_t) ng,
+						sizeof(*g), cmp_got) : NULL;
+			if (!hit)
+				continue;
+			len = strlen(hit->name);
+			if (grow((void **) &pool, &pool_cap,
+				 pool_len + len + 5, 1) ||
+			    grow((void **) &stubs, &stubs_cap, nstubs + 1,
+				 sizeof(*stubs)))
+				goto nomem;
+			stubs[nstubs].addr = sh.sh_addr + off;
+			stubs[nstubs].size = es;
+			stubs[nstubs].name = pool_len;
+			nstubs++;
+			memcpy(pool + pool_len, hit->name, len);
+			memcpy(pool + pool_len + len, "@plt", 5);
+			pool_len += len + 5;
+		}
+	}
+	if (nstubs && grow((void **) c, &cap, (size_t) n + nstubs,
+			   sizeof(**c)))
+		goto nomem;
+	for (i = 0; i < nstubs; i++, nc++) {
+		(*c)[nc].value = stubs[i].addr;
+		(*c)[nc].size = stubs[i].size;
+		(*c)[nc].name = pool + stubs[i].name;
+		(*c)[nc].rank = 3;
+	}
+	free(stubs);
+	free(g);
+	*names = pool;
+	return nc;
+nomem:
+	free(stubs);
+	free(pool);
+	free(g);
+	return HTR_ERR_NOMEM;
+}
+
 /* Add @name (demangled if it can be) as a symbol. */
 static int add_sym(struct loader *ld, uint64_t addr, const struct htr_elf_func *c,
 		   uint32_t mod)
@@ -470,6 +653,7 @@ static int load_elf(struct loader *ld, uint32_t mod,
 	const struct module *m = &ld->s->mods[mod];
 	GElf_Phdr *seg = NULL;
 	struct htr_elf_func *c = NULL;
+	char *plt_names = NULL;
 #ifdef HTR_HAVE_LIBDW
 	Dwarf *dw = NULL;
 #endif
@@ -536,6 +720,8 @@ static int load_elf(struct loader *ld, uint32_t mod,
 	if (nc >= 0)
 		nc = dwarf_funcs(elf, &dw, &c, nc);
 #endif
+	if (nc >= 0)
+		nc = plt_funcs(elf, &c, nc, &plt_names);
 	if (nc < 0) {
 		rc = nomem(ld);
 		goto out;
@@ -560,6 +746,7 @@ static int load_elf(struct loader *ld, uint32_t mod,
 	}
 out:
 	free(c);
+	free(plt_names);
 	free(seg);
 #ifdef HTR_HAVE_LIBDW
 	if (dw)

@@ -1,0 +1,110 @@
+#!/bin/sh
+# PLT stub names against objdump: a program calling libc through its PLT,
+# linked four ways (lazy .plt; -z now; IBT's .plt.sec; -fno-plt, which
+# leaves only .plt.got), recorded by htr record --raw and built.  Every
+# block whose entry is a stub objdump labels NAME@plt (at the base htr
+# record loaded the program at, DIR/build.args) must be named
+# MODULE!NAME@plt, no other block of the program may be named so, and the
+# three functions main calls must be among them.
+#
+# usage: test_plt.sh HTR
+# exit: 0 ok, 1 a failure, 77 skipped (a tool is missing)
+set -u
+htr=$1
+here=$(cd "$(dirname "$0")" && pwd)
+
+missing=""
+for tool in qemu-x86_64 cc objdump; do
+	command -v $tool >/dev/null 2>&1 || missing="$missing $tool"
+done
+if [ -n "$missing" ]; then
+	echo "SKIP: missing$missing (qemu-x86_64: Debian package qemu-user)"
+	exit 77
+fi
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT INT TERM
+fails=0
+fail() {
+	echo "FAIL: $*"
+	fails=$((fails + 1))
+}
+. "$here/awk_hex.sh"
+
+cat >"$T/p.c" <<'EOF'
+#include <stdio.h>
+#include <string.h>
+
+int main(int argc, char **argv)
+{
+	char buf[32];
+	size_t n = 0;
+	int i;
+
+	(void) argv;
+	for (i = 0; i < 3; i++) {
+		snprintf(buf, sizeof(buf), "%d", i + argc);
+		n += strlen(buf);
+		puts(buf);
+	}
+	return (int) n & 1;
+}
+EOF
+
+for v in lazy now ibt noplt; do
+	case $v in
+	lazy) flags="-Wl,-z,lazy" ;;
+	now) flags="-Wl,-z,now" ;;
+	ibt) flags="-fcf-protection -Wl,-z,ibtplt" ;;
+	noplt) flags="-fno-plt" ;;
+	esac
+	# shellcheck disable=SC2086  # the flags, one per word
+	cc -O1 $flags -o "$T/p" "$T/p.c" || { fail "$v: cc $flags"; continue; }
+	rm -rf "$T/rec"
+	if ! "$htr" record -q --raw "$T/rec" -- "$T/p" >"$T/rec.out" 2>&1; then
+		fail "$v: htr record"; cat "$T/rec.out"; continue
+	fi
+	# shellcheck disable=SC2046  # the arguments, one per word
+	"$htr" build -q "$T/rec/t0.pt" $(cat "$T/rec/build.args") \
+		-o "$T/p.htr" && "$htr" dump "$T/p.htr" >"$T/dump" &&
+		"$htr" dump --tsc "$T/p.htr" >"$T/tsc" ||
+		{ fail "$v: htr build or dump"; continue; }
+	base=$(sed -n "s|^--elf $T/p@||p" "$T/rec/build.args")
+	# objdump's stubs: file address and name.
+	objdump -d "$T/p" | awk '/^[0-9a-f]+ <.*@plt>:$/ {
+		n = $2; gsub(/[<>:]/, "", n); print $1, n }' >"$T/stubs"
+	[ -n "$base" ] && [ -s "$T/stubs" ] ||
+		{ fail "$v: no base or no stubs"; continue; }
+	# The same block on the same line of both dumps: its entry, its name.
+	awk '{ print $2 }' "$T/dump" >"$T/entries"
+	awk '{ print $1 }' "$T/tsc" >"$T/names"
+	paste -d ' ' "$T/entries" "$T/names" | awk -v base="$base" "$hex"'
+		NR == FNR { stub[h($1)] = $2; next }
+		$1 !~ /^0x/ { next }
+		{ e = h($1) - h(base) }
+		(e in stub) {
+			if ($2 != "p!" stub[e]) {
+				print "    block at " $1 ": " $2 ", objdump: " stub[e]
+				bad++
+			}
+			seen[$2] = 1
+			next
+		}
+		$2 ~ /^p!.*@plt$/ { print "    not a stub: " $0; bad++ }
+		END {
+			for (k in seen) printf "%s ", k >"/dev/stderr"
+			exit bad > 0
+		}' "$T/stubs" - 2>"$T/seen" && ok=1 || ok=0
+	need="__cxa_finalize"
+	[ $v = noplt ] || need="$need puts snprintf strlen"
+	for f in $need; do
+		grep -q "p!$f@plt " "$T/seen" || ok=0
+	done
+	if [ $ok = 1 ]; then
+		echo "ok: $v: $(cat "$T/seen")named as objdump names them"
+	else
+		fail "$v: PLT names differ from objdump's (named: $(cat "$T/seen"))"
+	fi
+done
+
+[ $fails = 0 ] && echo "plt: all checks passed" || echo "plt: $fails failed"
+[ $fails = 0 ]
