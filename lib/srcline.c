@@ -55,8 +55,6 @@ const char *htr_srclines__at(struct htr_srclines *sl, uint64_t addr)
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
-#include <elfutils/libdwelf.h>
-#include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <libiberty/demangle.h>
@@ -198,39 +196,12 @@ nomem:
 	return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
 }
 
-/* Where distributions put the DWARF they strip from their files (Debian's
- * *-dbg, *-dbgsym), by build-id, as addr2line and gdb look for it. */
-#define DEBUG_BUILD_ID_DIR "/usr/lib/debug/.build-id/"
-
-/* The DWARF of @mod's separate debug file, found by the build-id of its
- * ELF file (and checked to carry the same one), or NULL.  Its addresses
- * are the file's. */
+/* The DWARF of @mod's separate debug file, or NULL. */
 static Dwarf *debug_file(struct module *mod)
 {
-	char path[sizeof(DEBUG_BUILD_ID_DIR) + 2 * 64 + 8];
-	const unsigned char *id;
-	const void *id2;
-	ssize_t n, i;
-	size_t k;
-
-	n = dwelf_elf_gnu_build_id(mod->elf, (const void **) &id);
-	if (n < 2 || n > 64)
-		return NULL;
-	k = (size_t) snprintf(path, sizeof(path), "%s%02x/",
-			      DEBUG_BUILD_ID_DIR, id[0]);
-	for (i = 1; i < n; i++)
-		k += (size_t) snprintf(path + k, sizeof(path) - k, "%02x",
-				       id[i]);
-	snprintf(path + k, sizeof(path) - k, ".debug");
-	mod->dbg_fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (mod->dbg_fd < 0)
-		return NULL;
-	mod->dbg_elf = elf_begin(mod->dbg_fd, ELF_C_READ, NULL);
-	if (!mod->dbg_elf || elf_kind(mod->dbg_elf) != ELF_K_ELF ||
-	    dwelf_elf_gnu_build_id(mod->dbg_elf, &id2) != n ||
-	    memcmp(id, id2, (size_t) n))
-		return NULL;
-	return dwarf_begin_elf(mod->dbg_elf, DWARF_C_READ, NULL);
+	mod->dbg_elf = htr_syms__debug_elf(mod->elf, &mod->dbg_fd);
+	return mod->dbg_elf ? dwarf_begin_elf(mod->dbg_elf, DWARF_C_READ, NULL)
+			    : NULL;
 }
 
 /* Open module @m's file and its DWARF; 0 if it cannot be used. */

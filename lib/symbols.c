@@ -25,6 +25,7 @@
 #ifdef HTR_HAVE_LIBDW
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
 #endif
 #include <gelf.h>
 #include <libelf.h>
@@ -558,6 +559,43 @@ nomem:
 	return HTR_ERR_NOMEM;
 }
 
+#ifdef HTR_HAVE_LIBDW
+#define DEBUG_BUILD_ID_DIR "/usr/lib/debug/.build-id/"
+
+Elf *htr_syms__debug_elf(Elf *elf, int *fd)
+{
+	char path[sizeof(DEBUG_BUILD_ID_DIR) + 2 * 64 + 8];
+	const unsigned char *id;
+	const void *id2;
+	Elf *dbg;
+	ssize_t n, i;
+	size_t k;
+
+	*fd = -1;
+	n = dwelf_elf_gnu_build_id(elf, (const void **) &id);
+	if (n < 2 || n > 64)
+		return NULL;
+	k = (size_t) snprintf(path, sizeof(path), "%s%02x/",
+			      DEBUG_BUILD_ID_DIR, id[0]);
+	for (i = 1; i < n; i++)
+		k += (size_t) snprintf(path + k, sizeof(path) - k, "%02x",
+				       id[i]);
+	snprintf(path + k, sizeof(path) - k, ".debug");
+	*fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (*fd < 0)
+		return NULL;
+	dbg = elf_begin(*fd, ELF_C_READ, NULL);
+	if (dbg && elf_kind(dbg) == ELF_K_ELF &&
+	    dwelf_elf_gnu_build_id(dbg, &id2) == n && !memcmp(id, id2, (size_t) n))
+		return dbg;
+	if (dbg)
+		elf_end(dbg);
+	close(*fd);
+	*fd = -1;
+	return NULL;
+}
+#endif
+
 /* Add @name (demangled if it can be) as a symbol. */
 static int add_sym(struct loader *ld, uint64_t addr, const struct htr_elf_func *c,
 		   uint32_t mod)
@@ -656,8 +694,11 @@ static int load_elf(struct loader *ld, uint32_t mod,
 	char *plt_names = NULL;
 #ifdef HTR_HAVE_LIBDW
 	Dwarf *dw = NULL;
+	Elf *dbg = NULL;
+	int dbg_fd = -1;
 #endif
-	Elf *elf = NULL;
+	Elf *elf = NULL, *syms;
+	GElf_Shdr sh;
 	struct stat st;
 	char *path;
 	size_t nph, i, j;
@@ -715,10 +756,18 @@ static int load_elf(struct loader *ld, uint32_t mod,
 			goto out;
 		}
 	}
-	nc = htr_syms__elf_funcs(elf, &c);
+	syms = elf;
+#ifdef HTR_HAVE_LIBDW
+	/* A stripped file (no .symtab): its distribution's debug file has
+	 * the symbols and the DWARF. */
+	if (!find_section(elf, SHT_SYMTAB, &sh) &&
+	    (dbg = htr_syms__debug_elf(elf, &dbg_fd)))
+		syms = dbg;
+#endif
+	nc = htr_syms__elf_funcs(syms, &c);
 #ifdef HTR_HAVE_LIBDW
 	if (nc >= 0)
-		nc = dwarf_funcs(elf, &dw, &c, nc);
+		nc = dwarf_funcs(syms, &dw, &c, nc);
 #endif
 	if (nc >= 0)
 		nc = plt_funcs(elf, &c, nc, &plt_names);
@@ -751,6 +800,10 @@ out:
 #ifdef HTR_HAVE_LIBDW
 	if (dw)
 		dwarf_end(dw);
+	if (dbg)
+		elf_end(dbg);
+	if (dbg_fd >= 0)
+		close(dbg_fd);
 #endif
 	if (elf)
 		elf_end(elf);

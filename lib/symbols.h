@@ -52,6 +52,15 @@ void htr_syms__free(struct htr_syms *syms);
  * the fd (O_RDONLY, O_CLOEXEC, O_NONBLOCK) or -1 with errno set. */
 int htr_syms__open_image(const char *htr_path, const char *path);
 
+#ifdef HTR_HAVE_LIBDW
+/* The separate debug file of @elf (Debian's *-dbg and *-dbgsym packages
+ * put them there), found under /usr/lib/debug/.build-id/ by @elf's GNU
+ * build-id and checked to carry the same one, as gdb and addr2line find
+ * it; its addresses are @elf's.  Returns it (the caller ends it with
+ * elf_end(), then closes *@fd), or NULL with *@fd -1. */
+Elf *htr_syms__debug_elf(Elf *elf, int *fd);
+#endif
+
 /* How many of @file's ELF images cannot be opened now (a few open calls;
  * lets a stored index built without them be refreshed once they are
  * back). */

@@ -17,9 +17,10 @@ quietly() {
 }
 
 pkgs="gcc g++ time pkg-config meson ninja-build libipt-dev liblmdb-dev libelf-dev libdw-dev libiberty-dev libcriterion-dev qemu-user libzydis-dev linux-perf libprotobuf-c-dev protobuf-c-compiler protobuf-compiler"
-# The LLDB plugin and its test (bookworm-security); without them both are
-# skipped, so they may fail to install without failing the set-up.
-optional="lldb-22 liblldb-22-dev"
+# The LLDB plugin and its test (bookworm-security), the debug files of
+# libc and the loader (the names test); without them those are skipped,
+# so they may fail to install without failing the set-up.
+optional="lldb-22 liblldb-22-dev libc6-dbg"
 missing="" missing_opt=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
@@ -39,13 +40,14 @@ if [ -n "$missing" ]; then
 	echo "setup: installing$missing" >&2
 	quietly $sudo apt-get install -y -qq --no-install-recommends $missing
 fi
-if [ -n "$missing_opt" ]; then
-	echo "setup: installing$missing_opt (optional)" >&2
-	$sudo apt-get install -y -qq --no-install-recommends $missing_opt \
+for p in $missing_opt; do
+	echo "setup: installing $p (optional)" >&2
+	$sudo apt-get install -y -qq --no-install-recommends "$p" \
 		>/dev/null 2>&1 ||
-		echo "setup: could not install$missing_opt: the LLDB plugin" \
-			"and its test are skipped" >&2
-fi
+		echo "setup: could not install $p: what needs it (the LLDB" \
+			"plugin and its test, the names test's debug files)" \
+			"is skipped" >&2
+done
 
 builddir=${HTR_BUILDDIR:-build}
 # HTR_MESON_ARGS: extra setup options (e.g. -Db_sanitize=address,undefined).

@@ -1,13 +1,17 @@
 #!/bin/sh
-# PLT stub names against objdump: a program calling libc through its PLT,
-# linked four ways (lazy .plt; -z now; IBT's .plt.sec; -fno-plt, which
-# leaves only .plt.got), recorded by htr record --raw and built.  Every
-# block whose entry is a stub objdump labels NAME@plt (at the base htr
-# record loaded the program at, DIR/build.args) must be named
-# MODULE!NAME@plt, no other block of the program may be named so, and the
-# three functions main calls must be among them.
+# Names against objdump and the distribution's debug files.
+# PLT stubs: a program calling libc through its PLT, linked four ways
+# (lazy .plt; -z now; IBT's .plt.sec; -fno-plt, which leaves only
+# .plt.got), recorded by htr record --raw and built.  Every block whose
+# entry is a stub objdump labels NAME@plt (at the base htr record loaded
+# the program at, DIR/build.args) must be named MODULE!NAME@plt, no other
+# block of the program may be named so, and the functions main calls
+# must be among them.
+# Stripped libraries: the dynamic loader ships without .symtab; with
+# libc6-dbg installed, every block whose entry is a function of its debug
+# file (/usr/lib/debug/.build-id/, readelf -s) is named after it.
 #
-# usage: test_plt.sh HTR
+# usage: test_names.sh HTR
 # exit: 0 ok, 1 a failure, 77 skipped (a tool is missing)
 set -u
 htr=$1
@@ -106,5 +110,31 @@ for v in lazy now ibt noplt; do
 	fi
 done
 
-[ $fails = 0 ] && echo "plt: all checks passed" || echo "plt: $fails failed"
+# The loader's blocks in the last recording, named from its debug file.
+ld=$(sed -n 's|^--elf \(.*/ld-linux[^@]*\)@.*|\1|p' "$T/rec/build.args")
+ldbase=$(sed -n 's|^--elf .*/ld-linux[^@]*@||p' "$T/rec/build.args")
+id=$(readelf -n "$ld" 2>/dev/null | awk '/Build ID:/ { print $3 }')
+dbg=/usr/lib/debug/.build-id/$(echo "$id" | cut -c1-2)/$(echo "$id" | cut -c3-).debug
+mod=$(basename "$ld")
+if [ -z "$id" ] || [ ! -f "$dbg" ]; then
+	echo "SKIP: no debug file for $ld (Debian package libc6-dbg)"
+else
+	readelf -sW "$dbg" | awk '$4 == "FUNC" && $7 != "UND" { print $2, $8 }' \
+		>"$T/dbgsyms"
+	paste -d ' ' "$T/entries" "$T/names" | awk -v base="$ldbase" \
+		-v mod="$mod" "$hex"'
+		NR == FNR { f[h($1)] = f[h($1)] " " mod "!" $2 " "; next }
+		$1 !~ /^0x/ || index($2, mod) != 1 { next }
+		{ e = h($1) - h(base) }
+		(e in f) {
+			if (index(f[e], " " $2 " ")) n++
+			else { print "    block at " $1 ": " $2 ", debug file:" f[e]; bad++ }
+		}
+		END { print n + 0 >"/dev/stderr"; exit bad || n < 10 }' \
+		"$T/dbgsyms" - 2>"$T/nld" && \
+		echo "ok: $(cat "$T/nld") blocks of $mod named from its debug file" ||
+		fail "$mod: names differ from its debug file's ($(cat "$T/nld") right)"
+fi
+
+[ $fails = 0 ] && echo "names: all checks passed" || echo "names: $fails failed"
 [ $fails = 0 ]
