@@ -524,6 +524,27 @@ if "$htr" record -q -o "$work/bid/b.data" -- "$work/dlopen-O0" \
 		else
 			fail "--buildid-dir: $(head -2 "$work/err") $res"
 		fi
+		# The vDSO has no file: perf record copies it to the cache as
+		# .build-id/XX/REST/vdso.  The library plays it here, its
+		# path made [vdso] in the recording.
+		mv "$c/elf" "$c/vdso"
+		if "$check" --rename "$work/bid/b.data" "$work/bid/v.data" \
+			"$work/bid/libbid.so" "[vdso]" &&
+		   damaged "[vdso]" 0 "$work/bid/v.data" \
+			--buildid-dir "$work/cache" && [ ! -s "$work/err" ] &&
+		   res=$("$cmp" "$work/bid/b.data.t0.truth" "$work/out/o.$tid.htr" 2>&1); then
+			echo "ok      [vdso]: its code from the cache, the truth's tree"
+		else
+			fail "[vdso]: $(head -2 "$work/err") $res"
+		fi
+		rm -rf "$work/cache"
+		if damaged "[vdso] not cached" 0 "$work/bid/v.data" \
+			--buildid-dir "$work/cache" &&
+		   grep -q "warning: .*\[vdso\]: no file to read its code from (not in the build-id cache)" "$work/err"; then
+			echo "ok      [vdso] not cached: $(cat "$work/err")"
+		else
+			fail "[vdso] not cached: $(cat "$work/err")"
+		fi
 	fi
 else
 	fail "record for the build-id mismatch: $(head -1 "$work/err")"

@@ -19,6 +19,13 @@
  *                                        switch records made a type no
  *                                        reader knows (as if recorded
  *                                        without switch events)
+ *   test_perfdata_check --rename FILE OUT FROM TO
+ *                                        write FILE with every NUL-
+ *                                        terminated FROM (a module's path
+ *                                        in MMAP2 records and the build-
+ *                                        id table) made TO, no longer,
+ *                                        NUL-padded: records keep their
+ *                                        sizes
  *
  * Each read is also checked: every thread's trace chunk lies in the file.
  * exit: 0 ok, 1 a failure
@@ -209,6 +216,33 @@ static int no_switches(const char *in, const char *out)
 	return 0;
 }
 
+static int rename_module(const char *in, const char *out, const char *from,
+			 const char *to)
+{
+	size_t size, lf = strlen(from) + 1, lt = strlen(to), n = 0, i;
+	uint8_t *p = htr_test_slurp(in, &size);
+	FILE *f;
+
+	if (!p || lt >= lf) {
+		printf("FAIL: %s unreadable, or '%s' longer than '%s'\n", in, to,
+		       from);
+		return 1;
+	}
+	for (i = 0; i + lf <= size; i++)
+		if (!memcmp(p + i, from, lf)) {
+			memset(p + i, 0, lf);
+			memcpy(p + i, to, lt);
+			n++;
+		}
+	f = fopen(out, "wb");
+	if (!n || !f || fwrite(p, 1, size, f) != size || fclose(f)) {
+		printf("FAIL: %s: no '%s', or cannot write %s\n", in, from, out);
+		return 1;
+	}
+	free(p);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	uint8_t *p, *q;
@@ -241,6 +275,8 @@ int main(int argc, char **argv)
 		return split(argv[2], argv[3]);
 	if (argc == 4 && !strcmp(argv[1], "--no-switches"))
 		return no_switches(argv[2], argv[3]);
+	if (argc == 6 && !strcmp(argv[1], "--rename"))
+		return rename_module(argv[2], argv[3], argv[4], argv[5]);
 	if (argc != 2) {
 		fprintf(stderr, "usage: test_perfdata_check FILE\n");
 		return 2;

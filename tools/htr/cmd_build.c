@@ -31,6 +31,8 @@ static const char usage_text[] =
 "(perf record without --per-thread, -a) are split into threads with the\n"
 "context-switch records.  A module that cannot be found, or whose build-id\n"
 "is not the recorded one, is a warning; its code becomes decode gaps.\n"
+"The vDSO ([vdso]) has no file: its code comes from the build-id cache,\n"
+"where perf record copies it.\n"
 "\n"
 "  -e, --elf FILE[@BASE]   an ELF; at its link address, or with its lowest\n"
 "                          PT_LOAD at BASE (position-independent code)\n"
@@ -296,32 +298,31 @@ static int has_build_id(const char *file, const uint8_t *id, size_t n)
 
 /*
  * A module with a recorded build-id: keep *@file if it matches, else
- * take the build-id cache's copy (DIR/.build-id/XX/REST/elf, or the
- * older DIR/.build-id/XX/REST); with neither, a file that exists but
- * differs is skipped with a warning.  Returns 0 (use *@file: it matches,
- * or is missing and the caller says so), 1 (skipped, warned), -1 (out of
- * memory).
+ * take the build-id cache's copy (DIR/.build-id/XX/REST/elf, .../vdso for
+ * the vDSO, or the older DIR/.build-id/XX/REST); with neither, a file
+ * that exists but differs is skipped with a warning.  Returns 0 (use
+ * *@file: it matches, or is missing and the caller says so), 1 (skipped,
+ * warned), -1 (out of memory).
  */
 static int check_build_id(struct perf_build *pb,
 			  const struct htr_perf_module *m, char **file)
 {
+	static const char *const names[] = { "/elf", "/vdso", "" };
 	const char *dir = pb->buildid_dir;
 	char hex[41], *cached;
 	size_t i, n = m->build_id_size;
-	int exists = access(*file, R_OK) == 0;
+	int exists = (*file)[0] == '/' && access(*file, R_OK) == 0;
 
 	if (exists && has_build_id(*file, m->build_id, n))
 		return 0;
 	for (i = 0; i < n; i++)
 		sprintf(hex + 2 * i, "%02x", m->build_id[i]);
-	if (dir) {
+	for (i = 0; dir && i < sizeof(names) / sizeof(names[0]); i++) {
 		cached = malloc(strlen(dir) + 64);
 		if (!cached)
 			return -1;
-		sprintf(cached, "%s/.build-id/%.2s/%s/elf", dir, hex, hex + 2);
-		if (access(cached, R_OK) < 0)
-			sprintf(cached, "%s/.build-id/%.2s/%s", dir, hex,
-				hex + 2);
+		sprintf(cached, "%s/.build-id/%.2s/%s%s", dir, hex, hex + 2,
+			names[i]);
 		if (access(cached, R_OK) == 0 &&
 		    has_build_id(cached, m->build_id, n)) {
 			free(*file);
@@ -355,7 +356,8 @@ static int perf_image(struct perf_build *pb, struct htr_builder *b,
 
 		if (!htr_perfdata__thread_has(pd, t, m))
 			continue;
-		if (m->path[0] != '/') {        /* [vdso], //anon, ... */
+		if (m->path[0] != '/' && strncmp(m->path, "[vdso", 5)) {
+			/* //anon, [stack], [heap], ... */
 			if (strcmp(m->path, "//anon") &&
 			    strncmp(m->path, "[stack", 6) &&
 			    strcmp(m->path, "[heap]"))
@@ -364,7 +366,7 @@ static int perf_image(struct perf_build *pb, struct htr_builder *b,
 					    "decode gaps", "");
 			continue;
 		}
-		if (pb->symfs) {
+		if (pb->symfs && m->path[0] == '/') {
 			file = malloc(strlen(pb->symfs) + strlen(m->path) + 1);
 			if (file)
 				sprintf(file, "%s%s", pb->symfs, m->path);
@@ -388,6 +390,16 @@ static int perf_image(struct perf_build *pb, struct htr_builder *b,
 				free(file);
 				continue;
 			}
+		}
+		if (file[0] != '/') {
+			/* The vDSO has no file; perf record copies it to its
+			 * build-id cache. */
+			warn_module(pb, m->path, "%s: no file to read its code "
+				    "from%s: its code becomes decode gaps",
+				    m->build_id_size ? " (not in the build-id "
+				    "cache)" : " (no build-id recorded)");
+			free(file);
+			continue;
 		}
 		if (access(file, R_OK) < 0) {
 			warn_module(pb, file, "module %s not found (%s): its "
