@@ -203,16 +203,14 @@ static Elf_Scn *find_section(Elf *elf, Elf64_Word type, GElf_Shdr *sh)
 	return NULL;
 }
 
-long htr_syms__elf_funcs(Elf *elf, struct htr_elf_func **out)
+/* @elf's .symtab (or, without one, .dynsym): its data, its strings' and
+ * its entry count; 0 if none is usable. */
+static size_t sym_table(Elf *elf, Elf_Data **data, Elf_Data **strdata)
 {
 	Elf_Scn *scn, *strscn;
 	GElf_Shdr sh, strsh;
-	Elf_Data *data, *strdata;
-	struct htr_elf_func *c = NULL;
-	size_t n, i, nc = 0, shnum;
-	GElf_Sym sym;
+	size_t n, shnum;
 
-	*out = NULL;
 	scn = find_section(elf, SHT_SYMTAB, &sh);
 	if (!scn)
 		scn = find_section(elf, SHT_DYNSYM, &sh);
@@ -223,23 +221,46 @@ long htr_syms__elf_funcs(Elf *elf, struct htr_elf_func **out)
 	if (!strscn || !gelf_getshdr(strscn, &strsh) ||
 	    strsh.sh_type != SHT_STRTAB)
 		return 0;
-	data = elf_getdata(scn, NULL);
-	strdata = elf_getdata(strscn, NULL);
-	if (!data || !data->d_buf || !strdata || !strdata->d_buf ||
-	    !strdata->d_size)
+	*data = elf_getdata(scn, NULL);
+	*strdata = elf_getdata(strscn, NULL);
+	if (!*data || !(*data)->d_buf || !*strdata || !(*strdata)->d_buf ||
+	    !(*strdata)->d_size)
 		return 0;
-	n = data->d_size / sizeof(Elf64_Sym);
+	n = (*data)->d_size / sizeof(Elf64_Sym);
 	if (gelf_getclass(elf) == ELFCLASS32)
-		n = data->d_size / sizeof(Elf32_Sym);
-	if (n > INT_MAX)                /* gelf_getsym takes an int */
-		n = INT_MAX;
+		n = (*data)->d_size / sizeof(Elf32_Sym);
+	return n > INT_MAX ? INT_MAX : n;      /* gelf_getsym takes an int */
+}
+
+/* The name of @sym in @strdata, or NULL if it has none or it is not in
+ * bounds. */
+static const char *sym_name(const GElf_Sym *sym, const Elf_Data *strdata)
+{
+	const char *str = strdata->d_buf;
+
+	if (sym->st_name >= strdata->d_size ||
+	    !memchr(str + sym->st_name, 0, strdata->d_size - sym->st_name) ||
+	    !str[sym->st_name])
+		return NULL;
+	return str + sym->st_name;
+}
+
+long htr_syms__elf_funcs(Elf *elf, struct htr_elf_func **out)
+{
+	Elf_Data *data = NULL, *strdata = NULL;
+	struct htr_elf_func *c = NULL;
+	size_t n, i, nc = 0;
+	GElf_Sym sym;
+
+	*out = NULL;
+	n = sym_table(elf, &data, &strdata);
 	if (!n)
 		return 0;
 	c = malloc(n * sizeof(*c));
 	if (!c)
 		return HTR_ERR_NOMEM;
 	for (i = 0; i < n; i++) {
-		const char *str = strdata->d_buf;
+		const char *name;
 		unsigned type;
 
 		if (!gelf_getsym(data, (int) i, &sym))
@@ -247,14 +268,11 @@ long htr_syms__elf_funcs(Elf *elf, struct htr_elf_func **out)
 		type = GELF_ST_TYPE(sym.st_info);
 		if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
 		    !sym.st_value || sym.st_shndx == SHN_UNDEF ||
-		    sym.st_name >= strdata->d_size ||
-		    !memchr(str + sym.st_name, 0,
-			    strdata->d_size - sym.st_name) ||
-		    !str[sym.st_name])
+		    !(name = sym_name(&sym, strdata)))
 			continue;
 		c[nc].value = sym.st_value;
 		c[nc].size = sym.st_size;
-		c[nc].name = str + sym.st_name;
+		c[nc].name = name;
 		c[nc].rank = bind_rank(GELF_ST_BIND(sym.st_info));
 		nc++;
 	}
@@ -264,6 +282,65 @@ long htr_syms__elf_funcs(Elf *elf, struct htr_elf_func **out)
 	}
 	*out = c;
 	return (long) nc;
+}
+
+static int cmp_value(const void *a, const void *b)
+{
+	const struct htr_elf_func *x = a, *y = b;
+
+	return x->value < y->value ? -1 : x->value > y->value;
+}
+
+/* Append to *@c (@n functions, sorted here by address) the labels of
+ * @elf: untyped symbols in code that no sized function covers, as perf
+ * takes them (the loader's _start, where every trace of a program
+ * begins).  Returns the new count or HTR_ERR_NOMEM. */
+static long code_labels(Elf *elf, struct htr_elf_func **c, long n)
+{
+	Elf_Data *data = NULL, *strdata = NULL;
+	size_t nsym = sym_table(elf, &data, &strdata), i, cap = (size_t) n;
+	long nc = n;
+	GElf_Sym sym;
+
+	if (n > 1)
+		qsort(*c, (size_t) n, sizeof(**c), cmp_value);
+	for (i = 0; i < nsym; i++) {
+		GElf_Shdr sh;
+		Elf_Scn *scn;
+		const char *name;
+		size_t lo = 0, hi = (size_t) n, k;
+		int inside = 0;
+
+		if (!gelf_getsym(data, (int) i, &sym) ||
+		    GELF_ST_TYPE(sym.st_info) != STT_NOTYPE || !sym.st_value ||
+		    sym.st_shndx == SHN_UNDEF || sym.st_shndx >= SHN_LORESERVE ||
+		    !(scn = elf_getscn(elf, sym.st_shndx)) ||
+		    !gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_EXECINSTR) ||
+		    !(name = sym_name(&sym, strdata)))
+			continue;
+		/* The functions starting at or before it: does one cover
+		 * it?  (A few may, nested or aliased: look back a little.) */
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if ((*c)[mid].value <= sym.st_value)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (k = lo; k-- > 0 && lo - k <= 8 && !inside;)
+			inside = sym.st_value - (*c)[k].value < (*c)[k].size;
+		if (inside)
+			continue;
+		if (grow((void **) c, &cap, (size_t) nc + 1, sizeof(**c)))
+			return HTR_ERR_NOMEM;
+		(*c)[nc].value = sym.st_value;
+		(*c)[nc].size = 0;
+		(*c)[nc].name = name;
+		(*c)[nc].rank = 3;
+		nc++;
+	}
+	return nc;
 }
 
 #ifdef HTR_HAVE_LIBDW
@@ -765,6 +842,8 @@ static int load_elf(struct loader *ld, uint32_t mod,
 		syms = dbg;
 #endif
 	nc = htr_syms__elf_funcs(syms, &c);
+	if (nc >= 0)
+		nc = code_labels(syms, &c, nc);
 #ifdef HTR_HAVE_LIBDW
 	if (nc >= 0)
 		nc = dwarf_funcs(syms, &dw, &c, nc);

@@ -9,7 +9,8 @@
 # must be among them.
 # Stripped libraries: the dynamic loader ships without .symtab; with
 # libc6-dbg installed, every block whose entry is a function of its debug
-# file (/usr/lib/debug/.build-id/, readelf -s) is named after it.
+# file (/usr/lib/debug/.build-id/, readelf -s) is named after it, and the
+# first block after the label at the loader's entry point (_start).
 #
 # usage: test_names.sh HTR
 # exit: 0 ok, 1 a failure, 77 skipped (a tool is missing)
@@ -134,6 +135,17 @@ else
 		"$T/dbgsyms" - 2>"$T/nld" && \
 		echo "ok: $(cat "$T/nld") blocks of $mod named from its debug file" ||
 		fail "$mod: names differ from its debug file's ($(cat "$T/nld") right)"
+	# The trace begins at the loader's entry point, an untyped label
+	# (_start, in no function): the first, late, block is named after it.
+	entry=$(readelf -h "$ld" | awk '/Entry point address:/ { print $4 }')
+	label=$(readelf -sW "$dbg" | awk -v e="$entry" "$hex"'
+		$4 == "NOTYPE" && $7 != "UND" && h($2) == h(e) { print $8; exit }')
+	first=$(awk 'NR == 1 { print $1 }' "$T/tsc")
+	if [ -n "$label" ] && [ "$first" = "~$mod!$label" ]; then
+		echo "ok: the first block is $first, the label at the loader's entry"
+	else
+		fail "the first block is $first, the label at $entry is '$label'"
+	fi
 fi
 
 [ $fails = 0 ] && echo "names: all checks passed" || echo "names: $fails failed"
