@@ -10,7 +10,10 @@
  * bias, demangled into one string pool, then all modules' symbols are
  * sorted by address with one entry per address.  Built with libdw, the
  * functions the file's DWARF describes are added too, after every ELF
- * symbol (a name for static functions a stripped .symtab lost).
+ * symbol (a name for static functions a stripped .symtab lost), and a
+ * file without .symtab takes both from its separate debug file.  Labels
+ * in code outside every function (the loader's _start) and PLT stubs
+ * ("puts@plt") name their code too.
  *
  * Everything read from an ELF file is checked before it is indexed:
  * libelf bounds the sections and symbol indices, the string offsets and
@@ -19,6 +22,7 @@
 #include "symbols.h"
 
 #include "file.h"
+#include "le.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -504,7 +508,7 @@ static long got_names(Elf *elf, struct got_name **out)
 		if (nrel > INT_MAX)
 			nrel = INT_MAX;
 		for (i = 0; i < nrel; i++) {
-			const char *str = strs->d_buf;
+			const char *name;
 			GElf_Rela r;
 			GElf_Sym sym;
 			unsigned long t;
@@ -516,17 +520,14 @@ static long got_names(Elf *elf, struct got_name **out)
 			k = GELF_R_SYM(r.r_info);
 			if ((t != R_X86_64_JUMP_SLOT && t != R_X86_64_GLOB_DAT) ||
 			    !k || k > INT_MAX || !gelf_getsym(syms, (int) k, &sym) ||
-			    sym.st_name >= strs->d_size ||
-			    !memchr(str + sym.st_name, 0,
-				    strs->d_size - sym.st_name) ||
-			    !str[sym.st_name])
+			    !(name = sym_name(&sym, strs)))
 				continue;
 			if (grow((void **) &v, &cap, n + 1, sizeof(*v))) {
 				free(v);
 				return HTR_ERR_NOMEM;
 			}
 			v[n].got = r.r_offset;
-			v[n].name = str + sym.st_name;
+			v[n].name = name;
 			n++;
 		}
 	}
@@ -550,7 +551,7 @@ static uint64_t stub_got(const uint8_t *p, size_t len, uint64_t addr)
 		k++;
 	if (k + 6 > len || p[k] != 0xff || p[k + 1] != 0x25)
 		return 0;
-	memcpy(&disp, p + k + 2, 4);            /* little-endian host */
+	disp = (int32_t) (uint32_t) htr_disk__get_le(p + k + 2, 4);
 	return addr + k + 6 + (uint64_t) (int64_t) disp;
 }
 
@@ -663,7 +664,8 @@ Elf *htr_syms__debug_elf(Elf *elf, int *fd)
 		return NULL;
 	dbg = elf_begin(*fd, ELF_C_READ, NULL);
 	if (dbg && elf_kind(dbg) == ELF_K_ELF &&
-	    dwelf_elf_gnu_build_id(dbg, &id2) == n && !memcmp(id, id2, (size_t) n))
+	    dwelf_elf_gnu_build_id(dbg, &id2) == n &&
+	    !memcmp(id, id2, (size_t) n))
 		return dbg;
 	if (dbg)
 		elf_end(dbg);
