@@ -14,21 +14,8 @@ set -u
 htr=$1
 here=$(cd "$(dirname "$0")" && pwd)
 
-missing=""
-for tool in qemu-x86_64 cc addr2line objcopy; do
-	command -v $tool >/dev/null 2>&1 || missing="$missing $tool"
-done
-if [ -n "$missing" ]; then
-	echo "SKIP: missing$missing (qemu-x86_64: Debian package qemu-user)"
-	exit 77
-fi
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT INT TERM
-fails=0
-fail() {
-	echo "FAIL: $*"
-	fails=$((fails + 1))
-}
+. "$here/recorded.sh"
+recorded qemu-x86_64 cc addr2line objcopy
 
 cc -g -O2 -o "$T/lines" "$here/lldb/lines.c" || { echo "FAIL: cc"; exit 1; }
 if ! "$htr" record -q --raw "$T/rec" -- "$T/lines" >"$T/rec.out" 2>&1; then
