@@ -293,12 +293,18 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		       bi.nchildren, flags);
 	}
 	else {
-		if (level < INDENT_LEVELS)
-			printf("%*s", (int) (2 * level), "");
-		else
-			printf("%*s[%u] ", (int) (2 * INDENT_LEVELS), "", level);
-		printf("%" PRIu64 "..%" PRIu64 "  %s  %s%s\n", bi.first, bi.last,
-		       entry, flags, where_field(d, &bi, where, sizeof(where)));
+		const char *w = where_field(d, &bi, where, sizeof(where));
+
+		l_indent(&d->line, level);
+		l_u64(&d->line, bi.first);
+		l_mem(&d->line, "..", 2);
+		l_u64(&d->line, bi.last);
+		l_mem(&d->line, "  ", 2);
+		l_mem(&d->line, entry, strlen(entry));
+		l_mem(&d->line, "  ", 2);
+		l_mem(&d->line, flags, strlen(flags));
+		l_mem(&d->line, w, strlen(w));
+		l_mem(&d->line, "\n", 1);
 	}
 	d->n++;
 	if (ferror(stdout)) {
