@@ -317,10 +317,10 @@ static int check_build_id(struct perf_build *pb,
 		return 0;
 	for (i = 0; i < n; i++)
 		sprintf(hex + 2 * i, "%02x", m->build_id[i]);
-	for (i = 0; dir && i < sizeof(names) / sizeof(names[0]); i++) {
-		cached = malloc(strlen(dir) + 64);
-		if (!cached)
-			return -1;
+	cached = dir ? malloc(strlen(dir) + 64) : NULL;
+	if (dir && !cached)
+		return -1;
+	for (i = 0; cached && i < sizeof(names) / sizeof(names[0]); i++) {
 		sprintf(cached, "%s/.build-id/%.2s/%s%s", dir, hex, hex + 2,
 			names[i]);
 		if (access(cached, R_OK) == 0 &&
@@ -329,8 +329,8 @@ static int check_build_id(struct perf_build *pb,
 			*file = cached;
 			return 0;
 		}
-		free(cached);
 	}
+	free(cached);
 	if (!exists)
 		return 0;
 	warn_module(pb, *file, "module %s: its build-id is not the recorded "
