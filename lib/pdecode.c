@@ -70,7 +70,7 @@ struct pdec {
 	uint64_t first;               /* the trace's first PSB */
 	atomic_int stop;
 	atomic_int diverged;          /* a chunk cannot be trusted */
-	struct batch *free;
+	struct batch *free, *free_last;   /* oldest first: see put_batch */
 };
 
 /* Call with the lock held. */
@@ -78,13 +78,27 @@ static struct batch *get_batch(struct pdec *p)
 {
 	struct batch *b = p->free;
 
-	if (b)
-		p->free = b->next;
-	else if (!(b = malloc(sizeof(*b))))
+	if (b && !(p->free = b->next))
+		p->free_last = NULL;
+	else if (!b && !(b = malloc(sizeof(*b))))
 		return NULL;
 	b->next = NULL;
 	b->n = 0;
 	return b;
+}
+
+/* A consumed batch goes to the back of the free list (the lock held): the
+ * one taken next is the one consumed longest ago, out of this core's
+ * caches by then, so the decoding thread that fills it need not take its
+ * lines back from here (pipe.c says what that costs). */
+static void put_batch(struct pdec *p, struct batch *b)
+{
+	b->next = NULL;
+	if (p->free_last)
+		p->free_last->next = b;
+	else
+		p->free = b;
+	p->free_last = b;
 }
 
 static void queue(struct chunk *c)
@@ -359,8 +373,7 @@ static int consume_all(struct pdec *p, struct consumer *k, struct htr_err *err)
 			pthread_mutex_unlock(&p->lock);
 			rc = consume(k, b);
 			pthread_mutex_lock(&p->lock);
-			b->next = p->free;
-			p->free = b;
+			put_batch(p, b);
 			if (rc)
 				return rc;
 		} else if (have && c->done && (checked || c->rc)) {
