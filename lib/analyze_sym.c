@@ -665,10 +665,39 @@ static const char *bare_name(const char *name)
 	return name[k] == '!' ? name + k + 1 : NULL;
 }
 
+/* The length of @name without its symbol version: names from a .symtab
+ * keep theirs ("__libc_start_main@@GLIBC_2.34", "memcpy@GLIBC_2.2.5"), as
+ * perf shows them, but nobody types one.  A PLT stub's "@plt" is not a
+ * version: puts@plt is not puts. */
+static size_t unversioned_len(const char *name)
+{
+	size_t n = strcspn(name, "@");
+
+	return name[n] && strcmp(name + n, "@plt") ? n : 0;
+}
+
 static int match_one(const char *name, const char *pattern, int mode)
 {
-	return mode == HTR_MATCH_GLOB ? fnmatch(pattern, name, 0) == 0 :
-					strcmp(pattern, name) == 0;
+	char buf[256], *p;
+	size_t n;
+	int rc;
+
+	if (mode == HTR_MATCH_GLOB ? fnmatch(pattern, name, 0) == 0
+				   : strcmp(pattern, name) == 0)
+		return 1;
+	if (strchr(pattern, '@') || !(n = unversioned_len(name)))
+		return 0;
+	if (mode != HTR_MATCH_GLOB)
+		return strlen(pattern) == n && !strncmp(pattern, name, n);
+	p = n < sizeof(buf) ? buf : malloc(n + 1);
+	if (!p)
+		return 0;
+	memcpy(p, name, n);
+	p[n] = 0;
+	rc = fnmatch(pattern, p, 0) == 0;
+	if (p != buf)
+		free(p);
+	return rc;
 }
 
 /* A pattern naming no module matches a module's function by its name
@@ -695,6 +724,12 @@ static void name_range(const struct sym_res *r, const char *pattern, int mode,
 	/* A name without a module may be any module's: look at all. */
 	if (!pattern || mode != HTR_MATCH_EXACT || !strchr(pattern, '!'))
 		return;
+	/* The name and its versioned forms (match_one) start with the
+	 * pattern: they are together from the first key not below it, unless
+	 * the pattern is too long to be a key's prefix. */
+	kl = strlen(pattern);
+	if (kl > HTR_SYM_KEYMAX - 17)
+		return;
 	kl = name_key(pattern, kb);
 	while (l < h) {
 		size_t m = l + (h - l) / 2;
@@ -706,7 +741,9 @@ static void name_range(const struct sym_res *r, const char *pattern, int mode,
 			h = m;
 	}
 	*lo = l;
-	*hi = l < r->nnames ? l + 1 : l;
+	while (h < r->nnames && !strncmp(r->names[h].name, pattern, kl))
+		h++;
+	*hi = h;
 }
 
 int htr_func_visit(struct htr_analysis *a, const char *pattern, int mode,

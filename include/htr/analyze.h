@@ -205,7 +205,10 @@ struct htr_func_stats {
 /* Match modes for htr_func_visit() and htr_symidx_find().  A pattern
  * without '!' also matches a name of the form MODULE!NAME (or a late
  * block's ~MODULE!NAME) by its NAME alone, so "memcpy" finds
- * libc.so.6!memcpy; a pattern with '!' matches whole names only. */
+ * libc.so.6!memcpy; a pattern with '!' matches whole names only.  A
+ * pattern without '@' also matches a name with a symbol version by the
+ * name before it ("memcpy" finds memcpy@@GLIBC_2.14 and memcpy@GLIBC_2.2.5;
+ * a PLT stub's "@plt" is not a version). */
 #define HTR_MATCH_EXACT 0   /* @pattern is a name */
 #define HTR_MATCH_GLOB  1   /* @pattern is an fnmatch(3) glob (no flags) */
 
