@@ -42,9 +42,11 @@ static uint32_t slot_of(const struct htr_block_info *b, uint64_t nfuncs)
 
 /* Version of the stored results; bump on any change of their meaning or
  * layout.  (A new "tsc" makes them stale by itself: a dependency.) */
-#define HTR_SYM_VERSION 5u   /* 3: MODULE!name with several modules;
+#define HTR_SYM_VERSION 6u   /* 3: MODULE!name with several modules;
 			      * 4: ~name for late blocks;
-			      * 5: PLT stubs as NAME@plt */
+			      * 5: PLT stubs as NAME@plt;
+			      * 6: the record counts images without a
+			      *    debug file */
 /* Block lists are stored in pieces of this many entries. */
 #define HTR_SYM_PIECE 16384u
 /* Longest name used as a key as is; longer ones are shortened. */
@@ -450,11 +452,16 @@ static int sym_encode(struct htr_analyzer_ctx *ctx, const void *result,
 		free(map);
 	}
 	if (!rc) {
-		memset(rec, 0, sizeof(rec));
+		unsigned unreadable, nodebug;
+
 		/* What a later open compares with: images that could not be
-		 * opened (not those without symbols, which stay so). */
-		htr_disk__put_le(rec + 4,
-			htr_syms__unreadable(htr_analyzer_file(ctx)), 4);
+		 * opened, stripped ones without a debug file (not those
+		 * without symbols, which stay so). */
+		unreadable = htr_syms__unreadable(htr_analyzer_file(ctx),
+						  &nodebug);
+		memset(rec, 0, sizeof(rec));
+		htr_disk__put_le(rec, nodebug, 4);
+		htr_disk__put_le(rec + 4, unreadable, 4);
 		htr_disk__put_le(rec + 8, a->nnames, 8);
 		htr_disk__put_le(rec + 16, a->nfuncs, 8);
 		htr_disk__put_le(rec + 24, bytes, 8);
@@ -465,13 +472,15 @@ static int sym_encode(struct htr_analyzer_ctx *ctx, const void *result,
 }
 
 /* Stale when built while some images were unreadable and one is back
- * (its names replace the MODULE+0xOFFSET ones), or for another file. */
+ * (its names replace the MODULE+0xOFFSET ones), or a stripped one had no
+ * debug file and one is there now, or for another file. */
 static int sym_current(struct htr_analyzer_ctx *ctx, void *payload)
 {
 	const struct htr_file *f = htr_analyzer_file(ctx);
 	const uint8_t *p;
 	const void *v;
 	size_t len;
+	unsigned unreadable, nodebug;
 	int rc;
 
 	(void) payload;
@@ -484,8 +493,11 @@ static int sym_current(struct htr_analyzer_ctx *ctx, void *payload)
 	if (len != SYM_REC_SIZE || htr_disk__get_le(p + 16, 8) !=
 	    htr_func_count(f))
 		return 0;
-	return !htr_disk__get_le(p + 4, 4) ||
-	       htr_syms__unreadable(f) >= htr_disk__get_le(p + 4, 4);
+	if (!htr_disk__get_le(p, 4) && !htr_disk__get_le(p + 4, 4))
+		return 1;
+	unreadable = htr_syms__unreadable(f, &nodebug);
+	return unreadable >= htr_disk__get_le(p + 4, 4) &&
+	       nodebug >= htr_disk__get_le(p, 4);
 }
 
 struct load {

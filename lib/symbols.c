@@ -736,12 +736,45 @@ int htr_syms__open_image(const char *htr_path, const char *path)
 	return fd;
 }
 
-unsigned htr_syms__unreadable(const struct htr_file *file)
+/* Whether the ELF file open at @fd has no .symtab and no debug file to
+ * take one from (load_elf's choice). */
+static int lacks_debug_file(int fd)
+{
+	int lacks = 0;
+#ifdef HTR_HAVE_LIBDW
+	Elf *elf, *dbg;
+	GElf_Shdr sh;
+	int dfd;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return 0;
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (elf && elf_kind(elf) == ELF_K_ELF &&
+	    !find_section(elf, SHT_SYMTAB, &sh)) {
+		dbg = htr_syms__debug_elf(elf, &dfd);
+		lacks = !dbg;
+		if (dbg) {
+			elf_end(dbg);
+			close(dfd);
+		}
+	}
+	if (elf)
+		elf_end(elf);
+#else
+	(void) fd;
+#endif
+	return lacks;
+}
+
+unsigned htr_syms__unreadable(const struct htr_file *file, unsigned *nodebug)
 {
 	struct htr_file_image im, prev;
 	uint64_t pos = 0;
 	unsigned n = 0;
 	int have_prev = 0;
+
+	if (nodebug)
+		*nodebug = 0;
 
 	while (htr_file__image_next(file, &pos, &im) == 0) {
 		char *path;
@@ -755,10 +788,13 @@ unsigned htr_syms__unreadable(const struct htr_file *file)
 		have_prev = 1;
 		path = strndup(im.path, im.path_len);
 		fd = path ? htr_syms__open_image(file->path, path) : -1;
-		if (fd < 0)
+		if (fd < 0) {
 			n++;
-		else
+		} else {
+			if (nodebug && lacks_debug_file(fd))
+				(*nodebug)++;
 			close(fd);
+		}
 		free(path);
 	}
 	return n;

@@ -61,10 +61,12 @@ int htr_syms__open_image(const char *htr_path, const char *path);
 Elf *htr_syms__debug_elf(Elf *elf, int *fd);
 #endif
 
-/* How many of @file's ELF images cannot be opened now (a few open calls;
- * lets a stored index built without them be refreshed once they are
- * back). */
-unsigned htr_syms__unreadable(const struct htr_file *file);
+/* How many of @file's ELF images cannot be opened now, and in *@nodebug
+ * (may be NULL) how many of the others have no .symtab and no debug file
+ * under /usr/lib/debug/.build-id/ (a few opens and header reads per
+ * image; lets a stored index built without them be refreshed once they
+ * are back, or once a -dbg package is installed). */
+unsigned htr_syms__unreadable(const struct htr_file *file, unsigned *nodebug);
 
 /*
  * The name of the function at @addr into @buf (always NUL-terminated,

@@ -11,6 +11,7 @@
 # libc6-dbg installed, every block whose entry is a function of its debug
 # file (/usr/lib/debug/.build-id/, readelf -s) is named after it, and the
 # first block after the label at the loader's entry point (_start).
+# A sidecar made before the debug files were installed is recomputed.
 # Versioned names (libc's debug file): htr find takes them without the
 # version, and a PLT stub's @plt is not one.
 #
@@ -134,6 +135,29 @@ else
 		echo "ok: the first block is $first, the label at the loader's entry"
 	else
 		fail "the first block is $first, the label at $entry is '$label'"
+	fi
+	# Names computed while the debug files were not installed (an empty
+	# directory mounted over them, in a mount namespace of its own) are
+	# recomputed once they are there.
+	if unshare -m true 2>/dev/null; then ns="unshare -m"
+	elif unshare -rm true 2>/dev/null; then ns="unshare -rm"
+	else ns=""; fi
+	if [ -z "$ns" ]; then
+		echo "SKIP: no mount namespace (unshare): debug files coming"
+	else
+		rm -rf "$T/p.htr.lmdb"
+		mkdir -p "$T/empty"
+		# shellcheck disable=SC2016  # expanded by the inner shell
+		before=$($ns sh -c 'mount --bind "$1" /usr/lib/debug/.build-id &&
+			"$2" dump --tsc "$3"' sh "$T/empty" "$htr" "$T/p.htr" |
+			awk 'NR == 1 { print $1 }')
+		after=$("$htr" dump --tsc "$T/p.htr" | awk 'NR == 1 { print $1 }')
+		if [ -n "$before" ] && [ "$before" != "$first" ] &&
+		   [ "$after" = "$first" ]; then
+			echo "ok: without the debug files $before, with them $after"
+		else
+			fail "debug files installed later: '$before', then '$after' (want $first)"
+		fi
 	fi
 fi
 

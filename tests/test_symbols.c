@@ -716,11 +716,11 @@ Test(symbols, moved_bundle)
 	cr_assert_eq(system(cmd), 0);
 	load(&l, "sub/mv");
 	cr_assert_eq(l.nskipped, 0, "%s", l.err.msg);
-	cr_assert_eq(htr_syms__unreadable(l.f), 0);
+	cr_assert_eq(htr_syms__unreadable(l.f, NULL), 0);
 	check_funcs(&l, &t);
 	snprintf(path, sizeof(path), "%s/sub/mv.elf", dir);
 	cr_assert_eq(unlink(path), 0);
-	cr_assert_eq(htr_syms__unreadable(l.f), 1);
+	cr_assert_eq(htr_syms__unreadable(l.f, NULL), 1);
 	unload(&l);
 	truth_free(&t);
 }
