@@ -744,9 +744,11 @@ static int lacks_debug_file(int fd)
 #ifdef HTR_HAVE_LIBDW
 	Elf *elf, *dbg;
 	GElf_Shdr sh;
+	struct stat st;
 	int dfd;
 
-	if (elf_version(EV_CURRENT) == EV_NONE)
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    elf_version(EV_CURRENT) == EV_NONE)
 		return 0;
 	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (elf && elf_kind(elf) == ELF_K_ELF &&
