@@ -165,8 +165,9 @@ fi
 # (readelf -s: __libc_start_main@@GLIBC_2.34), which htr keeps as perf
 # does; find takes the name without it, and a PLT stub is not a version
 # (find __cxa_finalize does not list the program's stub, the only block
-# of that name: the stub jumps into libc, no call makes a block there).  Expected: the blocks of the dump whose
-# name, module and version set aside, is the one asked for.
+# of that name: the stub jumps into libc, no call makes a block there).
+# Expected: the blocks of the dump whose name, module and version set
+# aside, is the one asked for.
 paste -d ' ' "$T/dump" "$T/names" | awk '{ print $1, $NF }' >"$T/spans"
 vname=$(awk '$2 ~ /^libc\.so\.6!.*@/ && $2 !~ /@plt$/ { print $2; exit }' \
 	"$T/spans")
