@@ -175,7 +175,7 @@ static int build_one(const char *cdir, struct mrow *m, const char *cpu,
 		} else if (!strcmp(tok, "--cpuid-0x15.ebx")) {
 			bo.cpuid_0x15_ebx = (uint32_t) strtoul(arg, NULL, 0);
 		} else if (ptxed_filter(tok, arg, &bo.addr_cfg, bo.addr_a,
-					bo.addr_b) > 0) {
+					bo.addr_b)) {
 			continue;
 		} else if (strcmp(tok, "--cpu")) {
 			snprintf(why, wlen, "a ptxed option that htr build "
