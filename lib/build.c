@@ -434,9 +434,6 @@ void htr_build__decode_cfg(const struct htr_builder *b,
 	cfg->cpuid_0x15_ebx = b->opts.cpuid_0x15_ebx;
 	cfg->mtc_freq = b->opts.mtc_freq;
 	cfg->nom_freq = b->opts.nom_freq;
-	cfg->addr_cfg = b->opts.addr_cfg;
-	memcpy(cfg->addr_a, b->opts.addr_a, sizeof(cfg->addr_a));
-	memcpy(cfg->addr_b, b->opts.addr_b, sizeof(cfg->addr_b));
 	cfg->walk = b->opts.decoder != HTR_DECODER_BLOCK;
 }
 

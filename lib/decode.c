@@ -703,15 +703,6 @@ static void setup_config(struct pt_config *c, const struct htr_decode_cfg *cfg)
 	c->cpuid_0x15_ebx = cfg->cpuid_0x15_ebx;
 	c->mtc_freq = cfg->mtc_freq;
 	c->nom_freq = cfg->nom_freq;
-	c->addr_filter.config.addr_cfg = cfg->addr_cfg;
-	c->addr_filter.addr0_a = cfg->addr_a[0];
-	c->addr_filter.addr0_b = cfg->addr_b[0];
-	c->addr_filter.addr1_a = cfg->addr_a[1];
-	c->addr_filter.addr1_b = cfg->addr_b[1];
-	c->addr_filter.addr2_a = cfg->addr_a[2];
-	c->addr_filter.addr2_b = cfg->addr_b[2];
-	c->addr_filter.addr3_a = cfg->addr_a[3];
-	c->addr_filter.addr3_b = cfg->addr_b[3];
 	c->flags.variant.block.end_on_call = 1;
 	/* libipt 2.0.5 follows direct jumps within a block by recursing,
 	 * once per jump: a jump to itself (code that is not the recorded

@@ -107,8 +107,6 @@ struct htr_decode_cfg {
 	int cpu_family, cpu_model, cpu_stepping;   /* 0: no errata */
 	uint32_t cpuid_0x15_eax, cpuid_0x15_ebx;
 	uint8_t mtc_freq, nom_freq;
-	uint64_t addr_cfg;         /* IP filter ranges (htr/build.h) */
-	uint64_t addr_a[4], addr_b[4];
 	int walk;                  /* 1: the walk (walk.h) decodes; where it
 				    * gives up, htr_decode__run() returns
 				    * HTR_DECODE_GAVE_UP */

@@ -23,8 +23,7 @@
  * decode within its piece of the image, the instructions libipt binds
  * events to (mov to CR3, ptwrite, VMX) and the events that bind to them,
  * and the errata workarounds that would rewrite an event (SKD022 at a VMX
- * instruction, BDM64 at a TSX abort, SKL014 at a disable without an IP
- * when IP filter ranges are configured).  decode.c
+ * instruction, BDM64 at a TSX abort).  decode.c
  * then decodes the trace again with the block decoder.
  */
 #include "walk.h"
@@ -97,7 +96,6 @@ struct htr_walk {
 	size_t cap, used;
 	uint32_t *hint;             /* the next[] to note the next entry in */
 	int skd022, bdm64;
-	int skl014;                 /* and IP filter ranges configured */
 
 	/* The block decoder's state. */
 	uint64_t ip;
@@ -658,11 +656,7 @@ static int proceed_event(struct htr_walk *w, struct htr_walk_block *b)
 	case ptev_disabled:
 		/* Without an IP it binds to the next branch that needs trace
 		 * (or changes CR3, which the walk gives up on); with one, to
-		 * that IP or such a branch before it.  libipt's SKL014
-		 * workaround binds one without an IP to where the code leaves
-		 * a filter range instead: the walk does not. */
-		if (supp && w->skl014)
-			return HTR_WALK_UNSURE;
+		 * that IP or such a branch before it. */
 		st = to_ip(w, b, ev->variant.disabled.ip, supp, &in);
 		if (st == -pte_bad_query) {
 			/* Tracing should resume after a call. */
@@ -953,7 +947,6 @@ int htr_walk__alloc(struct htr_walk **out, const struct pt_config *c,
 			 ZYDIS_STACK_WIDTH_32);
 	w->skd022 = c->errata.skd022;
 	w->bdm64 = c->errata.bdm64;
-	w->skl014 = c->errata.skl014 && c->addr_filter.config.addr_cfg;
 	w->cap = TAB_MIN;
 	w->tab = calloc(w->cap, sizeof(*w->tab));
 	/* The block decoder's own query decoder runs without flags. */

@@ -32,12 +32,7 @@ int manifest_row(char *line, struct mrow *m, struct mcols *c)
 	split_tabs(line, m);
 	if (c->v205 >= 0)
 		return 1;
-	c->exp = c->blk205 = -1;
 	for (i = 0; i < m->n; i++) {
-		if (!strcmp(m->f[i], "exp_insn"))
-			c->exp = i;
-		if (!strcmp(m->f[i], "iptref205_block_insn"))
-			c->blk205 = i;
 		if (!strcmp(m->f[i], "in_libipt_v2.0.5_tests"))
 			c->v205 = i;
 		if (!strcmp(m->f[i], "exp_files"))
@@ -49,49 +44,6 @@ int manifest_row(char *line, struct mrow *m, struct mcols *c)
 int in_v205(const struct mrow *m, const struct mcols *c)
 {
 	return m->n > c->v205 && !strcmp(m->f[c->v205], "yes");
-}
-
-int block205_differs(const struct mrow *m, const struct mcols *c, char *why,
-		     size_t wlen)
-{
-	const char *e, *b;
-	char *end1, *end2;
-	long ne, nb;
-
-	if (c->exp < 0 || c->blk205 < 0 || m->n <= c->exp || m->n <= c->blk205)
-		return 0;
-	e = m->f[c->exp];
-	b = m->f[c->blk205];
-	ne = strtol(e, &end1, 10);
-	nb = strtol(b, &end2, 10);
-	if (end1 == e || *end1 || end2 == b || *end2 || ne == nb)
-		return 0;
-	snprintf(why, wlen, "a libipt 2.0.5 block-decoder defect (%ld "
-		 "instructions, expected %ld)", nb, ne);
-	return 1;
-}
-
-int ptxed_filter(const char *tok, const char *arg, uint64_t *cfg,
-		 uint64_t a[4], uint64_t b[4])
-{
-	uint64_t v;
-	int n;
-
-	if (strncmp(tok, "--filter:addr", 13))
-		return 0;
-	if (tok[13] < '0' || tok[13] > '3' || !arg)
-		return -1;
-	n = tok[13] - '0';
-	v = strtoull(arg, NULL, 0);
-	if (!strcmp(tok + 14, "_cfg"))
-		*cfg |= (v & 0xf) << (4 * n);
-	else if (!strcmp(tok + 14, "_a"))
-		a[n] = v;
-	else if (!strcmp(tok + 14, "_b"))
-		b[n] = v;
-	else
-		return -1;
-	return 1;
 }
 
 /* Count instructions and decode errors in a -ptxed.exp file. */

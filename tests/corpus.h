@@ -3,32 +3,19 @@
 #define HTR_TEST_CORPUS_H
 
 #include <stddef.h>
-#include <stdint.h>
 
 /* One manifest.tsv row split at tabs (in place). */
 struct mrow { char *f[32]; int n; };
 
 int split_tabs(char *line, struct mrow *m);
 
-/* The manifest columns the suites read; -1 before its header row (set
- * v205 and files to -1, the others follow). */
-struct mcols { int v205, files, exp, blk205; };
+/* The manifest columns the suites read; both -1 before its header row. */
+struct mcols { int v205, files; };
 /* Splits the manifest line @line into @m.  Returns 0 for the header row,
  * whose columns it records in @c (still -1 when one is missing), else 1. */
 int manifest_row(char *line, struct mrow *m, struct mcols *c);
 /* Whether the case in row @m is among libipt 2.0.5's own tests. */
 int in_v205(const struct mrow *m, const struct mcols *c);
-/* Whether libipt 2.0.5's block decoder decodes another instruction count
- * than the expectation in row @m (iptref205_block_insn, exp_insn): a
- * libipt defect a block-decoder client inherits.  @why gets the counts. */
-int block205_differs(const struct mrow *m, const struct mcols *c, char *why,
-		     size_t wlen);
-
-/* ptxed's --filter:addrN_cfg, _a and _b: @tok's value @arg into *@cfg
- * (ADDRn_CFG at bit 4n), @a[n], @b[n].  Returns 1 if @tok is one of them,
- * 0 if it is not such an option, -1 if it is malformed. */
-int ptxed_filter(const char *tok, const char *arg, uint64_t *cfg,
-		 uint64_t a[4], uint64_t b[4]);
 
 /* Count instructions and decode errors in a -ptxed.exp file.  0 or -1. */
 int read_exp(const char *path, long *insns, long *errors);

@@ -40,10 +40,6 @@ expect 2 'not a command' "$htr" frobnicate
 expect 2 'no TRACE given' "$htr" build --elf "$E"
 expect 2 'no image' "$htr" build "$T"
 expect 2 'cpu' "$htr" build "$T" --elf "$E" --cpu 6/x
-expect 2 "ip-filter: expected N:CFG:FROM:TO" "$htr" build "$T" --elf "$E" \
-	--ip-filter 4:1:0x1000:0x10ff
-expect 2 "ip-filter: expected N:CFG:FROM:TO" "$htr" build "$T" --elf "$E" \
-	--ip-filter 0:1:0x1000
 expect 2 'unknown option' "$htr" dump --bogus "$dir/t.htr"
 expect 1 "$dir/missing.pt: No such file" "$htr" build "$dir/missing.pt" --elf "$E"
 expect 1 "$dir/missing.elf" "$htr" build "$T" --elf "$dir/missing.elf"

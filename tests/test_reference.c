@@ -823,7 +823,7 @@ Test(reference, corpus, .timeout = 300)
 {
 	char cbuf[1024], path[1100], line[8192], why[512], last_skip[256] = "";
 	const char *cdir = corpus_dir(cbuf, sizeof(cbuf));
-	struct mcols mc = { -1, -1, -1, -1 };
+	struct mcols mc = { -1, -1 };
 	int k, nskips = 0;
 	struct skip skips[MAX_SKIPS];
 	unsigned agree = 0, bad = 0, skipped = 0, cpu_skipped = 0;

@@ -87,15 +87,6 @@ struct htr_build_opts {
 				    * (0: 256 KiB) */
 	/* Added later still (0: HTR_DECODER_WALK): */
 	int decoder;               /* enum htr_decoder */
-	/* Added later still (0: none): the recording's IP filter ranges, as
-	 * IA32_RTIT_CTL.ADDRn_CFG (4 bits per range n at bit 32 + 4n in the
-	 * MSR; here at bit 4n: 1 filter, 2 stop) and IA32_RTIT_ADDRn_A/B
-	 * held them.  Only libipt's workaround for erratum SKL014 reads them
-	 * (with cpu_family set to an affected part): there a TIP.PGD may
-	 * lack its IP when the code leaves a filter range by a direct
-	 * branch, and the ranges say where. */
-	uint64_t addr_cfg;
-	uint64_t addr_a[4], addr_b[4];
 };
 
 /* How the trace is decoded; the .htr is the same either way. */

@@ -44,12 +44,6 @@ static const char usage_text[] =
 "      --nom-freq N        nominal core:bus ratio (for CYC)\n"
 "      --cpuid-0x15-eax N, --cpuid-0x15-ebx N\n"
 "                          the TSC:CTC ratio CPUID leaf 0x15 reports\n"
-"      --ip-filter N:CFG:FROM:TO\n"
-"                          IP filter range N (0-3) of the recording:\n"
-"                          IA32_RTIT_CTL.ADDRn_CFG (1 filter, 2 stop) and\n"
-"                          IA32_RTIT_ADDRn_A/B; with --cpu of a part with\n"
-"                          erratum SKL014, libipt needs them to place a\n"
-"                          disable that lacks its IP\n"
 "  -o, --output OUT        where to write the .htr file (perf.data: the\n"
 "                          prefix of the OUT.TID.htr files)\n"
 "      --tid N             perf.data: only the thread N\n"
@@ -76,31 +70,6 @@ static const char usage_text[] =
 "decoded again with the block decoder, and a note says so.  OUT\n"
 "is written under a temporary name and renamed when complete.\n"
 "exit status: 0 ok, 1 failure, 2 usage error\n";
-
-/* --ip-filter N:CFG:FROM:TO into @o.  Returns 0 or -1. */
-static int parse_ip_filter(const char *arg, struct htr_build_opts *o)
-{
-	char *s = strdup(arg), *f[4], *save = NULL;
-	uint64_t n, cfg, a, b;
-	int i, ok = 0;
-
-	if (!s)
-		return -1;
-	for (i = 0; i < 4; i++)
-		f[i] = strtok_r(i ? NULL : s, ":", &save);
-	if (f[3] && !strtok_r(NULL, ":", &save) &&
-	    parse_u64(f[0], &n) == 0 && n < 4 &&
-	    parse_u64(f[1], &cfg) == 0 && cfg < 16 &&
-	    parse_u64(f[2], &a) == 0 && parse_u64(f[3], &b) == 0) {
-		o->addr_cfg &= ~((uint64_t) 0xf << (4 * n));
-		o->addr_cfg |= cfg << (4 * n);
-		o->addr_a[n] = a;
-		o->addr_b[n] = b;
-		ok = 1;
-	}
-	free(s);
-	return ok ? 0 : -1;
-}
 
 struct progress {
 	struct timespec start, last;
@@ -878,7 +847,7 @@ static int parse_bytes(const char *s, uint64_t *out)
 int cmd_build(int argc, char **argv)
 {
 	enum { O_CPU = 256, O_MTC, O_NOM, O_EAX, O_EBX, O_TID, O_SYMFS,
-	       O_BUILDID, O_CHUNK, O_DECODER, O_FILTER };
+	       O_BUILDID, O_CHUNK, O_DECODER };
 	static const struct option lopts[] = {
 		{ "elf", required_argument, NULL, 'e' },
 		{ "raw", required_argument, NULL, 'r' },
@@ -894,7 +863,6 @@ int cmd_build(int argc, char **argv)
 		{ "jobs", required_argument, NULL, 'j' },
 		{ "chunk-size", required_argument, NULL, O_CHUNK },
 		{ "decoder", required_argument, NULL, O_DECODER },
-		{ "ip-filter", required_argument, NULL, O_FILTER },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -984,14 +952,6 @@ int cmd_build(int argc, char **argv)
 			break;
 		case O_SYMFS:
 			symfs = optarg;
-			break;
-		case O_FILTER:
-			if (parse_ip_filter(optarg, &opts) < 0) {
-				rc = usage_error("build", "--ip-filter: expected "
-						 "N:CFG:FROM:TO (N 0-3, CFG "
-						 "0-15), not '%s'", optarg);
-				goto done;
-			}
 			break;
 		case O_BUILDID:
 			buildid_dir = optarg;
