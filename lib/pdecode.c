@@ -78,10 +78,13 @@ static struct batch *get_batch(struct pdec *p)
 {
 	struct batch *b = p->free;
 
-	if (b && !(p->free = b->next))
-		p->free_last = NULL;
-	else if (!b && !(b = malloc(sizeof(*b))))
+	if (b) {
+		p->free = b->next;
+		if (!p->free)
+			p->free_last = NULL;
+	} else if (!(b = malloc(sizeof(*b)))) {
 		return NULL;
+	}
 	b->next = NULL;
 	b->n = 0;
 	return b;

@@ -736,14 +736,31 @@ int htr_syms__open_image(const char *htr_path, const char *path)
 	return fd;
 }
 
-/* Whether the ELF file open at @fd has no .symtab and no debug file to
- * take one from (load_elf's choice). */
+#ifdef HTR_HAVE_LIBDW
+/* A stripped file (no .symtab) takes its symbols and DWARF from its
+ * distribution's debug file.  Returns 1 if @elf is stripped, with its
+ * debug file in *@dbg (NULL if there is none; else the caller ends it,
+ * then closes *@fd), 0 if not (*@dbg NULL). */
+static int stripped(Elf *elf, Elf **dbg, int *fd)
+{
+	GElf_Shdr sh;
+
+	*dbg = NULL;
+	*fd = -1;
+	if (find_section(elf, SHT_SYMTAB, &sh))
+		return 0;
+	*dbg = htr_syms__debug_elf(elf, fd);
+	return 1;
+}
+#endif
+
+/* Whether the ELF file open at @fd is stripped and has no debug file
+ * (load_elf then names its code from .dynsym at best). */
 static int lacks_debug_file(int fd)
 {
 	int lacks = 0;
 #ifdef HTR_HAVE_LIBDW
-	Elf *elf, *dbg;
-	GElf_Shdr sh;
+	Elf *elf, *dbg = NULL;
 	struct stat st;
 	int dfd;
 
@@ -751,14 +768,11 @@ static int lacks_debug_file(int fd)
 	    elf_version(EV_CURRENT) == EV_NONE)
 		return 0;
 	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (elf && elf_kind(elf) == ELF_K_ELF &&
-	    !find_section(elf, SHT_SYMTAB, &sh)) {
-		dbg = htr_syms__debug_elf(elf, &dfd);
-		lacks = !dbg;
-		if (dbg) {
-			elf_end(dbg);
-			close(dfd);
-		}
+	if (elf && elf_kind(elf) == ELF_K_ELF)
+		lacks = stripped(elf, &dbg, &dfd) && !dbg;
+	if (dbg) {
+		elf_end(dbg);
+		close(dfd);
 	}
 	if (elf)
 		elf_end(elf);
@@ -815,7 +829,6 @@ static int load_elf(struct loader *ld, uint32_t mod,
 	int dbg_fd = -1;
 #endif
 	Elf *elf = NULL, *syms;
-	GElf_Shdr sh;
 	struct stat st;
 	char *path;
 	size_t nph, i, j;
@@ -875,10 +888,7 @@ static int load_elf(struct loader *ld, uint32_t mod,
 	}
 	syms = elf;
 #ifdef HTR_HAVE_LIBDW
-	/* A stripped file (no .symtab): its distribution's debug file has
-	 * the symbols and the DWARF. */
-	if (!find_section(elf, SHT_SYMTAB, &sh) &&
-	    (dbg = htr_syms__debug_elf(elf, &dbg_fd)))
+	if (stripped(elf, &dbg, &dbg_fd) && dbg)
 		syms = dbg;
 #endif
 	nc = htr_syms__elf_funcs(syms, &c);

@@ -86,6 +86,11 @@ static void l_mem(struct line *l, const char *s, size_t n)
 	}
 }
 
+static void l_str(struct line *l, const char *s)
+{
+	l_mem(l, s, strlen(s));
+}
+
 static void l_spaces(struct line *l, size_t n)
 {
 	static const char sp[64] = "                                "
@@ -216,7 +221,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		if (level == 0)
 			d->top_total = total;
 		l_indent(&d->line, level);
-		l_mem(&d->line, name, strlen(name));
+		l_str(&d->line, name);
 		l_mem(&d->line, "  ", 2);
 		l_u64(&d->line, units_of(&d->units, local));
 		l_mem(&d->line, "  ", 2);
@@ -227,7 +232,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 			const char *w = where_field(d, &bi, where,
 						    sizeof(where));
 
-			l_mem(&d->line, w, strlen(w));
+			l_str(&d->line, w);
 		}
 		l_mem(&d->line, "\n", 1);
 		d->n++;
@@ -300,10 +305,10 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		l_mem(&d->line, "..", 2);
 		l_u64(&d->line, bi.last);
 		l_mem(&d->line, "  ", 2);
-		l_mem(&d->line, entry, strlen(entry));
+		l_str(&d->line, entry);
 		l_mem(&d->line, "  ", 2);
-		l_mem(&d->line, flags, strlen(flags));
-		l_mem(&d->line, w, strlen(w));
+		l_str(&d->line, flags);
+		l_str(&d->line, w);
 		l_mem(&d->line, "\n", 1);
 	}
 	d->n++;
