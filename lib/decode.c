@@ -29,6 +29,10 @@
 #define PROGRESS_STEP (1ull << 20)
 #define PSB_SEARCH_MAX (1u << 16)   /* bytes to look back for a PSB */
 #define TAIL_MAX (1u << 16)         /* blocks held after the trace ended */
+#define LOOP_SPAN_MIN 64u           /* blocks the loop guard watches one */
+#define LOOP_SPAN_MAX (1u << 16)
+#define LOOP_HITS 64u               /* returns to it at one trace offset:
+				     * more than a TNT packet's 47 bits */
 #define SCAN_STEP (64u << 20)       /* bytes searched for a PSB between
 				     * progress reports */
 
@@ -74,6 +78,8 @@ struct dec {
 	uint64_t off_ip;         /* where it stopped (async) or went (0:
 				  * unknown) */
 	uint64_t stall, stall_off;      /* runaway guard */
+	uint64_t loop_ip, loop_off;     /* loop guard: the block start watched */
+	uint32_t loop_hits, loop_left, loop_span;
 	uint64_t psb_tried;      /* last PSB synced at (+ 1; 0: none) */
 	int runaway;
 	int tsx_abort;           /* the next async branch is an abort */
@@ -562,6 +568,36 @@ static void runaway(struct dec *s)
 	s->stall_off = off;
 }
 
+/* The loop guard.  Without consuming trace the decoder only follows
+ * direct jumps and calls, so what it decodes next depends on the address
+ * alone: code it comes back to without consuming trace it goes round for
+ * ever, and waiting for the runaway guard's 2^22 instructions fills the
+ * tree with them (a call loop: 2^22 blocks).  A block start is watched for
+ * a while (Brent's cycle search: windows of doubling length); coming back
+ * to it more often than one trace offset can pay for (the bits of the TNT
+ * packet libipt holds) is a runaway. */
+static void loop_watch(struct dec *s, uint64_t ip)
+{
+	s->loop_ip = ip;
+	s->loop_off = cur_offset(s);
+	s->loop_hits = 0;
+	if (s->loop_span < LOOP_SPAN_MAX)
+		s->loop_span *= 2;
+	s->loop_left = s->loop_span;
+}
+
+static void loop_hit(struct dec *s)
+{
+	uint64_t off = cur_offset(s);
+
+	if (off != s->loop_off) {
+		s->loop_off = off;
+		s->loop_hits = 0;
+	} else if (++s->loop_hits > LOOP_HITS) {
+		s->runaway = 1;
+	}
+}
+
 /* Decode from a synchronization point until an error or the end.  Returns a
  * callback's value (or HTR_ERR_CANCELED); libipt's status in *@status. */
 static int decode_synced(struct dec *s, int *status)
@@ -573,6 +609,9 @@ static int decode_synced(struct dec *s, int *status)
 	s->ntail = 0;
 	s->stall = 0;
 	s->stall_off = cur_offset(s);
+	s->loop_ip = UINT64_MAX;
+	s->loop_span = LOOP_SPAN_MIN / 2;
+	s->loop_left = 1;
 	for (;;) {
 		if (st & pts_eos)
 			s->in_tail = 1;
@@ -586,6 +625,7 @@ static int decode_synced(struct dec *s, int *status)
 			if ((rc = tail_commit(s)) != 0 ||
 			    (rc = on_event(s, &ev)) != 0)
 				return rc;
+			s->loop_hits = 0;
 			if (st & pts_eos)
 				s->in_tail = 1;
 		}
@@ -597,6 +637,10 @@ static int decode_synced(struct dec *s, int *status)
 			/* Held blocks are bounded too: none of them
 			 * consumed trace. */
 			s->stall += o.n;
+			if (o.ip == s->loop_ip)
+				loop_hit(s);
+			if (--s->loop_left == 0)
+				loop_watch(s, o.ip);
 			if (s->ntail > TAIL_MAX)
 				s->runaway = 1;
 			else if (s->stall >= HTR_DECODE_RUNAWAY)

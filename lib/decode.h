@@ -144,11 +144,12 @@ struct htr_decode_cfg {
  *    dropped (ptxed stops at pts_eos) and no error is reported.
  *  - A decode error: the runs up to it, an ERROR gap (libipt's code), then
  *    decoding resumes at the next PSB.
- *  - Runaway guard: more than HTR_DECODE_RUNAWAY instructions in a row
- *    without the decoder consuming trace means the image does not match
- *    (libipt would follow direct branches through the wrong code for
- *    ever): an ERROR gap with code HTR_GAP_CODE_RUNAWAY, then the next
- *    PSB.
+ *  - Runaway guards: coming back to a block more often than the trace
+ *    offset it is at can pay for (a loop), or more than
+ *    HTR_DECODE_RUNAWAY instructions in a row, without the decoder
+ *    consuming trace means the image does not match (libipt would follow
+ *    direct branches through the wrong code for ever): an ERROR gap with
+ *    code HTR_GAP_CODE_RUNAWAY, then the next PSB.
  *
  * Decode the whole trace.  A callback returning non-zero stops decoding and
  * that value is returned.  Bad trace data never fails the run: it becomes an

@@ -575,9 +575,9 @@ const char *htr_gap_reason(const struct htr_gap_info *gap)
 		return "the processor's trace buffer overflowed";
 	case HTR_GAP_ERROR:
 		if (gap->code == HTR_GAP_CODE_RUNAWAY)
-			return "runaway: no trace consumed for 2^22 "
-			       "instructions (the image does not match "
-			       "the recording)";
+			return "runaway: no trace consumed round a loop "
+			       "or for 2^22 instructions (the image does "
+			       "not match the recording)";
 		if (gap->code < 0)
 			return pt_errstr(pt_errcode(gap->code));
 		return "decode error";

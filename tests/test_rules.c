@@ -15,6 +15,7 @@
 #include <criterion/criterion.h>
 #include <intel-pt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 HTR_TEST_TMPDIR(rules);
@@ -536,34 +537,27 @@ Test(rules, callbacks_from_untraced_code)
 	cr_assert_eq(ncb, 2);
 }
 
-/*
- * An image that does not match the trace: 0x1000 calls itself, so libipt
- * follows direct calls for ever without consuming a byte of trace.  The
- * runaway guard turns it into an error gap; the call stack stops growing
- * at its limit and the build says how many calls it folded.
- */
-Test(rules, runaway_is_bounded)
+/* A trace that enters the image at 0x1000 and stops there: an unread TNT
+ * keeps libipt from calling this the trace's end (it would hold the
+ * blocks as the trace's tail, bounded separately). */
+static void enter_at_0x1000(struct trace *t)
 {
-	static const uint8_t code[] = { 0xe8, 0xfb, 0xff, 0xff, 0xff };
-	struct trace t = { .n = 0 };
-	char htr[256];
-	struct htr_build_stats st;
-	struct htr_file *f;
-	struct htr_gap_info g;
 	struct pt_packet *tnt;
 
-	/* An unread TNT keeps libipt from calling this the trace's end (it
-	 * would hold the blocks as the trace's tail, bounded separately). */
-	start(&t, 64);
-	ip(&t, ppt_tip_pge, 0x1000);
-	tnt = add(&t, ppt_tnt_8);
+	start(t, 64);
+	ip(t, ppt_tip_pge, 0x1000);
+	tnt = add(t, ppt_tnt_8);
 	tnt->payload.tnt.bit_size = 1;
 	tnt->payload.tnt.payload = 1;
-	write_case(code, sizeof(code), &t, 0);
-	run_case(0x1000, NULL, &st);
-	cr_assert_geq(st.insns, 1u << 22);
-	cr_assert_leq(st.insns, 1u << 23);
-	cr_assert_geq(st.folded, st.insns - (1u << 18) - 1);
+}
+
+/* The build's one gap is a runaway. */
+static void assert_one_runaway(void)
+{
+	char htr[256];
+	struct htr_file *f;
+	struct htr_gap_info g;
+
 	snprintf(htr, sizeof(htr), "%s/trace.htr", dir);
 	cr_assert_eq(htr_file_open(&f, htr, NULL), 0);
 	cr_assert_eq(htr_gap_count(f), 1);
@@ -571,10 +565,63 @@ Test(rules, runaway_is_bounded)
 	cr_assert_eq(htr_gap_get(f, 0, &g, sizeof(g)), 0);
 	cr_assert_eq(g.kind, HTR_GAP_ERROR);
 	cr_assert_eq(g.code, HTR_GAP_CODE_RUNAWAY);
-	cr_assert_str_eq(htr_gap_reason(&g), "runaway: no trace consumed for "
-			 "2^22 instructions (the image does not match the "
-			 "recording)");
+	cr_assert_str_eq(htr_gap_reason(&g), "runaway: no trace consumed round "
+			 "a loop or for 2^22 instructions (the image does not "
+			 "match the recording)");
 	htr_file_close(f);
+}
+
+/*
+ * An image that does not match the trace: 0x1000 calls itself, so libipt
+ * would follow direct calls for ever without consuming a byte of trace.
+ * The loop guard sees the decoder come back to 0x1000 at one trace
+ * offset and makes it an error gap after a few dozen calls, not 2^22.
+ */
+Test(rules, runaway_loop_is_short)
+{
+	static const uint8_t code[] = { 0xe8, 0xfb, 0xff, 0xff, 0xff };
+	struct trace t = { .n = 0 };
+	struct htr_build_stats st;
+
+	enter_at_0x1000(&t);
+	write_case(code, sizeof(code), &t, 0);
+	run_case(0x1000, NULL, &st);
+	cr_assert_gt(st.insns, 64u);
+	cr_assert_lt(st.insns, 1024u);
+	cr_assert_eq(st.folded, 0);
+	assert_one_runaway();
+}
+
+/*
+ * A loop too long for the loop guard to watch: 2^18 + 16 calls, each over
+ * an int3 to the next call (a call to the next instruction would not be
+ * one to return from), and a jump back to the first.  The runaway guard
+ * stops it after 2^22 to 2^23 instructions; the call stack stops growing
+ * at its limit on the way and the build says how many calls it folded.
+ */
+Test(rules, runaway_is_bounded, .timeout = 120)
+{
+	const size_t ncall = (1u << 18) + 16, size = ncall * 6 + 5;
+	struct trace t = { .n = 0 };
+	struct htr_build_stats st;
+	uint8_t *code = malloc(size);
+	int32_t back = -(int32_t) size;
+	size_t i;
+
+	cr_assert_not_null(code);
+	for (i = 0; i < ncall; i++)
+		memcpy(code + i * 6, "\xe8\1\0\0\0\xcc", 6);
+	code[ncall * 6] = 0xe9;
+	memcpy(code + ncall * 6 + 1, &back, 4);
+	enter_at_0x1000(&t);
+	write_case(code, size, &t, 0);
+	free(code);
+	run_case(0x1000, NULL, &st);
+	cr_assert_geq(st.insns, 1u << 22);
+	cr_assert_leq(st.insns, 1u << 23);
+	/* All but the open frames' calls and the jumps back. */
+	cr_assert_geq(st.folded, st.insns - (1u << 18) - st.insns / ncall - 1);
+	assert_one_runaway();
 }
 
 static int count_progress(const struct htr_build_progress *p, void *payload)

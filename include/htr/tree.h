@@ -372,9 +372,9 @@ struct htr_gap_info {
 				    * (negative), or HTR_GAP_CODE_RUNAWAY */
 };
 
-/* Code of an error gap made by the runaway guard: the decoder ran more than
- * 2^22 instructions without consuming trace (the image does not match the
- * recording). */
+/* Code of an error gap made by the runaway guards: the decoder went round
+ * a loop, or ran more than 2^22 instructions, without consuming trace (the
+ * image does not match the recording). */
 #define HTR_GAP_CODE_RUNAWAY 1
 
 /** Number of gaps. */
