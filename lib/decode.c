@@ -760,7 +760,6 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 {
 	struct pt_config c;
 	struct dec s;
-	uint64_t last_err = 0;
 	int status, rc = 0, synced = 0, have_err = 0;
 
 	if (!cfg || !img || !sink || !sink->run || (!cfg->trace && cfg->size))
@@ -804,8 +803,7 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 			rc = HTR_DECODE_GAVE_UP;
 			goto out;
 		}
-		/* Bad trace: record it, resume at the next PSB.  Stop if the
-		 * decoder makes no progress (as ptxed does). */
+		/* Bad trace: record it, resume at the next PSB. */
 		{
 			uint64_t off = cur_offset(&s);
 
@@ -820,10 +818,7 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 			s.runaway = 0;
 			if (rc)
 				goto out;
-			if (have_err && off <= last_err)
-				break;
 			have_err = 1;
-			last_err = off;
 			/* What libipt makes of the trace after an error
 			 * depends on what it kept from before (a parallel
 			 * build's decoders each saw less): go on with a new
@@ -831,7 +826,13 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 			if ((rc = fresh_decoder(&s, &c, img, cfg->walk, err)) != 0)
 				goto out;
 			/* Past the PSB last tried (its PSB+ may be what
-			 * failed), or it would be found again. */
+			 * failed), or it would be found again: each try
+			 * is at a later PSB, so this ends.  An error at a
+			 * PSB is tried there once more (the packet before
+			 * it may be what failed); if the PSB+ is what is
+			 * damaged, that fails at the same offset and the
+			 * next try is past it, where ptxed would stop and
+			 * lose the rest of the trace. */
 			if ((rc = sync_next(&s, off > s.psb_tried ? off :
 					    s.psb_tried, &status)) != 0)
 				goto out;

@@ -198,8 +198,8 @@ static int decode(const uint8_t *trace, size_t size, struct pt_image *image,
 {
 	struct pt_insn_decoder *d;
 	struct pt_config c;
-	uint64_t last_err = 0;
-	int status, have_err = 0;
+	uint64_t last_sync;
+	int status;
 
 	pt_config_init(&c);
 	c.begin = (uint8_t *) (uintptr_t) trace;
@@ -231,6 +231,8 @@ static int decode(const uint8_t *trace, size_t size, struct pt_image *image,
 		return -1;
 	}
 	status = pt_insn_sync_forward(d);
+	if (pt_insn_get_sync_offset(d, &last_sync) < 0)
+		last_sync = 0;
 	for (;;) {
 		uint64_t off = 0;
 
@@ -245,18 +247,20 @@ static int decode(const uint8_t *trace, size_t size, struct pt_image *image,
 		if (status == -pte_eos)
 			break;
 		/* A decode or synchronization error: a gap, then the next
-		 * PSB.  Stop when the decoder makes no progress. */
+		 * PSB.  libipt's search starts at the decoder's position, or
+		 * past the PSB it synchronized at last if it is still there
+		 * (that PSB's header failed), so each try is at a later PSB:
+		 * stop if one is not. */
 		if (add_error(st, status) < 0) {
 			snprintf(err, errlen, "out of memory");
 			pt_insn_free_decoder(d);
 			return -1;
 		}
-		(void) pt_insn_get_offset(d, &off);
-		if (have_err && off <= last_err)
-			break;
-		have_err = 1;
-		last_err = off;
 		status = pt_insn_sync_forward(d);
+		if (status != -pte_eos &&
+		    (pt_insn_get_sync_offset(d, &off) < 0 || off <= last_sync))
+			break;
+		last_sync = off;
 	}
 	pt_insn_free_decoder(d);
 	return 0;

@@ -433,34 +433,34 @@ static void knobs(const struct synth_opts *o, char *buf, size_t len)
 		 o->cyc ? "" : " --no-cyc");
 }
 
-/* Build PREFIX.pt (with PREFIX.elf at the truth's base) both ways and
- * compare.  0 agree, 1 disagree (@why; details on @fp if not NULL). */
-static int prefix_one(const char *prefix, const char *tag, FILE *fp,
-		      char *why, size_t wlen)
+/* Build @trace (with PREFIX.elf at the truth's base) both ways into @h
+ * and @r (free them with cside_free), the truth's instruction count into
+ * *@truth_insns. */
+static void trace_sides(const char *prefix, const char *trace,
+			struct cside *h, struct cside *r,
+			uint64_t *truth_insns)
 {
-	char trace[300], elf[300], spec[340], out[300], err[512];
+	char elf[300], spec[340], out[300], err[512];
 	struct htr_build_opts bo;
 	struct htr_builder *b;
 	struct ref_config rc;
 	struct ref_funcs funcs;
 	struct pt_image *img;
-	struct cside h, r;
-	uint64_t truth_insns, base;
+	uint64_t base;
 	int res;
 
-	snprintf(trace, sizeof(trace), "%s.pt", prefix);
 	snprintf(elf, sizeof(elf), "%s.elf", prefix);
 	snprintf(out, sizeof(out), "%s/%s.htr", dir, strrchr(prefix, '/') ?
 		 strrchr(prefix, '/') + 1 : prefix);
 	htr_build_opts_init(&bo);
 	ref_config_init(&rc);
-	truth_facts(prefix, &bo, &rc, &truth_insns, &base);
+	truth_facts(prefix, &bo, &rc, truth_insns, &base);
 	snprintf(spec, sizeof(spec), "%s@%#" PRIx64, elf, base);
 
 	cr_assert_eq(htr_builder_alloc(&b, &bo), 0);
 	cr_assert_eq(htr_builder_add_elf(b, spec), 0, "%s: %s", spec,
 		     htr_builder_last_error(b));
-	res = htr_side(b, trace, out, &h);
+	res = htr_side(b, trace, out, h);
 	cr_assert_eq(res, 0, "%s: htr build: %s", trace,
 		     htr_builder_last_error(b));
 	htr_builder_free(b);
@@ -473,25 +473,39 @@ static int prefix_one(const char *prefix, const char *tag, FILE *fp,
 					sizeof(err)), 0, "%s", err);
 	rc.func_of = ref_funcs_lookup;
 	rc.func_ctx = &funcs;
-	ref_side(trace, img, &rc, &r);
+	ref_side(trace, img, &rc, r);
 	pt_image_free(img);
 	ref_funcs_free(&funcs);
+}
 
+/* Build PREFIX.pt both ways and compare; the reference itself must count
+ * what the truth counts.  0 agree, 1 disagree (@why; details on @fp if not
+ * NULL). */
+static int prefix_one(const char *prefix, const char *tag, FILE *fp,
+		      char *why, size_t wlen)
+{
+	char trace[300];
+	struct cside h, r;
+	uint64_t ref_insns, truth_insns;
+	int res;
+
+	snprintf(trace, sizeof(trace), "%s.pt", prefix);
+	trace_sides(prefix, trace, &h, &r, &truth_insns);
 	res = compare(&h, &r, fp, tag, why, wlen);
-	/* The reference itself must count what the truth counts. */
-	if (r.insns != truth_insns) {
+	ref_insns = r.insns;
+	cside_free(&h);
+	cside_free(&r);
+	if (ref_insns != truth_insns) {
 		if (!res)
 			snprintf(why, wlen, "the reference decodes %" PRIu64
-				 " insns, the truth says %" PRIu64, r.insns,
+				 " insns, the truth says %" PRIu64, ref_insns,
 				 truth_insns);
 		if (fp)
 			fprintf(fp, "reference: %s: the reference decodes %"
 				PRIu64 " insns, the truth says %" PRIu64 "\n",
-				tag, r.insns, truth_insns);
+				tag, ref_insns, truth_insns);
 		res = 1;
 	}
-	cside_free(&h);
-	cside_free(&r);
 	return res;
 }
 
@@ -564,6 +578,84 @@ Test(reference, scenarios, .timeout = 300)
 	}
 	cr_expect_eq(total, 0, "%u scenario runs disagree with the reference "
 		     "(details above)", total);
+}
+
+/* The offset of the first PSB at or after @from in @buf, else @size. */
+static uint64_t psb_after(const uint8_t *buf, size_t size, uint64_t from)
+{
+	static const uint8_t psb[16] = { 2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82,
+					 2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82 };
+
+	for (; from + sizeof(psb) <= size; from++)
+		if (!memcmp(buf + from, psb, sizeof(psb)))
+			return from;
+	return size;
+}
+
+/*
+ * A PSB+ damaged in the middle of the trace (its header cannot be read):
+ * the error is reported at that PSB, and synchronizing there fails again
+ * at the same offset.  ptxed's rule (stop when a new sync makes no
+ * progress) lost the rest of the trace there; decoding must go on at the
+ * next PSB: all but about one PSB interval of the truth's instructions,
+ * the same gaps on both sides and the same instructions after them.  (At
+ * the error itself the two differ by the branch whose TNT bit the damage
+ * hid: ptxed prints it, htr does not deliver an instruction whose trace
+ * is missing, as at an abrupt end.)
+ */
+Test(reference, damaged_psb_header, .timeout = 120)
+{
+	char prefix[256], trace[300], err[512];
+	struct synth_opts o;
+	struct cside h, r;
+	uint64_t truth_insns, at, next;
+	uint8_t *buf;
+	size_t size, i;
+	FILE *fp;
+
+	synth_opts_init(&o);
+	o.scenario = SYNTH_BASIC;
+	o.seed = 4;
+	o.insns = 200000;
+	o.psb_period = 512;
+	o.bundle = 0;
+	snprintf(prefix, sizeof(prefix), "%s/damaged", dir);
+	cr_assert_eq(synth_run(&o, prefix, NULL, err, sizeof(err)), 0, "%s",
+		     err);
+	snprintf(trace, sizeof(trace), "%s.pt", prefix);
+	buf = htr_test_slurp(trace, &size);
+	cr_assert_not_null(buf);
+	at = psb_after(buf, size, size / 2);
+	next = psb_after(buf, size, at + 16);
+	cr_assert_lt(next, size);
+	/* Reserved opcodes right after the PSB, inside its header. */
+	for (i = at + 16; i < at + 24 && i < next; i++)
+		buf[i] = 0x55;
+	snprintf(trace, sizeof(trace), "%s-damaged.pt", prefix);
+	fp = fopen(trace, "wb");
+	cr_assert_not_null(fp);
+	cr_assert_eq(fwrite(buf, 1, size, fp), size);
+	fclose(fp);
+	free(buf);
+
+	trace_sides(prefix, trace, &h, &r, &truth_insns);
+	cr_assert_geq(r.ng, 1, "the damage made no error");
+	cr_assert_eq(h.ng, r.ng, "htr %zu gaps, the reference %zu", h.ng,
+		     r.ng);
+	for (i = 0; i < h.ng; i++)
+		cr_assert_eq(h.g[i].kind, r.g[i].kind, "gap %zu", i);
+	cr_assert_eq(h.insns - h.g[h.ng - 1].id, r.insns - r.g[r.ng - 1].id,
+		     "after the last gap: htr %" PRIu64 " insns, the "
+		     "reference %" PRIu64, h.insns - h.g[h.ng - 1].id,
+		     r.insns - r.g[r.ng - 1].id);
+	cr_assert_gt(r.insns, truth_insns - truth_insns / 10,
+		     "the reference decodes %" PRIu64 " of %" PRIu64 " insns",
+		     r.insns, truth_insns);
+	cr_assert_gt(h.insns, truth_insns - truth_insns / 10,
+		     "htr decodes %" PRIu64 " of %" PRIu64 " insns", h.insns,
+		     truth_insns);
+	cside_free(&h);
+	cside_free(&r);
 }
 
 static uint64_t mix64(uint64_t *x)
