@@ -799,7 +799,7 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 		if (status == -pte_eos)
 			break;
 		/* The walk reports no error it could not be sure of. */
-		if (s.w) {
+		if (s.w && status == HTR_WALK_UNSURE) {
 			rc = HTR_DECODE_GAVE_UP;
 			goto out;
 		}

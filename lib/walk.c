@@ -17,8 +17,10 @@
  * last one, so the walk hands over one block per call, return, far
  * transfer, event or end of trace.
  *
- * Anything else and it gives up (HTR_WALK_UNSURE) rather than guess: any
- * libipt error but the end of the trace or missing code, 16-bit code, a
+ * A query that fails (bad or missing trace) ends the block as it ends
+ * libipt's: without the branch whose trace failed, with libipt's error.
+ * Anything else and it gives up (HTR_WALK_UNSURE) rather than guess: an
+ * event the code it walked does not explain, 16-bit code, a
  * switch between two known execution modes, an instruction Zydis cannot
  * decode within its piece of the image, the instructions libipt binds
  * events to (mov to CR3, ptwrite, VMX) and the events that bind to them,
@@ -801,12 +803,10 @@ int htr_walk__next(struct htr_walk *w, struct htr_walk_block *b)
 	if (st < 0) {
 		/* No code at the IP: what ran up to it ran (decode.c drops it
 		 * with the rest when the trace had ended before). */
-		if (st == -pte_nomap)
+		if (st == -pte_nomap || st == HTR_WALK_UNSURE)
 			return st;
-		if (st != -pte_eos)
-			return HTR_WALK_UNSURE;
 		/* As decode.c does with the block decoder's: the branch
-		 * whose trace is missing did not run. */
+		 * whose trace is missing or bad did not run. */
 		if (b->n) {
 			b->n--;
 			b->cls = HTR_IC_OTHER;

@@ -95,9 +95,11 @@ enum htr_decoder {
 	/* libipt's block decoder follows every instruction. */
 	HTR_DECODER_BLOCK = 1,
 	/* libipt's query decoder reads the packets and libhtr walks the
-	 * code over a cache of its branches (faster).  A trace holding what
-	 * the walk does not follow itself (a decode error, 16-bit code,
-	 * VMX, ptwrite, ...) is decoded again with the block decoder:
+	 * code over a cache of its branches (faster); decode errors end its
+	 * blocks where the block decoder's end.  A trace holding what the
+	 * walk does not follow itself (16-bit code, VMX, ptwrite, an event
+	 * the code does not explain, ...) is decoded again with the block
+	 * decoder:
 	 * htr_build_stats.decoder says which one made the file (CPU-wide
 	 * builds, htr/cpuwide.h, fall back per CPU and do not say). */
 	HTR_DECODER_WALK = 2,

@@ -496,8 +496,9 @@ static void fallback_note(const struct htr_build_opts *o,
 	if (o->decoder != HTR_DECODER_BLOCK &&
 	    st->decoder == HTR_DECODER_BLOCK)
 		fprintf(stderr, "htr: build: note: the walk met what it does "
-			"not follow (a decode error, 16-bit code, VMX, "
-			"ptwrite, ...): decoded with libipt's block decoder\n");
+			"not follow (16-bit code, VMX, ptwrite, an event "
+			"the code does not explain, ...): decoded with "
+			"libipt's block decoder\n");
 }
 
 /* The summary line of a thread's build; @cpuwide: of a CPU-wide one,
