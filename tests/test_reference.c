@@ -14,6 +14,7 @@
 #include "htr/htr.h"
 
 #include "tmpdir.h"
+#include "same_htr.h"
 #include "slurp.h"
 
 #include <criterion/criterion.h>
@@ -656,6 +657,41 @@ Test(reference, damaged_psb_header, .timeout = 120)
 		     truth_insns);
 	cside_free(&h);
 	cside_free(&r);
+
+	/* The walk ends its block at the error as the block decoder does
+	 * and goes on: no fall back, the same file. */
+	{
+		static const int dec[2] = { HTR_DECODER_WALK,
+					    HTR_DECODER_BLOCK };
+		char out[2][320], spec[340];
+		struct htr_build_opts bo;
+		struct htr_build_stats st;
+		struct ref_config rc;
+		struct htr_builder *b;
+		uint64_t base;
+		int k;
+
+		for (k = 0; k < 2; k++) {
+			htr_build_opts_init(&bo);
+			ref_config_init(&rc);
+			truth_facts(prefix, &bo, &rc, &truth_insns, &base);
+			bo.decoder = dec[k];
+			bo.threads = 1;
+			snprintf(spec, sizeof(spec), "%s.elf@%#" PRIx64, prefix,
+				 base);
+			snprintf(out[k], sizeof(out[k]), "%s-%d.htr", prefix, k);
+			cr_assert_eq(htr_builder_alloc(&b, &bo), 0);
+			cr_assert_eq(htr_builder_add_elf(b, spec), 0);
+			cr_assert_eq(htr_builder_run(b, trace, out[k], &st,
+						     sizeof(st)), 0, "%s",
+				     htr_builder_last_error(b));
+			htr_builder_free(b);
+			cr_assert_eq(st.decoder, dec[k], "the walk fell back "
+				     "to the block decoder");
+		}
+		cr_assert(htr_files_same(out[0], out[1]), "the walk and the "
+			  "block decoder made different files");
+	}
 }
 
 static uint64_t mix64(uint64_t *x)
