@@ -127,6 +127,7 @@ same filter-O0 --filter "$work/calls-O0" -- "$work/calls-O0"
 # $5 "insns" to leave times out (--filter).
 perf_agree() {
 	TZ=UTC perf script -f -i "$1/$2" --itrace=i1i --ns \
+		--show-switch-events \
 		-F comm,pid,tid,time,tod,flags >"$1/insns.txt" 2>"$work/err" ||
 		{ fail "$4: perf script: $(head -1 "$work/err")"; return; }
 	for h in "$1/$3".*.htr; do
