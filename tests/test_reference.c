@@ -671,14 +671,13 @@ Test(reference, damaged_psb_header, .timeout = 120)
 		uint64_t base;
 		int k;
 
+		htr_build_opts_init(&bo);
+		ref_config_init(&rc);
+		truth_facts(prefix, &bo, &rc, &truth_insns, &base);
+		bo.threads = 1;
+		snprintf(spec, sizeof(spec), "%s.elf@%#" PRIx64, prefix, base);
 		for (k = 0; k < 2; k++) {
-			htr_build_opts_init(&bo);
-			ref_config_init(&rc);
-			truth_facts(prefix, &bo, &rc, &truth_insns, &base);
 			bo.decoder = dec[k];
-			bo.threads = 1;
-			snprintf(spec, sizeof(spec), "%s.elf@%#" PRIx64, prefix,
-				 base);
 			snprintf(out[k], sizeof(out[k]), "%s-%d.htr", prefix, k);
 			cr_assert_eq(htr_builder_alloc(&b, &bo), 0);
 			cr_assert_eq(htr_builder_add_elf(b, spec), 0);
