@@ -699,16 +699,17 @@ static int sync_next(struct dec *s, uint64_t from, int *status)
 
 /* A new block decoder on new sections of its own, for a decoding that
  * starts at a PSB: the same trace decodes the same way on whichever thread,
- * after whatever other decoders (or this one, before an error) did.
- * Returns 0 or an error (message in @err). */
+ * after whatever other decoders (or this one, before an error) did.  (The
+ * walk keeps its code and cache: they hold what the code is, not what the
+ * trace did.)  Returns 0 or an error (message in @err). */
 static int fresh_decoder(struct dec *s, const struct pt_config *c,
 			 struct htr_image *img, int walk, struct htr_err *err)
 {
 	int status;
 
 	if (walk) {
-		htr_walk__free(s->w);
-		status = htr_walk__alloc(&s->w, c, img);
+		status = s->w ? htr_walk__restart(s->w, c) :
+			 htr_walk__alloc(&s->w, c, img);
 		return status < 0 ? htr_err__set(err, status, "cannot set up "
 						 "the walk") : 0;
 	}

@@ -36,6 +36,7 @@
 #include <Zydis/Zydis.h>
 
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -99,7 +100,7 @@ struct htr_walk {
 	uint32_t *hint;             /* the next[] to note the next entry in */
 	int skd022, bdm64;
 
-	/* The block decoder's state. */
+	/* The block decoder's state, from @ip on: zero in a new walk. */
 	uint64_t ip;
 	int enabled, status, process_event;
 	enum pt_exec_mode mode;
@@ -931,11 +932,19 @@ int htr_walk__time(struct htr_walk *w, uint64_t *tsc)
 	return pt_qry_time(w->q, tsc, NULL, NULL);
 }
 
+static struct pt_query_decoder *query_decoder(const struct pt_config *c)
+{
+	struct pt_config qc = *c;
+
+	/* The block decoder's own query decoder runs without flags. */
+	memset(&qc.flags, 0, sizeof(qc.flags));
+	return pt_qry_alloc_decoder(&qc);
+}
+
 int htr_walk__alloc(struct htr_walk **out, const struct pt_config *c,
 		    const struct htr_image *img)
 {
 	struct htr_walk *w = calloc(1, sizeof(*w));
-	struct pt_config qc = *c;
 	int rc;
 
 	*out = NULL;
@@ -949,9 +958,7 @@ int htr_walk__alloc(struct htr_walk **out, const struct pt_config *c,
 	w->bdm64 = c->errata.bdm64;
 	w->cap = TAB_MIN;
 	w->tab = calloc(w->cap, sizeof(*w->tab));
-	/* The block decoder's own query decoder runs without flags. */
-	memset(&qc.flags, 0, sizeof(qc.flags));
-	w->q = pt_qry_alloc_decoder(&qc);
+	w->q = query_decoder(c);
 	if (!w->tab || !w->q)
 		rc = w->q ? HTR_ERR_NOMEM : HTR_ERR_DECODE;
 	else
@@ -962,6 +969,15 @@ int htr_walk__alloc(struct htr_walk **out, const struct pt_config *c,
 	}
 	*out = w;
 	return 0;
+}
+
+int htr_walk__restart(struct htr_walk *w, const struct pt_config *c)
+{
+	pt_qry_free_decoder(w->q);
+	w->q = query_decoder(c);
+	w->hint = NULL;
+	memset(&w->ip, 0, sizeof(*w) - offsetof(struct htr_walk, ip));
+	return w->q ? 0 : HTR_ERR_DECODE;
 }
 
 void htr_walk__free(struct htr_walk *w)

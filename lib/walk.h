@@ -37,6 +37,11 @@ struct htr_walk_block {
  * cannot be mapped) or HTR_ERR_DECODE (bad configuration). */
 int htr_walk__alloc(struct htr_walk **w, const struct pt_config *c,
 		    const struct htr_image *img);
+/* Start @w over on a new query decoder for @c, as a new walk would: the
+ * code stays mapped and the cache of branches stays filled (it holds what
+ * the code is, not what the trace did, so nothing before changes what
+ * comes after).  Returns 0 or HTR_ERR_DECODE; on error @w only frees. */
+int htr_walk__restart(struct htr_walk *w, const struct pt_config *c);
 void htr_walk__free(struct htr_walk *w);
 
 /* As pt_blk_sync_set, pt_blk_next, pt_blk_event, pt_blk_time,
