@@ -771,6 +771,7 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 	s.size = cfg->size;
 	s.need_resume = 1;
 	s.next_progress = PROGRESS_STEP;
+	s.w = cfg->walk && cfg->keep ? *cfg->keep : NULL;
 	s.cache = calloc(CLS_CACHE_SIZE, sizeof(*s.cache));
 	if (!s.cache)
 		return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
@@ -850,7 +851,10 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 out:
 	if (rc == HTR_ERR_CANCELED)
 		htr_err__set(err, rc, "decode canceled");
-	htr_walk__free(s.w);
+	if (cfg->walk && cfg->keep)
+		*cfg->keep = s.w;
+	else
+		htr_walk__free(s.w);
 	pt_blk_free_decoder(s.d);
 	pt_image_free(s.image);
 	pt_iscache_free(s.isc);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 struct htr_image;   /* lib/image.h */
+struct htr_walk;    /* lib/walk.h */
 
 /* Class of the last instruction of a run. */
 enum htr_icls {
@@ -110,6 +111,11 @@ struct htr_decode_cfg {
 	int walk;                  /* 1: the walk (walk.h) decodes; where it
 				    * gives up, htr_decode__run() returns
 				    * HTR_DECODE_GAVE_UP */
+	struct htr_walk **keep;    /* with @walk: a walk the caller keeps
+				    * from one run to the next (same trace
+				    * and image; NULL at first), so its code
+				    * stays mapped and its cache filled; the
+				    * caller frees it.  NULL: the run's own */
 };
 
 /* The walk met what it does not follow itself (walk.c): the events given

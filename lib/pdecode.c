@@ -3,6 +3,7 @@
 
 #include "htr/tree.h"
 #include "le.h"
+#include "walk.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -244,12 +245,14 @@ static struct chunk *take_chunk(struct pdec *p)
 	return c;
 }
 
-static int decode_chunk(struct pdec *p, struct chunk *c)
+static int decode_chunk(struct pdec *p, struct chunk *c,
+			struct htr_walk **walk)
 {
 	struct htr_decode_cfg cfg = *p->cfg;
 	struct htr_decode_sink sink;
 
 	cfg.begin = c->begin;
+	cfg.keep = walk;
 	c->ek.put = chunk_put;
 	c->ek.ctx = c;
 	memset(&sink, 0, sizeof(sink));
@@ -261,6 +264,7 @@ static int decode_chunk(struct pdec *p, struct chunk *c)
 static void *worker(void *arg)
 {
 	struct pdec *p = arg;
+	struct htr_walk *walk = NULL;   /* this thread's, chunk to chunk */
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
@@ -274,7 +278,7 @@ static void *worker(void *arg)
 			break;
 		c = take_chunk(p);
 		pthread_mutex_unlock(&p->lock);
-		rc = decode_chunk(p, c);
+		rc = decode_chunk(p, c, &walk);
 		pthread_mutex_lock(&p->lock);
 		if (c->cur)
 			queue(c);
@@ -285,6 +289,7 @@ static void *worker(void *arg)
 		pthread_cond_broadcast(&p->cond);
 	}
 	pthread_mutex_unlock(&p->lock);
+	htr_walk__free(walk);
 	return NULL;
 }
 
