@@ -19,8 +19,9 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <signal.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,52 +131,54 @@ static int write_all(struct htr_writer *w, int fd, const void *p, size_t n,
 	return 0;
 }
 
-static int pwrite_all(struct htr_writer *w, const void *p, size_t n,
-		      uint64_t off, const char *what)
+/* Read (@wr false) or write all @n bytes at @off of @fd.  Returns 0, an
+ * errno value, or -1 (a short read).  It touches nothing of a writer's:
+ * the spools' copy calls it beside the linking (commit). */
+static int io_at(int fd, void *p, size_t n, uint64_t off, bool wr)
 {
-	const uint8_t *s = p;
+	uint8_t *d = p;
 
 	while (n) {
-		ssize_t k = pwrite(w->fd, s, n, (off_t) off);
+		ssize_t k = wr ? pwrite(fd, d, n, (off_t) off) :
+				 pread(fd, d, n, (off_t) off);
 
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			return fail(w, htr_err__sys(&w->err, "%s: %s", w->tmp,
-						    what));
-		}
-		s += k;
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return errno;
+		if (k == 0)
+			return -1;
+		d += k;
 		n -= (size_t) k;
 		off += (uint64_t) k;
 	}
 	return 0;
 }
 
+/* io_at()'s value @e as the writer's error. */
+static int io_fail(struct htr_writer *w, int e, const char *what)
+{
+	if (!e)
+		return 0;
+	if (e < 0) {
+		errno = EIO;
+		return fail(w, htr_err__sys(&w->err, "%s: %s: short read",
+					    w->tmp, what));
+	}
+	errno = e;
+	return fail(w, htr_err__sys(&w->err, "%s: %s", w->tmp, what));
+}
+
+static int pwrite_all(struct htr_writer *w, const void *p, size_t n,
+		      uint64_t off, const char *what)
+{
+	return io_fail(w, io_at(w->fd, (void *) p, n, off, true), what);
+}
+
 static int pread_all(struct htr_writer *w, int fd, void *p, size_t n,
 		     uint64_t off, const char *what)
 {
-	uint8_t *d = p;
-
-	while (n) {
-		ssize_t k = pread(fd, d, n, (off_t) off);
-
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			return fail(w, htr_err__sys(&w->err, "%s: %s", w->tmp,
-						    what));
-		}
-		if (k == 0) {
-			errno = EIO;
-			return fail(w, htr_err__sys(&w->err,
-						    "%s: %s: short read",
-						    w->tmp, what));
-		}
-		d += k;
-		n -= (size_t) k;
-		off += (uint64_t) k;
-	}
-	return 0;
+	return io_fail(w, io_at(fd, p, n, off, false), what);
 }
 
 /* A build that was killed left "PATH.tmpPID" behind; remove those whose
@@ -611,6 +614,7 @@ int htr_writer__thread(struct htr_writer *w, const struct htr_disk_thread *t)
  * block its parent and the next sibling seen just before it.
  */
 struct link_state {
+	uint64_t hi;            /* blocks [0, hi) are still to link */
 	struct frame *stack;
 	size_t depth, cap;
 	uint32_t max_depth;
@@ -704,19 +708,18 @@ static void start_writeback(struct htr_writer *w, uint64_t off, uint64_t n)
 #endif
 }
 
-/* Link the blocks backward, one body-hash piece at a time (the pieces of
- * the blocks section hold whole records: it starts at a multiple of
- * their size), hashing each piece once it is final. */
-static int link_tree(struct htr_writer *w, struct htr_body_hash *bh,
-		     uint32_t *first_root, uint32_t *max_depth,
-		     uint64_t *nroots)
+/* Link the blocks backward from ls->hi, one body-hash piece at a time (the
+ * pieces of the blocks section hold whole records: it starts at a multiple
+ * of their size), hashing each piece once it is final; @max pieces at
+ * most. */
+static int link_pieces(struct htr_writer *w, struct link_state *ls,
+		       struct htr_body_hash *bh, uint64_t max)
 {
 	const uint64_t bsz = sizeof(struct htr_disk_block);
-	struct link_state ls = { .next_root = HTR_NONE };
-	uint64_t hi = w->nblocks;
 	int rc = 0;
 
-	while (hi > 0 && !rc) {
+	for (; ls->hi > 0 && max > 0 && !rc; max--) {
+		uint64_t hi = ls->hi;
 		uint64_t piece = (HTR_WRITER_RESERVE + hi * bsz - 1) /
 				 HTR_BODY_PIECE * HTR_BODY_PIECE;
 		uint64_t lo = piece > HTR_WRITER_RESERVE ?
@@ -726,68 +729,83 @@ static int link_tree(struct htr_writer *w, struct htr_body_hash *bh,
 		struct htr_disk_block *blk;
 		uint64_t i;
 
-		if (!grow(&w->buf, &w->bufcap, n, HTR_WRITER_BUF)) {
-			rc = fail_nomem(w);
-			break;
-		}
+		if (!grow(&w->buf, &w->bufcap, n, HTR_WRITER_BUF))
+			return fail_nomem(w);
 		blk = (struct htr_disk_block *) w->buf;
 		rc = pread_all(w, w->fd, w->buf, n, off, "read blocks");
 		for (i = hi; !rc && i > lo; i--)
-			rc = link_one(w, &ls, &blk[i - 1 - lo], (uint32_t) (i - 1));
+			rc = link_one(w, ls, &blk[i - 1 - lo], (uint32_t) (i - 1));
 		if (!rc)
 			rc = pwrite_all(w, w->buf, n, off, "write links");
 		if (!rc) {
 			htr_body_hash__feed(bh, off, w->buf, n);
 			start_writeback(w, off, n);
 		}
-		hi = lo;
+		ls->hi = lo;
 	}
-	if (!rc && ls.depth) {
+	if (!rc && !ls->hi && ls->depth) {
 		/* Some block claims more children than precede it. */
-		rc = link_error(w, ls.stack[ls.depth - 1].block,
+		rc = link_error(w, ls->stack[ls->depth - 1].block,
 				"has more children than blocks before it");
 	}
-	free(ls.stack);
-	*first_root = ls.next_root;
-	*max_depth = ls.max_depth;
-	*nroots = ls.nroots;
 	return rc;
 }
 
-/* Append @n bytes at file offset *@pos, hashing them. */
-static int append(struct htr_writer *w, struct htr_body_hash *bh,
-		  uint64_t *pos, const void *p, size_t n)
-{
-	int rc;
+/*
+ * The spools' copy after the blocks, with their pieces of the body hash.
+ * On a large build it runs on a thread of its own while the blocks are
+ * linked (10^8 instructions: 0.1 s of linking, 0.06 s of copying): other
+ * bytes of the file, other pieces of the hash, once the piece the two may
+ * share has had its blocks.
+ */
+struct spool_copy {
+	struct htr_writer *w;     /* its spools and fd only */
+	struct htr_body_hash *bh;
+	uint64_t pos;
+	uint8_t *buf;
+	size_t cap;
+	int err;                  /* io_at()'s, for what */
+	const char *what;
+	pthread_t thread;
+};
 
-	if (!n)
-		return 0;
-	rc = write_all(w, w->fd, p, n, "write section");
-	if (!rc) {
-		htr_body_hash__feed(bh, *pos, p, n);
-		*pos += n;
+static int copy_out(struct spool_copy *c, const void *p, size_t n)
+{
+	c->err = io_at(c->w->fd, (void *) p, n, c->pos, true);
+	if (c->err) {
+		c->what = "write section";
+		return -1;
 	}
-	return rc;
+	htr_body_hash__feed(c->bh, c->pos, p, n);
+	c->pos += n;
+	return 0;
 }
 
-static int copy_spool(struct htr_writer *w, struct spool *s,
-		      struct htr_body_hash *bh, uint64_t *pos)
+static void *copy_spools(void *arg)
 {
-	uint64_t done = 0, infile;
+	struct spool_copy *c = arg;
+	int i;
 
-	infile = s->fd < 0 ? 0 : s->size - s->len;
-	while (done < infile) {
-		size_t n = infile - done > w->bufcap ?
-			   w->bufcap : (size_t) (infile - done);
-		int rc = pread_all(w, s->fd, w->buf, n, done, "read spool");
+	for (i = 0; i < SP_COUNT; i++) {
+		const struct spool *s = &c->w->sp[i];
+		uint64_t done = 0, infile = s->fd < 0 ? 0 : s->size - s->len;
 
-		if (!rc)
-			rc = append(w, bh, pos, w->buf, n);
-		if (rc)
-			return rc;
-		done += n;
+		for (; done < infile; done += c->cap) {
+			size_t n = infile - done > c->cap ?
+				   c->cap : (size_t) (infile - done);
+
+			c->err = io_at(s->fd, c->buf, n, done, false);
+			if (c->err) {
+				c->what = "read spool";
+				return NULL;
+			}
+			if (copy_out(c, c->buf, n) < 0)
+				return NULL;
+		}
+		if (s->len && copy_out(c, s->buf, s->len) < 0)
+			return NULL;
 	}
-	return append(w, bh, pos, s->buf, s->len);
+	return NULL;
 }
 
 int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
@@ -797,9 +815,10 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 				    sizeof(table);
 	struct htr_disk_header h;
 	struct htr_body_hash bh;
-	uint64_t off, pos, body_hash = 0;
-	uint32_t first_root, max_depth;
-	uint64_t nroots;
+	struct link_state ls = { .next_root = HTR_NONE };
+	struct spool_copy sc;
+	uint64_t off, infile = 0, body_hash = 0;
+	bool threaded;
 	int rc, i, dfd;
 
 	if ((rc = check_state(w)))
@@ -846,12 +865,30 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 	memset(w->buf, 0, HTR_WRITER_RESERVE - body_start);
 	htr_body_hash__feed(&bh, body_start, w->buf,
 			    HTR_WRITER_RESERVE - body_start);
-	rc = link_tree(w, &bh, &first_root, &max_depth, &nroots);
-	pos = table[1].offset;
-	if (!rc && lseek(w->fd, (off_t) pos, SEEK_SET) < 0)
-		rc = fail(w, htr_err__sys(&w->err, "%s: seek", w->tmp));
-	for (i = 0; !rc && i < SP_COUNT; i++)
-		rc = copy_spool(w, &w->sp[i], &bh, &pos);
+	ls.hi = w->nblocks;
+	rc = link_pieces(w, &ls, &bh, 1);
+	memset(&sc, 0, sizeof(sc));
+	sc.w = w;
+	sc.bh = &bh;
+	sc.pos = table[1].offset;
+	for (i = 0; i < SP_COUNT; i++)
+		if (w->sp[i].fd >= 0)
+			infile += w->sp[i].size - w->sp[i].len;
+	sc.cap = infile < HTR_WRITER_BUF ? (size_t) infile : HTR_WRITER_BUF;
+	if (sc.cap && !(sc.buf = malloc(sc.cap)))
+		rc = rc ? rc : fail_nomem(w);
+	threaded = !rc && ls.hi && infile >= HTR_WRITER_BUF &&
+		   pthread_create(&sc.thread, NULL, copy_spools, &sc) == 0;
+	if (!rc)
+		rc = link_pieces(w, &ls, &bh, UINT64_MAX);
+	if (threaded)
+		pthread_join(sc.thread, NULL);
+	else if (!rc)
+		(void) copy_spools(&sc);
+	free(sc.buf);
+	free(ls.stack);
+	if (!rc)
+		rc = io_fail(w, sc.err, sc.what);
 	if (!rc && htr_body_hash__final(&bh, &body_hash) < 0)
 		rc = fail(w, htr_err__set(&w->err, HTR_ERR_IO,
 				"%s: body hash: bytes missed (a libhtr bug)",
@@ -872,15 +909,15 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 	h.file_size = off;
 	h.ninsns = m->ninsns;
 	h.nblocks = w->nblocks;
-	h.first_root = first_root;
-	h.max_depth = max_depth;
+	h.first_root = ls.next_root;
+	h.max_depth = ls.max_depth;
 	h.trace_size = m->trace_size;
 	h.trace_hash = m->trace_hash;
 	h.image_hash = w->image_hash;
 	h.body_start = body_start;
 	memcpy(h.libipt_version, m->libipt_version, sizeof(h.libipt_version));
 	h.build_time = (uint64_t) time(NULL);
-	h.nroots = nroots;
+	h.nroots = ls.nroots;
 
 	h.body_hash = body_hash;
 	h.header_hash = 0;
@@ -898,7 +935,7 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 		return fail(w, htr_err__sys(&w->err, "%s: rename to %s",
 					    w->tmp, w->path));
 	w->committed = true;
-	w->max_depth = max_depth;
+	w->max_depth = ls.max_depth;
 	/* Make the rename durable; some filesystems refuse fsync on a
 	 * directory, which is not an error of ours. */
 	if (w->flags & HTR_WRITER_NO_FSYNC)
