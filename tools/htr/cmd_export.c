@@ -54,21 +54,26 @@ static const char usage_text[] =
 "  -h, --help           show this help\n"
 "Memory stays bounded: chrome and perfetto stream (perfetto keeps the\n"
 "open slices and 4096 interned names); folded keeps one entry per\n"
-"distinct stack up to 2^20 of them or 64 MiB of names, then writes\n"
-"further stacks as they come (consumers add up repeated lines).\n"
+"distinct stack up to 2^20 of them, then writes further stacks as they\n"
+"come (consumers add up repeated lines).\n"
 "perfetto does not write to a terminal.\n"
 "exit status: 0 ok, 1 failure, 2 usage error\n";
 
 enum fmt { FMT_CHROME, FMT_FOLDED, FMT_PERFETTO };
 
-/* folded: distinct stacks and their ticks, open addressing; the names
- * are bounded too, as a recursion 10^4 deep makes 10^4 stacks of 10^4
- * names each. */
+/* folded: the distinct stacks as a tree, a stack being the node of its
+ * innermost frame under the node of the stack that called it, so that a
+ * block costs one lookup of its name under its caller's stack however deep
+ * it is (a string of its whole stack made a recursion 10^4 deep cost 10^4
+ * names a block).  2^20 stacks at most; further ones are written as they
+ * come. */
 #define STACKS_MAX (1u << 20)
-#define STACK_BYTES_MAX (64u << 20)
+#define NO_STACK UINT32_MAX
 
-struct stack_ent {
-	char *key;
+struct stack_node {
+	const char *name;         /* the analysis's */
+	uint32_t parent;          /* NO_STACK: an outermost frame */
+	uint32_t next;            /* writing: the next sibling */
 	uint64_t ticks;
 };
 
@@ -89,13 +94,15 @@ struct exp {
 	uint32_t pid, tid;        /* chrome's track */
 	int err;                  /* negative htr_error that stopped it */
 	uint64_t nevents;
-	/* The names of the blocks on the path from the walk's start. */
+	/* The names of the blocks on the path from the walk's start, and
+	 * their stacks (NO_STACK past the cap). */
 	const char **path;
+	uint32_t *path_stack;
 	size_t path_cap;
-	struct stack_ent *stacks;
-	size_t nstacks, stacks_cap, stack_bytes;
-	char *line;
-	size_t line_cap;
+	struct stack_node *nodes;
+	size_t nnodes, nodes_cap;
+	uint32_t *slots;          /* node + 1, 0 free; open addressing */
+	size_t nslots;
 #ifdef HTR_HAVE_PERFETTO
 	struct pf_writer *pf;
 #endif
@@ -113,98 +120,167 @@ static uint64_t hash_str(const char *s)
 	return h;
 }
 
-/* "a;b;c" for the first @n names of the path, in e->line. */
-static const char *stack_of(struct exp *e, size_t n)
+/* "a;b;c TICKS" for the frames @names[0..@n). */
+static void write_stack(struct exp *e, const char *const *names, size_t n,
+			uint64_t ticks)
 {
-	size_t len = 0, i;
+	size_t i;
 
-	for (i = 0; i < n; i++)
-		len += strlen(e->path[i]) + 1;
-	if (len + 1 > e->line_cap) {
-		/* Doubling: growing by a frame at a time between the keys'
-		 * allocations left a hole per frame on the heap. */
-		size_t cap = len + 64 > 2 * e->line_cap ? len + 64 :
-			     2 * e->line_cap;
-		char *l = realloc(e->line, cap);
-
-		if (!l)
-			return NULL;
-		e->line = l;
-		e->line_cap = cap;
-	}
-	e->line[0] = 0;
-	for (len = 0, i = 0; i < n; i++) {
-		size_t k = strlen(e->path[i]), j;
+	for (i = 0; i < n; i++) {
+		const char *c;
 
 		if (i)
-			e->line[len++] = ';';
+			putc(';', e->out);
 		/* The format's separators may not appear in a frame. */
-		for (j = 0; j < k; j++) {
-			char ch = e->path[i][j];
-
-			e->line[len++] = ch == ';' || ch == '\n' ? '_' : ch;
-		}
+		if (!strpbrk(names[i], ";\n"))
+			fputs(names[i], e->out);
+		else
+			for (c = names[i]; *c; c++)
+				putc(*c == ';' || *c == '\n' ? '_' : *c,
+				     e->out);
 	}
-	e->line[len] = 0;
-	return e->line;
+	fprintf(e->out, " %" PRIu64 "\n", units_of(&e->units, ticks));
 }
 
-static int grow_stacks(struct exp *e)
+static size_t slot_of(const struct exp *e, uint32_t parent, const char *name)
 {
-	size_t cap = e->stacks_cap ? e->stacks_cap * 2 : 4096, i, j;
-	struct stack_ent *n = calloc(cap, sizeof(*n));
+	return (size_t) ((hash_str(name) ^ (parent * 0x9e3779b97f4a7c15ull)) &
+			 (e->nslots - 1));
+}
 
-	if (!n)
+static int grow_slots(struct exp *e)
+{
+	size_t n = e->nslots ? e->nslots * 2 : 4096, i, j;
+	uint32_t *s = calloc(n, sizeof(*s));
+
+	if (!s)
 		return -1;
-	for (i = 0; i < e->stacks_cap; i++) {
-		if (!e->stacks[i].key)
-			continue;
-		for (j = hash_str(e->stacks[i].key) & (cap - 1); n[j].key;
-		     j = (j + 1) & (cap - 1))
+	free(e->slots);
+	e->slots = s;
+	e->nslots = n;
+	for (i = 0; i < e->nnodes; i++) {
+		for (j = slot_of(e, e->nodes[i].parent, e->nodes[i].name);
+		     s[j]; j = (j + 1) & (n - 1))
 			;
-		n[j] = e->stacks[i];
+		s[j] = (uint32_t) i + 1;
 	}
-	free(e->stacks);
-	e->stacks = n;
-	e->stacks_cap = cap;
+	return 0;
+}
+
+/* The stack of @name called from @parent into *@id (NO_STACK past the
+ * cap).  Returns 0 or -1 (out of memory). */
+static int stack_at(struct exp *e, uint32_t parent, const char *name,
+		    uint32_t *id)
+{
+	struct stack_node *nd;
+	size_t j;
+
+	*id = NO_STACK;
+	if ((e->nnodes + 1) * 2 > e->nslots && e->nnodes < STACKS_MAX &&
+	    grow_slots(e) < 0)
+		return -1;
+	for (j = slot_of(e, parent, name); e->slots[j];
+	     j = (j + 1) & (e->nslots - 1)) {
+		nd = &e->nodes[e->slots[j] - 1];
+		if (nd->parent == parent && !strcmp(nd->name, name)) {
+			*id = e->slots[j] - 1;
+			return 0;
+		}
+	}
+	if (e->nnodes >= STACKS_MAX)
+		return 0;
+	if (e->nnodes == e->nodes_cap) {
+		size_t cap = e->nodes_cap ? e->nodes_cap * 2 : 4096;
+
+		nd = realloc(e->nodes, cap * sizeof(*nd));
+		if (!nd)
+			return -1;
+		e->nodes = nd;
+		e->nodes_cap = cap;
+	}
+	nd = &e->nodes[e->nnodes];
+	nd->name = name;
+	nd->parent = parent;
+	nd->ticks = 0;
+	*id = (uint32_t) e->nnodes++;
+	e->slots[j] = *id + 1;
 	return 0;
 }
 
 /* Add @ticks to the stack of the first @n path names. */
-static int fold(struct exp *e, size_t n, uint64_t ticks)
+static void fold(struct exp *e, size_t n, uint64_t ticks)
 {
-	const char *key;
-	size_t j, len;
-
 	if (!n || !ticks)
-		return 0;
-	key = stack_of(e, n);
-	if (!key)
-		return -1;
-	len = strlen(key) + 1;
-	if (e->nstacks < STACKS_MAX && (e->nstacks + 1) * 2 > e->stacks_cap &&
-	    grow_stacks(e) < 0)
-		return -1;
-	for (j = hash_str(key) & (e->stacks_cap - 1); e->stacks[j].key;
-	     j = (j + 1) & (e->stacks_cap - 1))
-		if (!strcmp(e->stacks[j].key, key)) {
-			e->stacks[j].ticks += ticks;
-			return 0;
-		}
-	if (e->nstacks >= STACKS_MAX ||
-	    e->stack_bytes + len > STACK_BYTES_MAX) {
-		/* Past a cap: write it now, consumers sum repeats. */
-		fprintf(e->out, "%s %" PRIu64 "\n", key,
-			units_of(&e->units, ticks));
-		return 0;
+		return;
+	if (e->path_stack[n - 1] != NO_STACK)
+		e->nodes[e->path_stack[n - 1]].ticks += ticks;
+	else
+		write_stack(e, e->path, n, ticks);   /* consumers sum repeats */
+}
+
+static int by_name(const void *a, const void *b)
+{
+	const struct stack_node *const *x = a, *const *y = b;
+
+	return strcmp((*x)->name, (*y)->name);
+}
+
+/* Every stack with ticks, depth first, callees in name order: stable
+ * output, and viewers that keep the file's order (speedscope's time
+ * order) draw a flame graph.  Returns 0 or -1 (out of memory). */
+static int write_stacks(struct exp *e)
+{
+	uint32_t *first = malloc((e->nnodes + 1) * sizeof(*first));
+	struct stack_node **sib = malloc(e->nnodes * sizeof(*sib));
+	const char **names = malloc(e->path_cap * sizeof(*names));
+	uint32_t *at = malloc(e->path_cap * sizeof(*at));
+	size_t i, k, depth;
+	int rc = -1;
+
+	if (!first || (e->nnodes && (!sib || !names || !at)))
+		goto out;
+	/* Children lists, outermost frames under index nnodes. */
+	for (i = 0; i <= e->nnodes; i++)
+		first[i] = NO_STACK;
+	for (i = e->nnodes; i-- > 0;) {
+		uint32_t *head = &first[e->nodes[i].parent == NO_STACK ?
+				       e->nnodes : e->nodes[i].parent];
+
+		e->nodes[i].next = *head;
+		*head = (uint32_t) i;
 	}
-	e->stacks[j].key = strdup(key);
-	if (!e->stacks[j].key)
-		return -1;
-	e->stacks[j].ticks = ticks;
-	e->stack_bytes += len;
-	e->nstacks++;
-	return 0;
+	for (i = 0; i <= e->nnodes; i++) {
+		uint32_t c;
+
+		for (k = 0, c = first[i]; c != NO_STACK; c = e->nodes[c].next)
+			sib[k++] = &e->nodes[c];
+		if (k < 2)
+			continue;
+		qsort(sib, k, sizeof(*sib), by_name);
+		first[i] = (uint32_t) (sib[0] - e->nodes);
+		for (c = 0; c + 1 < k; c++)
+			sib[c]->next = (uint32_t) (sib[c + 1] - e->nodes);
+		sib[k - 1]->next = NO_STACK;
+	}
+	/* A stack's frames are its node's ancestors: names[] holds them. */
+	for (depth = 0, i = first[e->nnodes]; i != NO_STACK || depth;) {
+		if (i == NO_STACK) {
+			i = e->nodes[at[--depth]].next;
+			continue;
+		}
+		names[depth] = e->nodes[i].name;
+		if (e->nodes[i].ticks)
+			write_stack(e, names, depth + 1, e->nodes[i].ticks);
+		at[depth++] = (uint32_t) i;
+		i = first[i];
+	}
+	rc = 0;
+out:
+	free(first);
+	free(sib);
+	free(names);
+	free(at);
+	return rc;
 }
 
 /* When the block began, in ticks from the first time point: late blocks
@@ -330,24 +406,33 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 	/* Cut: the block's time stays with its parent (folded), or is
 	 * simply not drawn (chrome, where the parent spans it anyway). */
 	if (level >= e->max_level || units_of(&e->units, total) < e->min_dur) {
-		if (e->fmt == FMT_FOLDED && fold(e, level, total) < 0)
-			goto nomem;
+		if (e->fmt == FMT_FOLDED)
+			fold(e, level, total);
 		return HTR_VISIT_SKIP;
 	}
 	if (e->fmt == FMT_FOLDED) {
+		uint32_t up = level ? e->path_stack[level - 1] : NO_STACK;
+
 		if (level >= e->path_cap) {
 			size_t cap = e->path_cap ? e->path_cap * 2 : 64;
 			const char **p = realloc(e->path, cap * sizeof(*p));
+			uint32_t *ps;
 
-			if (!p)
+			if (p)
+				e->path = p;
+			ps = realloc(e->path_stack, cap * sizeof(*ps));
+			if (!p || !ps)
 				goto nomem;
-			e->path = p;
+			e->path_stack = ps;
 			e->path_cap = cap;
 		}
 		e->path[level] = name;
-		/* Children deeper than the cut fold into this block. */
-		if (fold(e, level + 1, local) < 0)
+		e->path_stack[level] = NO_STACK;
+		if ((!level || up != NO_STACK) &&
+		    stack_at(e, up, name, &e->path_stack[level]) < 0)
 			goto nomem;
+		/* Children deeper than the cut fold into this block. */
+		fold(e, level + 1, local);
 		return 0;
 	}
 	block_flags_str(bi.flags, flags, sizeof(flags));
@@ -442,21 +527,12 @@ static int perfetto_gaps(struct exp *e)
 }
 #endif
 
-static int by_stack(const void *a, const void *b)
-{
-	return strcmp(((const struct stack_ent *) a)->key,
-		      ((const struct stack_ent *) b)->key);
-}
-
 static void free_stacks(struct exp *e)
 {
-	size_t i;
-
-	for (i = 0; i < e->stacks_cap; i++)
-		free(e->stacks[i].key);
-	free(e->stacks);
+	free(e->nodes);
+	free(e->slots);
 	free(e->path);
-	free(e->line);
+	free(e->path_stack);
 	free(e->open);
 #ifdef HTR_HAVE_PERFETTO
 	pf_writer_free(e->pf);
@@ -485,7 +561,6 @@ int cmd_export(int argc, char **argv)
 	uint32_t from = HTR_NONE;
 	struct htr_thread_info ti;
 	int c, have_from = 0, gaps = 0, ticks = 0, rc = HTR_EXIT_FAIL, err;
-	size_t i, n;
 
 	memset(&e, 0, sizeof(e));
 	e.max_level = UINT64_MAX;
@@ -645,18 +720,10 @@ int cmd_export(int argc, char **argv)
 			chrome_gaps(&e);
 		fprintf(e.out, "\n]}\n");
 	} else if (e.fmt == FMT_FOLDED) {
-		/* Sorted: stable output, and viewers that keep the file's
-		 * order (speedscope's time order) draw a flame graph. */
-		for (i = 0, n = 0; i < e.stacks_cap; i++)
-			if (e.stacks[i].key)
-				e.stacks[n++] = e.stacks[i];
-		if (n)
-			qsort(e.stacks, n, sizeof(*e.stacks), by_stack);
-		for (i = 0; i < n; i++)
-			fprintf(e.out, "%s %" PRIu64 "\n", e.stacks[i].key,
-				units_of(&e.units, e.stacks[i].ticks));
-		for (; i < e.stacks_cap; i++)
-			e.stacks[i].key = NULL;
+		if (write_stacks(&e) < 0) {
+			rc = fail("export", "out of memory");
+			goto out;
+		}
 	}
 	if (fflush(e.out) != 0 || ferror(e.out)) {
 		rc = fail("export", "%s: writing failed", out ? out : "stdout");
