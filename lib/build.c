@@ -171,11 +171,11 @@ static void release_trace(struct glue *g, uint64_t offset)
 	g->released = upto;
 }
 
-/* The trace's hash, taken on a thread of its own while the trace decodes
- * (taken after it, with the trace faulted in again, it made a one-thread
- * build of 10^8 instructions ~6 % slower), in chunks, each given back
- * once hashed (the decoder faults in again what it still needs).  Without
- * a thread it is taken at the end. */
+/* The trace's hash, taken on a thread of its own while a large trace
+ * decodes (taken after it, with the trace faulted in again, it made a
+ * one-thread build of 10^8 instructions ~6 % slower), in chunks, each
+ * given back once hashed (the decoder faults in again what it still
+ * needs).  A small trace's, or without a thread, is taken at the end. */
 struct hasher {
 	const uint8_t *data;
 	uint64_t size, hash;
@@ -212,7 +212,8 @@ static void hasher_start(struct hasher *t, const uint8_t *data,
 	t->size = size;
 	t->mapped = mapped;
 	atomic_init(&t->stop, false);
-	t->started = pthread_create(&t->thread, NULL, hasher_main, t) == 0;
+	t->started = size > TRACE_MARGIN &&
+		     pthread_create(&t->thread, NULL, hasher_main, t) == 0;
 }
 
 /* The hash, or (@cancel) none: the thread stops early. */
