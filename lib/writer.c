@@ -6,7 +6,8 @@
  * arrive.  The small sections go to per-section buffers that spill into
  * unlinked temporary files in the output's directory.  Commit links the
  * tree in one backward pass over the blocks and appends the spooled
- * sections, hashing each 1 MiB piece of the body as it becomes final (the
+ * sections (beside it, on a thread of their own, when they are large),
+ * hashing each 1 MiB piece of the body as it becomes final (the
  * file is not read back), then writes the table and the header, fsyncs
  * and renames.  Memory is O(max depth) plus fixed buffers, and 8 bytes per
  * MiB of output for the pieces' hashes.
@@ -147,7 +148,7 @@ static int io_at(int fd, void *p, size_t n, uint64_t off, bool wr)
 		if (k < 0)
 			return errno;
 		if (k == 0)
-			return -1;
+			return wr ? EIO : -1;
 		d += k;
 		n -= (size_t) k;
 		off += (uint64_t) k;
