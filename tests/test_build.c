@@ -240,6 +240,34 @@ Test(build, two_bases)
 	truth_free(&t2);
 }
 
+/* A trace larger than 4 MiB, whose sections spill more than 1 MiB: the
+ * trace is hashed beside the decoding and the sections are copied beside
+ * the linking (the threads a large build starts); the tree is still the
+ * truth's and every section hashes as the header says. */
+Test(build, large, .timeout = 240)
+{
+	struct htr_open_opts oo;
+	struct synth_opts o;
+	struct truth t;
+	struct htr_file *f = NULL, *v = NULL;
+	char path[300];
+
+	synth_opts_init(&o);
+	o.scenario = SYNTH_MIXED;
+	o.seed = 2;
+	o.insns = 12000000;
+	make(&o, "large", &t, &f, "%s.elf");
+	compare(&t, f, "large", 1);
+	htr_open_opts_init(&oo);
+	oo.verify_body = 1;
+	snprintf(path, sizeof(path), "%s/large.htr", dir);
+	cr_assert_eq(htr_file_open(&v, path, &oo), 0, "%s: %s", path,
+		     v ? htr_last_error(v) : "");
+	htr_file_close(v);
+	htr_file_close(f);
+	truth_free(&t);
+}
+
 /* A sweep over random knobs and every scenario: each build is exactly its
  * truth.  Small traces, so 320 of them stay within seconds. */
 Test(build, sweep, .timeout = 240)
