@@ -1272,20 +1272,14 @@ static void find_build_id(Elf_Data *d, uint8_t id[20], size_t *size)
 	}
 }
 
-int htr_perfdata__elf_build_id(const char *path, uint8_t id[20],
-			       size_t *size, struct htr_err *err)
+/* The GNU build-id among the PT_NOTE segments of @elf, if any (a file
+ * without readable notes has none: not an error). */
+static void elf_build_id(Elf *elf, uint8_t id[20], size_t *size)
 {
 	size_t n, i;
 	GElf_Phdr ph;
 	Elf_Data *d;
-	Elf *elf;
-	int fd, rc;
 
-	*size = 0;
-	rc = open_elf(path, &fd, &elf, err);
-	if (rc < 0)
-		return rc;
-	/* A file without readable notes has no build-id: not an error. */
 	if (elf_getphdrnum(elf, &n) != 0)
 		n = 0;
 	for (i = 0; i < n && !*size; i++) {
@@ -1298,7 +1292,41 @@ int htr_perfdata__elf_build_id(const char *path, uint8_t id[20],
 		if (d)
 			find_build_id(d, id, size);
 	}
+}
+
+int htr_perfdata__elf_build_id(const char *path, uint8_t id[20],
+			       size_t *size, struct htr_err *err)
+{
+	Elf *elf;
+	int fd, rc;
+
+	*size = 0;
+	rc = open_elf(path, &fd, &elf, err);
+	if (rc < 0)
+		return rc;
+	elf_build_id(elf, id, size);
 	close_elf(fd, elf);
+	return 0;
+}
+
+int htr_perfdata__mem_build_id(void *image, size_t n, uint8_t id[20],
+			       size_t *size)
+{
+	const char *ident;
+	Elf *elf;
+
+	*size = 0;
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return HTR_ERR_FORMAT;
+	elf = elf_memory(image, n);
+	ident = elf ? elf_getident(elf, NULL) : NULL;
+	if (!ident || elf_kind(elf) != ELF_K_ELF ||
+	    ident[EI_CLASS] != ELFCLASS64 || ident[EI_DATA] != ELFDATA2LSB) {
+		elf_end(elf);
+		return HTR_ERR_FORMAT;
+	}
+	elf_build_id(elf, id, size);
+	elf_end(elf);
 	return 0;
 }
 

@@ -204,5 +204,9 @@ int htr_perfdata__elf_base(const char *path, const struct htr_perf_module *m,
  */
 int htr_perfdata__elf_build_id(const char *path, uint8_t id[20],
 			       size_t *size, struct htr_err *err);
+/* The same for the @n bytes of an ELF image at @image (writable: libelf
+ * may write to it).  Returns 0 or HTR_ERR_FORMAT. */
+int htr_perfdata__mem_build_id(void *image, size_t n, uint8_t id[20],
+			       size_t *size);
 
 #endif

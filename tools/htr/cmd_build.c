@@ -5,12 +5,14 @@
 #include "cpuwide.h"
 #include "perfdata.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,7 +34,8 @@ static const char usage_text[] =
 "context-switch records.  A module that cannot be found, or whose build-id\n"
 "is not the recorded one, is a warning; its code becomes decode gaps.\n"
 "The vDSO ([vdso]) has no file: its code comes from the build-id cache,\n"
-"where perf record copies it.\n"
+"where perf record copies it, or from this machine's own vDSO when its\n"
+"build-id is the recorded one (names in it read [vdso]+0xOFFSET).\n"
 "\n"
 "  -e, --elf FILE[@BASE]   an ELF; at its link address, or with its lowest\n"
 "                          PT_LOAD at BASE (position-independent code)\n"
@@ -338,6 +341,52 @@ static int check_build_id(struct perf_build *pb,
 	return 1;
 }
 
+/*
+ * A recording's [vdso] that is not in the build-id cache (perf record -N,
+ * or recorded as another user): this process's own vDSO, the running
+ * kernel's, if its build-id is the recorded one (the same build-id is the
+ * same code).  Its bytes go in as a raw piece named [vdso], so names in it
+ * read [vdso]+0xOFFSET.  Returns 0 (added), 1 (no vDSO here, another
+ * build-id, or it could not be added).
+ */
+static int own_vdso(struct htr_builder *b, const struct htr_perf_module *m)
+{
+	const uint8_t *p = (const uint8_t *) getauxval(AT_SYSINFO_EHDR);
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *) p;
+	uint64_t size = 0, n;
+	uint8_t id[20], *copy;
+	size_t idn, i;
+	int rc;
+
+	/* The kernel's own image; bounded all the same. */
+	if (!p || memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
+	    eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_phentsize != sizeof(Elf64_Phdr) ||
+	    eh->e_phoff + (uint64_t) eh->e_phnum * sizeof(Elf64_Phdr) > 4096)
+		return 1;
+	for (i = 0; i < eh->e_phnum; i++) {
+		const Elf64_Phdr *ph = (const Elf64_Phdr *)
+				       (p + eh->e_phoff) + i;
+
+		if (ph->p_type == PT_LOAD && ph->p_offset + ph->p_filesz > size)
+			size = ph->p_offset + ph->p_filesz;
+	}
+	if (size < sizeof(*eh) || size > (1u << 20) || m->pgoff >= size)
+		return 1;
+	copy = malloc(size);
+	if (!copy)
+		return 1;
+	memcpy(copy, p, size);
+	rc = htr_perfdata__mem_build_id(copy, size, id, &idn) == 0 &&
+	     idn == m->build_id_size && !memcmp(id, m->build_id, idn) ? 0 : 1;
+	n = size - m->pgoff < m->len ? size - m->pgoff : m->len;
+	if (rc == 0 && htr_builder_add_bytes(b, copy + m->pgoff, n, m->addr,
+					     "[vdso]") < 0)
+		rc = 1;
+	free(copy);
+	return rc;
+}
+
 /* The image of thread @t: its process's executable mappings. */
 static int perf_image(struct perf_build *pb, struct htr_builder *b,
 		      const struct htr_perfdata *pd,
@@ -394,6 +443,10 @@ static int perf_image(struct perf_build *pb, struct htr_builder *b,
 		if (file[0] != '/') {
 			/* The vDSO has no file; perf record copies it to its
 			 * build-id cache. */
+			if (m->build_id_size && own_vdso(b, m) == 0) {
+				free(file);
+				continue;
+			}
 			warn_module(pb, m->path, "%s: no file to read its code "
 				    "from%s: its code becomes decode gaps",
 				    m->build_id_size ? " (not in the build-id "
