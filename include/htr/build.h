@@ -9,9 +9,12 @@
  * helper thread (the tree builder and writer, fed by the decoder running
  * on the calling thread through a bounded queue) or, with opts.threads
  * N >= 2, N helper threads that decode while the calling thread builds
- * the tree; they join them before they return, on success, failure or
- * cancel alike.  Callbacks never run on a helper thread.  No thread
- * outlives the call; nothing is left running in the background.
+ * the tree.  A trace of more than 4 MiB is also hashed on a helper thread
+ * while it decodes, and a large output's small sections are copied on one
+ * while the tree is linked.  They join them before they return, on
+ * success, failure or cancel alike.  Callbacks never run on a helper
+ * thread.  No thread outlives the call; nothing is left running in the
+ * background.
  *
  * Files: the output is written as "OUT.tmpPID" in OUT's directory and
  * renamed to OUT on success (nothing is left on failure).  By default the
