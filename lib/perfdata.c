@@ -200,6 +200,7 @@ static int header_string(struct htr_perfdata *pd, const uint8_t *p,
 	uint64_t len;
 	long sl;
 
+	*used = 0;
 	if (n < 4)
 		return htr_err__set(pd->priv->err, HTR_ERR_CORRUPT, "%s: "
 				    "corrupt perf.data: %s string cut short",
