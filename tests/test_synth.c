@@ -415,7 +415,7 @@ static int run_cli(const char *args, char *out, size_t outlen)
 
 static int count_files(const char *d)
 {
-	char cmd[300], buf[64];
+	char cmd[320], buf[64];
 	FILE *p;
 	int n = -1;
 
