@@ -72,6 +72,9 @@ struct pdec {
 	atomic_int stop;
 	atomic_int diverged;          /* a chunk cannot be trusted */
 	struct batch *free, *free_last;   /* oldest first: see put_batch */
+	struct batch *slab;           /* the batches, made as needed: one
+				       * mapping, not one apiece (pipe.c) */
+	size_t nslab, used;
 };
 
 /* Call with the lock held. */
@@ -83,12 +86,22 @@ static struct batch *get_batch(struct pdec *p)
 		p->free = b->next;
 		if (!p->free)
 			p->free_last = NULL;
+	} else if (p->used < p->nslab) {
+		b = &p->slab[p->used++];
 	} else if (!(b = malloc(sizeof(*b)))) {
 		return NULL;
 	}
 	b->next = NULL;
 	b->n = 0;
 	return b;
+}
+
+static void drop_batch(struct pdec *p, struct batch *b)
+{
+	uintptr_t at = (uintptr_t) b, slab = (uintptr_t) p->slab;
+
+	if (at < slab || at >= slab + p->nslab * sizeof(*b))
+		free(b);
 }
 
 /* A consumed batch goes to the back of the free list (the lock held): the
@@ -117,7 +130,9 @@ static void queue(struct chunk *c)
 }
 
 /* Hand a full batch to the consumer; wait while the chunk holds too many
- * (the consumer drains only the chunk it is at). */
+ * (the consumer drains only the chunk it is at, so only a batch of that
+ * chunk is worth waking it for: the others were a futex call and two
+ * context switches each for nothing). */
 static int publish(struct chunk *c)
 {
 	struct pdec *p = c->p;
@@ -125,7 +140,8 @@ static int publish(struct chunk *c)
 
 	pthread_mutex_lock(&p->lock);
 	queue(c);
-	pthread_cond_broadcast(&p->cond);
+	if (c == &p->ring[p->head % p->window])
+		pthread_cond_broadcast(&p->cond);
 	while (c->nfull >= CHUNK_BATCHES && !atomic_load(&p->stop))
 		pthread_cond_wait(&p->cond, &p->lock);
 	stop = atomic_load(&p->stop);
@@ -376,8 +392,9 @@ static int consume_all(struct pdec *p, struct consumer *k, struct htr_err *err)
 			c->full = b->next;
 			if (!c->full)
 				c->last = NULL;
-			c->nfull--;
-			pthread_cond_broadcast(&p->cond);
+			/* Its decoder waits only on a full queue. */
+			if (c->nfull-- == CHUNK_BATCHES)
+				pthread_cond_broadcast(&p->cond);
 			pthread_mutex_unlock(&p->lock);
 			rc = consume(k, b);
 			pthread_mutex_lock(&p->lock);
@@ -442,9 +459,15 @@ int htr_pdecode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 		return htr_decode__run(cfg, img, &sink, err);
 	}
 	p.window = threads + 1;
+	/* Each chunk holds CHUNK_BATCHES at most, or fewer and the one its
+	 * decoder fills; the consumer holds one.  (More would come from
+	 * malloc.) */
+	p.nslab = (size_t) p.window * (CHUNK_BATCHES + 1) + 1;
+	p.slab = malloc(p.nslab * sizeof(*p.slab));
 	p.ring = calloc(p.window, sizeof(*p.ring));
 	tid = calloc(threads, sizeof(*tid));
-	if (!p.ring || !tid) {
+	if (!p.slab || !p.ring || !tid) {
+		free(p.slab);
 		free(p.ring);
 		free(tid);
 		return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
@@ -476,15 +499,16 @@ int htr_pdecode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 			struct batch *b = c->full;
 
 			c->full = b->next;
-			free(b);
+			drop_batch(&p, b);
 		}
 	}
 	while (p.free) {
 		struct batch *b = p.free;
 
 		p.free = b->next;
-		free(b);
+		drop_batch(&p, b);
 	}
+	free(p.slab);
 	if (rc == HTR_ERR_CANCELED && !err->msg[0])
 		htr_err__set(err, rc, "decode canceled");
 	pthread_cond_destroy(&p.cond);
