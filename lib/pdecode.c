@@ -72,9 +72,6 @@ struct pdec {
 	atomic_int stop;
 	atomic_int diverged;          /* a chunk cannot be trusted */
 	struct batch *free, *free_last;   /* oldest first: see put_batch */
-	struct batch *slab;           /* the batches, made as needed: one
-				       * mapping, not one apiece (pipe.c) */
-	size_t nslab, used;
 };
 
 /* Call with the lock held. */
@@ -86,22 +83,12 @@ static struct batch *get_batch(struct pdec *p)
 		p->free = b->next;
 		if (!p->free)
 			p->free_last = NULL;
-	} else if (p->used < p->nslab) {
-		b = &p->slab[p->used++];
 	} else if (!(b = malloc(sizeof(*b)))) {
 		return NULL;
 	}
 	b->next = NULL;
 	b->n = 0;
 	return b;
-}
-
-static void drop_batch(struct pdec *p, struct batch *b)
-{
-	uintptr_t at = (uintptr_t) b, slab = (uintptr_t) p->slab;
-
-	if (at < slab || at >= slab + p->nslab * sizeof(*b))
-		free(b);
 }
 
 /* A consumed batch goes to the back of the free list (the lock held): the
@@ -459,15 +446,9 @@ int htr_pdecode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 		return htr_decode__run(cfg, img, &sink, err);
 	}
 	p.window = threads + 1;
-	/* Each chunk holds CHUNK_BATCHES at most, or fewer and the one its
-	 * decoder fills; the consumer holds one.  (More would come from
-	 * malloc.) */
-	p.nslab = (size_t) p.window * (CHUNK_BATCHES + 1) + 1;
-	p.slab = malloc(p.nslab * sizeof(*p.slab));
 	p.ring = calloc(p.window, sizeof(*p.ring));
 	tid = calloc(threads, sizeof(*tid));
-	if (!p.slab || !p.ring || !tid) {
-		free(p.slab);
+	if (!p.ring || !tid) {
 		free(p.ring);
 		free(tid);
 		return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
@@ -499,16 +480,15 @@ int htr_pdecode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 			struct batch *b = c->full;
 
 			c->full = b->next;
-			drop_batch(&p, b);
+			free(b);
 		}
 	}
 	while (p.free) {
 		struct batch *b = p.free;
 
 		p.free = b->next;
-		drop_batch(&p, b);
+		free(b);
 	}
-	free(p.slab);
 	if (rc == HTR_ERR_CANCELED && !err->msg[0])
 		htr_err__set(err, rc, "decode canceled");
 	pthread_cond_destroy(&p.cond);

@@ -5,15 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* 4 MiB of events in flight at most.  A ring that stays in the caches
- * costs the decoding thread more than it saves: each line it writes was
- * last read on the builder's core and must be taken back from there (a
- * 1 MiB ring made the decoding thread ~15 % slower on 10^8 instructions, a
- * third slower on the recorded spin loop, tools/bench/build_speed.sh).
- * It is one allocation, so one mapping whose pages the kernel provides as
- * the trace first reaches them: a batch apiece was a mapping apiece, and
- * unmapping 32 of them took 20-40 ms (a build of 10^7 instructions takes
- * 0.2 s) on a virtual machine where each munmap costs a TLB shootdown. */
+/* 4 MiB of events in flight at most, made as the trace needs them.  A
+ * ring that stays in the caches costs the decoding thread more than it
+ * saves: each line it writes was last read on the builder's core and must
+ * be taken back from there (a 1 MiB ring made the decoding thread ~15 %
+ * slower on 10^8 instructions, a third slower on the recorded spin loop,
+ * tools/bench/build_speed.sh). */
 #define NBATCH 32
 #define BATCH 4096
 /* A thread waiting on the other is woken when WAKE batches are ready for
@@ -28,12 +25,12 @@ struct htr_pipe {
 	int started, finished;
 	pthread_mutex_t lock;
 	pthread_cond_t not_empty, not_full;
-	struct htr_ev *ring;          /* NBATCH batches of BATCH events */
+	struct htr_ev *batch[NBATCH];
 	uint32_t len[NBATCH];
 	unsigned head, tail, count;   /* full batches: [head, head + count) */
 	int done;                     /* no more batches will come */
 	int err;                      /* the builder's first error */
-	struct htr_ev *cur;           /* the producer's batch (ring + tail * BATCH) */
+	struct htr_ev *cur;           /* the producer's batch (= batch[tail]) */
 	uint32_t ncur;
 	uint64_t insns;               /* producer side */
 	int (*progress)(void *ctx, uint64_t offset);
@@ -83,7 +80,7 @@ static void *builder_main(void *arg)
 			pthread_mutex_unlock(&p->lock);
 			return NULL;
 		}
-		evs = p->ring + (size_t) p->head * BATCH;
+		evs = p->batch[p->head];
 		n = p->len[p->head];
 		err = p->err;
 		pthread_mutex_unlock(&p->lock);
@@ -106,8 +103,9 @@ static void *builder_main(void *arg)
 	}
 }
 
-/* Hand the current batch to the builder thread; take the next one. */
-static int publish(struct htr_pipe *p)
+/* Hand the current batch to the builder thread; take the next one if
+ * @more are to come. */
+static int publish(struct htr_pipe *p, int more)
 {
 	int err;
 
@@ -121,7 +119,11 @@ static int publish(struct htr_pipe *p)
 		pthread_cond_wait(&p->not_full, &p->lock);
 	err = p->err;
 	pthread_mutex_unlock(&p->lock);
-	p->cur = p->ring + (size_t) p->tail * BATCH;
+	/* Batches are made as the trace needs them: a small one, one. */
+	if (!err && more && !p->batch[p->tail] &&
+	    !(p->batch[p->tail] = malloc(BATCH * sizeof(struct htr_ev))))
+		err = HTR_ERR_NOMEM;
+	p->cur = p->batch[p->tail];
 	p->ncur = 0;
 	return err;
 }
@@ -183,10 +185,12 @@ static int put(void *ctx, const struct htr_ev *e)
 {
 	struct htr_pipe *p = ctx;
 
+	if (!p->cur)
+		return HTR_ERR_NOMEM;   /* publish() could not make a batch */
 	if (e->type == HTR_EV_RUN)
 		p->insns += e->n;
 	p->cur[p->ncur++] = *e;
-	return p->ncur == BATCH ? publish(p) : 0;
+	return p->ncur == BATCH ? publish(p, 1) : 0;
 }
 
 static int on_progress(void *ctx, uint64_t offset)
@@ -221,14 +225,14 @@ int htr_pipe__start(struct htr_pipe **out, struct htr_tb *tb,
 	*out = NULL;
 	if (!p)
 		return HTR_ERR_NOMEM;
-	p->ring = malloc((size_t) NBATCH * BATCH * sizeof(*p->ring));
-	if (!p->ring) {
+	p->batch[0] = malloc(BATCH * sizeof(struct htr_ev));
+	if (!p->batch[0]) {
 		free(p);
 		return HTR_ERR_NOMEM;
 	}
 	p->tb = tb;
 	p->w = w;
-	p->cur = p->ring;
+	p->cur = p->batch[0];
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->not_empty, NULL);
 	pthread_cond_init(&p->not_full, NULL);
@@ -254,7 +258,7 @@ int htr_pipe__finish(struct htr_pipe *p)
 	if (p->finished)
 		return p->err;
 	if (p->ncur)
-		err = publish(p);
+		err = publish(p, 0);
 	pthread_mutex_lock(&p->lock);
 	p->done = 1;
 	pthread_cond_signal(&p->not_empty);
@@ -266,6 +270,8 @@ int htr_pipe__finish(struct htr_pipe *p)
 
 void htr_pipe__free(struct htr_pipe *p)
 {
+	int i;
+
 	if (!p)
 		return;
 	if (p->started && !p->finished) {
@@ -277,6 +283,7 @@ void htr_pipe__free(struct htr_pipe *p)
 		pthread_cond_destroy(&p->not_empty);
 		pthread_cond_destroy(&p->not_full);
 	}
-	free(p->ring);
+	for (i = 0; i < NBATCH; i++)
+		free(p->batch[i]);
 	free(p);
 }
