@@ -58,6 +58,7 @@ struct dec {
 
 	/* The run held back. */
 	int pend;
+	int entering;            /* the last run ended in a call */
 	uint64_t pend_ip;
 	uint32_t pend_n;
 	enum htr_icls pend_cls;
@@ -171,6 +172,8 @@ static HOT int flush(struct dec *s)
 	if (!s->pend)
 		return 0;
 	s->pend = 0;
+	s->entering = s->pend_cls == HTR_IC_CALL ||
+		      s->pend_cls == HTR_IC_FAR_CALL;
 	rc = k->run(k->ctx, s->pend_ip, s->pend_n, s->pend_cls, s->pend_ret);
 	if (rc)
 		return rc;
@@ -305,12 +308,38 @@ struct blk {
 	uint32_t n;
 	enum htr_icls cls;
 	int has_tsc;
+	int lone_branch;   /* one jump that read trace: tsc is its time */
 };
 
 static int dec_time(struct dec *s, uint64_t *tsc)
 {
 	return s->w ? htr_walk__time(s->w, tsc) : pt_blk_time(s->d, tsc, NULL,
 							     NULL);
+}
+
+/* Whether @b's last instruction, a jump, read trace to go on. */
+static NOINLINE int jump_read_trace(struct dec *s, const struct pt_block *b)
+{
+	uint8_t buf[pt_max_insn_size];
+	int is64 = b->mode == ptem_64bit, n;
+
+	switch (b->iclass) {
+	case ptic_cond_jump:
+	case ptic_far_jump:
+		return 1;
+	case ptic_jump:
+	case ptic_error:
+		/* libipt gives direct and indirect jumps the same class, and
+		 * none to an indirect one from its block cache. */
+		if (b->truncated)
+			return htr_x86__jump_reads_trace(b->raw, b->size, is64);
+		n = b->isid > 0 ? pt_iscache_read(s->isc, buf, sizeof(buf),
+						  b->isid, b->end_ip) : -1;
+		return n > 0 &&
+		       htr_x86__jump_reads_trace(buf, (size_t) n, is64);
+	default:
+		return 0;
+	}
 }
 
 /* The next block from the block decoder or the walk.  Returns libipt's
@@ -328,6 +357,7 @@ static HOT int next_block(struct dec *s, struct blk *o)
 		o->n = wb.n;
 		o->cls = wb.cls;
 		o->ret = wb.ret;
+		o->lone_branch = wb.n == 1 && wb.branch;
 	} else {
 		b.ninsn = 0;
 		st = pt_blk_next(s->d, &b, sizeof(b));
@@ -343,8 +373,12 @@ static HOT int next_block(struct dec *s, struct blk *o)
 		}
 		o->ip = b.ip;
 		o->n = b.ninsn;
-		if (o->n)
+		o->lone_branch = 0;
+		if (o->n) {
 			o->cls = block_class(s, &b, &o->ret);
+			o->lone_branch = o->n == 1 && o->cls == HTR_IC_OTHER &&
+					 jump_read_trace(s, &b);
+		}
 	}
 	if (o->n)
 		o->has_tsc = dec_time(s, &o->tsc) >= 0;
@@ -355,7 +389,7 @@ static HOT int next_block(struct dec *s, struct blk *o)
 static HOT int on_block(struct dec *s, const struct blk *b)
 {
 	const struct htr_decode_sink *k = s->sink;
-	int rc;
+	int rc, entering;
 
 	/* Most blocks end at a conditional branch and change nothing the
 	 * builder sees: extend the pending run instead of reporting each
@@ -376,6 +410,7 @@ static HOT int on_block(struct dec *s, const struct blk *b)
 	}
 	if ((rc = flush(s)) != 0)
 		return rc;
+	entering = s->entering || s->need_resume;
 	if (s->sync_pend && (rc = emit_sync(s)) != 0)
 		return rc;
 	if (s->need_resume) {
@@ -391,6 +426,15 @@ static HOT int on_block(struct dec *s, const struct blk *b)
 	s->pend_has_tsc = b->has_tsc;
 	s->pend_tsc = b->tsc;
 	s->tsx_abort = 0;
+	/* A callee (or a resumed run) whose first instruction is a jump
+	 * that read trace (a PLT stub's jmp *GOT) starts at the time of
+	 * that trace, not at the time the call before was reported: the
+	 * jump ran then (libipt's time after it, perf's date for it).
+	 * Both decoders end a block at such a jump whatever their caches
+	 * hold (the walk where a callee may start), so both report it. */
+	if (b->lone_branch && entering && b->has_tsc &&
+	    (!s->has_tsc || b->tsc != s->tsc))
+		return flush(s);
 	return 0;
 }
 
@@ -520,6 +564,7 @@ static int on_event(struct dec *s, const struct pt_event *ev)
 					  ev->variant.async_branch.from, 0,
 					  HTR_IC_FAR_CALL,
 					  ev->variant.async_branch.from);
+		s->entering = 1;
 		break;
 	case ptev_overflow:
 		rc = gap(s, HTR_GAP_OVERFLOW, cur_offset(s), 0);

@@ -61,8 +61,10 @@ struct htr_decode_sink {
 	 * applies from the last instruction of that run on (a report before
 	 * the first run: from the first instruction on - the time of the
 	 * first PSB+).  Runs are not cut where only the time changes: the
-	 * time inside a run is not sampled.  A run an error cut short has no
-	 * time of its own. */
+	 * time inside a run is not sampled, but a run after a call or a
+	 * resume whose first instruction is a jump that read trace (a PLT
+	 * stub's) is cut after that jump, the time a callee starts at.  A
+	 * run an error cut short has no time of its own. */
 	int (*time)(void *ctx, uint64_t tsc);
 	/* The decoder passed a PSB at @offset; the next run follows it. */
 	int (*sync)(void *ctx, uint64_t offset);

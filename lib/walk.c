@@ -103,6 +103,7 @@ struct htr_walk {
 	/* The block decoder's state, from @ip on: zero in a new walk. */
 	uint64_t ip;
 	int enabled, status, process_event;
+	int entering;               /* after a call, an event or a sync */
 	enum pt_exec_mode mode;
 	struct pt_event ev;
 	uint64_t rs[RETSTACK];
@@ -531,6 +532,7 @@ static int trailing_event(struct htr_walk *w)
 /* The block as decode.c classes its last instruction. */
 static void end_block(struct htr_walk_block *b, int kind, uint64_t ret)
 {
+	b->branch = kind == K_COND || kind == K_IJMP || kind == K_FARJMP;
 	switch (kind) {
 	case K_CALL:
 	case K_ICALL:
@@ -785,6 +787,7 @@ int htr_walk__next(struct htr_walk *w, struct htr_walk_block *b)
 	b->n = 0;
 	b->cls = HTR_IC_OTHER;
 	b->ret = 0;
+	b->branch = 0;
 	st = fetch_event(w);
 	if (st > 0)
 		st = proceed_event(w, b);
@@ -792,14 +795,19 @@ int htr_walk__next(struct htr_walk *w, struct htr_walk_block *b)
 		st = w->status & pts_eos ? -pte_eos : -pte_no_enable;
 	else if (st == 0) {
 		/* One of libipt's blocks after the other, joined until one
-		 * ends in what decode.c must see. */
+		 * ends in what decode.c must see: a call, a return, an
+		 * event, or, where a callee may start, a first block that is
+		 * one jump that read trace (decode.c needs its time). */
 		do {
 			st = proceed_no_event(w, b);
 			if (st >= 0)
 				st = trailing(w);
 		} while (st >= 0 && !(st & (pts_event_pending | pts_eos)) &&
 			 !w->process_event && b->cls == HTR_IC_OTHER &&
-			 b->n < BLOCK_MAX);
+			 b->n < BLOCK_MAX &&
+			 !(w->entering && b->n == 1 && b->branch));
+		w->entering = b->cls == HTR_IC_CALL ||
+			      b->cls == HTR_IC_FAR_CALL;
 	}
 	if (st < 0) {
 		/* No code at the IP: what ran up to it ran (decode.c drops it
@@ -812,6 +820,7 @@ int htr_walk__next(struct htr_walk *w, struct htr_walk_block *b)
 			b->n--;
 			b->cls = HTR_IC_OTHER;
 			b->ret = 0;
+			b->branch = 0;
 		}
 	}
 	return st;
@@ -824,6 +833,7 @@ int htr_walk__event(struct htr_walk *w, struct pt_event *out)
 
 	if (!w->process_event)
 		return HTR_WALK_UNSURE;
+	w->entering = 1;
 	switch (ev->type) {
 	case ptev_enabled:
 		bad = ev->status_update || supp || w->enabled;
@@ -905,6 +915,7 @@ int htr_walk__sync_set(struct htr_walk *w, uint64_t offset)
 	w->status = 0;
 	w->enabled = 0;
 	w->process_event = 0;
+	w->entering = 1;
 	w->rs_top = w->rs_n = 0;
 	memset(&w->ev, 0, sizeof(w->ev));
 	st = pt_qry_sync_set(w->q, &w->ip, offset);

@@ -30,6 +30,8 @@ struct htr_walk_block {
 	uint32_t n;                /* instructions */
 	enum htr_icls cls;         /* of the last one */
 	uint64_t ret;              /* calls: the return address, 0 unknown */
+	int branch;                /* the last one is a conditional or
+				    * indirect jump: it read trace */
 };
 
 /* A walk over @c's trace and the code of @img (mapped by the walk; @img

@@ -23,12 +23,11 @@ static int modrm_len(const uint8_t *p, size_t n, size_t i)
 	return i <= n ? (int) i : 0;
 }
 
-enum htr_icls htr_x86__classify(const uint8_t *p, size_t n, int is64,
-				 int *len)
+/* The offset of the opcode after the legacy and REX prefixes. */
+static size_t skip_prefixes(const uint8_t *p, size_t n, int is64)
 {
 	size_t i = 0;
 
-	*len = 0;
 	while (i < n && (p[i] == 0x66 || p[i] == 0x67 || p[i] == 0xf0 ||
 			 p[i] == 0xf2 || p[i] == 0xf3 || p[i] == 0x2e ||
 			 p[i] == 0x36 || p[i] == 0x3e || p[i] == 0x26 ||
@@ -36,6 +35,15 @@ enum htr_icls htr_x86__classify(const uint8_t *p, size_t n, int is64,
 		i++;
 	if (is64 && i < n && (p[i] & 0xf0) == 0x40)
 		i++;
+	return i;
+}
+
+enum htr_icls htr_x86__classify(const uint8_t *p, size_t n, int is64,
+				 int *len)
+{
+	size_t i = skip_prefixes(p, n, is64);
+
+	*len = 0;
 	if (i >= n)
 		return HTR_IC_OTHER;
 	switch (p[i]) {
@@ -81,3 +89,16 @@ enum htr_icls htr_x86__classify(const uint8_t *p, size_t n, int is64,
 	return HTR_IC_OTHER;
 }
 
+
+int htr_x86__jump_reads_trace(const uint8_t *p, size_t n, int is64)
+{
+	size_t i = skip_prefixes(p, n, is64);
+	unsigned reg;
+
+	if (i < n && p[i] == 0xea)                /* jmp ptr16:16/32 */
+		return !is64;
+	if (i + 1 >= n || p[i] != 0xff)
+		return 0;
+	reg = (p[i + 1] >> 3) & 7;
+	return reg == 4 || reg == 5;
+}

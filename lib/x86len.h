@@ -21,4 +21,8 @@
 enum htr_icls htr_x86__classify(const uint8_t *p, size_t n, int is64,
 				 int *len);
 
+/* Whether the instruction at @p is a jump that needs a TIP to go on: an
+ * indirect near or far jump (FF /4, FF /5) or a direct far one (EA). */
+int htr_x86__jump_reads_trace(const uint8_t *p, size_t n, int is64);
+
 #endif

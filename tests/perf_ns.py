@@ -19,7 +19,12 @@ first instruction ran (to the microsecond; or between its first switch
 in and that, when perf lists switches), has as many instructions as perf decoded for it, and
 gives every block that ended at a return (not late, truncated, unwound
 or implicitly returned: where tracing resumed perf estimates the time)
-perf's time at its last instruction, in ns (end_ns); with "insns", the
+perf's time at its last instruction, in ns (end_ns), and every block
+entered by a traced call whose first instruction perf dates later than
+the call (a PLT stub's jmp: it ran at the time of its TIP) that time
+(start_ns) - unless the thread was switched out in between: htr counts
+that time to the callee, perf to the caller (README, "What the ticks
+mean"); with "insns", the
 times are not compared (--filter recordings: perf dates a return out of
 the filter where it next sees a timing packet, see test_perf.sh).
 Prints one line; exit 1 on a difference.
@@ -30,15 +35,16 @@ import sys
 
 insns, dump, tid, info = sys.argv[1:5]
 times, who, tod, first_in = [], None, None, None
-perf_calls, perf_rets = set(), set()
+perf_calls, perf_rets, switched_in = set(), set(), set()
 for line in open(insns):
     f = line.split()        # COMM PID/TID DATE HH:MM:SS.NS SEC.NS: FLAGS
     if len(f) >= 7 and f[5].startswith('PERF_RECORD_SWITCH'):
         # Sideband: the thread's first switch in, before any
         # instruction of it.
-        if (f[1].split('/')[-1] == tid and f[6] == 'IN' and
-                first_in is None and not times):
-            first_in = '%s %s UTC' % (f[2], f[3][:15])
+        if f[1].split('/')[-1] == tid and f[6] == 'IN':
+            if first_in is None and not times:
+                first_in = '%s %s UTC' % (f[2], f[3][:15])
+            switched_in.add(len(times))
         continue
     if len(f) >= 5 and f[1].split('/')[-1] == tid:
         sec, ns = f[4].rstrip(':').split('.')
@@ -99,18 +105,33 @@ if sys.argv[7:] == ['insns']:
     print('%d insns, %d calls, %d returns as perf'
           % (ninsns, len(htr_calls), len(htr_rets)))
     sys.exit(0)
-n = bad = 0
+
+
+def differs(b, at, key):
+    if times[b[at]] == b[key]:
+        return 0
+    if bad <= 3:
+        print('block %d: %s htr %d ns, perf %d' % (b['block'], at, b[key],
+              times[b[at]]))
+    return 1
+
+
+n = ns = bad = 0
 for b in json.load(open(dump)):
+    if b['first'] - 1 in htr_calls and b['start_ns'] is not None and \
+       times[b['first']] != times[b['first'] - 1] and \
+       b['first'] not in switched_in:
+        ns += 1
+        bad += differs(b, 'first', 'start_ns')
     if b['end_ns'] is None or set(b['flags'].split(',')) & \
        {'late', 'truncated', 'unwound', 'implicit-return'}:
         continue
     n += 1
-    if b['last'] >= len(times) or times[b['last']] != b['end_ns']:
-        bad += 1
-        if bad <= 3:
-            print('block %d: htr %d ns, perf %s' % (b['block'], b['end_ns'],
-                  times[b['last']] if b['last'] < len(times) else 'none'))
-print('started %s as perf says, %d insns, %d calls, %d returns as perf; '
-      'end times of %d of %d blocks in ns as perf\'s'
-      % (tod, ninsns, len(htr_calls), len(htr_rets), n - bad, n))
+    bad += differs(b, 'last', 'end_ns')
+if bad:
+    print('%d of %d start and end times differ from perf\'s' % (bad, ns + n))
+else:
+    print('started %s as perf says, %d insns, %d calls, %d returns as perf; '
+          'start times of %d, end times of %d blocks in ns as perf\'s'
+          % (tod, ninsns, len(htr_calls), len(htr_rets), ns, n))
 sys.exit(1 if bad or not n else 0)

@@ -94,7 +94,7 @@ same() {
 		tid=$(awk '$1 == "tid" { print $3; exit }' "$truth")
 		if [ ! -f "$d/rec.$tid.htr" ]; then
 			fail "$name: no rec.$tid.htr for $(basename "$truth")"
-		elif ! res=$("$cmp" "$truth" "$d/rec.$tid.htr" 2>&1); then
+		elif ! res=$("$cmp" --tsc "$truth" "$d/rec.$tid.htr" 2>&1); then
 			fail "$name: tid $tid against its truth: $res"
 		fi
 	done
@@ -516,7 +516,7 @@ if "$htr" record -q -o "$work/bid/b.data" -- "$work/dlopen-O0" \
 		tid=$(awk '$1 == "tid" { print $3; exit }' "$work/bid/b.data.t0.truth")
 		if damaged "--buildid-dir" 0 "$work/bid/b.data" \
 			--buildid-dir "$work/cache" && [ ! -s "$work/err" ] &&
-		   res=$("$cmp" "$work/bid/b.data.t0.truth" "$work/out/o.$tid.htr" 2>&1); then
+		   res=$("$cmp" --tsc "$work/bid/b.data.t0.truth" "$work/out/o.$tid.htr" 2>&1); then
 			echo "ok      --buildid-dir: the cached module, the truth's tree"
 		else
 			fail "--buildid-dir: $(head -2 "$work/err") $res"
@@ -529,7 +529,7 @@ if "$htr" record -q -o "$work/bid/b.data" -- "$work/dlopen-O0" \
 			"$work/bid/libbid.so" "[vdso]" &&
 		   damaged "[vdso]" 0 "$work/bid/v.data" \
 			--buildid-dir "$work/cache" && [ ! -s "$work/err" ] &&
-		   res=$("$cmp" "$work/bid/b.data.t0.truth" "$work/out/o.$tid.htr" 2>&1); then
+		   res=$("$cmp" --tsc "$work/bid/b.data.t0.truth" "$work/out/o.$tid.htr" 2>&1); then
 			echo "ok      [vdso]: its code from the cache, the truth's tree"
 		else
 			fail "[vdso]: $(head -2 "$work/err") $res"
@@ -577,7 +577,7 @@ else
 	tid=$(awk '$1 == "tid" { print $3; exit }' "$work/vd/v.data.t0.truth")
 	if damaged "own vDSO" 0 "$work/vd/w.data" --buildid-dir "$work/vd" &&
 	   [ ! -s "$work/err" ] &&
-	   res=$("$cmp" "$work/vd/v.data.t0.truth" "$work/out/o.$tid.htr" 2>&1) &&
+	   res=$("$cmp" --tsc "$work/vd/v.data.t0.truth" "$work/out/o.$tid.htr" 2>&1) &&
 	   "$htr" top --limit 1000 "$work/out/o.$tid.htr" |
 		grep -q "\[vdso\]+$(printf '0x%x' "$off")\$"; then
 		echo "ok      own vDSO: the running kernel's, the truth's tree"

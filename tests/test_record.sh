@@ -176,7 +176,7 @@ run() {
 			continue
 		fi
 		judge "$name $opt $mode $t" \
-			"$("$cmp" "$out/$t.truth" "$out/$t.htr" 2>&1)"
+			"$("$cmp" --tsc "$out/$t.truth" "$out/$t.htr" 2>&1)"
 		# Three threads, a chunk boundary at every PSB, either
 		# decoder, and a processor with erratum SKL014 (6/142): the
 		# same file.  (Every syscall gives a TIP.PGD without an IP;

@@ -72,3 +72,29 @@ Test(x86len, classes)
 			     c[i].cls, "%s", c[i].what);
 	}
 }
+
+Test(x86len, jumps_that_read_trace)
+{
+	static const struct { const char *what; uint8_t b[8]; size_t n;
+			      int is64, want; } c[] = {
+		{ "jmp *x(%rip) (PLT)", { 0xff, 0x25, 1, 2, 3, 4 }, 6, 1, 1 },
+		{ "bnd jmp *x(%rip)", { 0xf2, 0xff, 0x25, 1, 2, 3, 4 }, 7, 1, 1 },
+		{ "notrack jmp *%rax", { 0x3e, 0xff, 0xe0 }, 3, 1, 1 },
+		{ "jmp *%r11", { 0x41, 0xff, 0xe3 }, 3, 1, 1 },
+		{ "ljmp *(%rax)", { 0xff, 0x28 }, 2, 1, 1 },
+		{ "ljmp $8,$0 (32-bit)", { 0xea, 0, 0, 0, 0, 8, 0 }, 7, 0, 1 },
+		{ "0xea in 64-bit mode", { 0xea, 0 }, 2, 1, 0 },
+		{ "jmp rel32", { 0xe9, 1, 2, 3, 4 }, 5, 1, 0 },
+		{ "bnd jmp rel32", { 0xf2, 0xe9, 1, 2, 3, 4 }, 6, 1, 0 },
+		{ "jmp rel8", { 0xeb, 0x10 }, 2, 1, 0 },
+		{ "call *%rax", { 0xff, 0xd0 }, 2, 1, 0 },
+		{ "push (%rax)", { 0xff, 0x30 }, 2, 1, 0 },
+		{ "truncated", { 0xff }, 1, 1, 0 },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+		cr_expect_eq(htr_x86__jump_reads_trace(c[i].b, c[i].n,
+						       c[i].is64),
+			     c[i].want, "%s", c[i].what);
+}
