@@ -455,8 +455,12 @@ static int build_thread(struct cw *w, size_t i, struct piece **v, size_t n,
 		/* Preempted and resumed where it stopped: nothing was lost,
 		 * the thread's decode goes on (no resume, as the decoder
 		 * reports none in one thread's trace). */
-		if (prev && !gapped)
+		if (prev && !gapped) {
 			from = p->first + p->nlead + 1;
+			if (rc == 0 && p->has_start &&
+			    (rc = htr_tb__time_entry(o.tb, p->start)) < 0)
+				rc = htr_build__out_fail(w->b, &o, rc);
+		}
 		if (rc == 0)
 			rc = replay(w, &o, from, p->first + p->nev);
 	}

@@ -491,6 +491,24 @@ static int disabled(struct dec *s)
 					s->off_ip, s->off_offset, 0, 0);
 }
 
+/* Stopped between a call and its callee's first instruction (preempted)
+ * and running again at @tsc: the callee starts then, the time off the CPU
+ * is the caller's (as htr_tb__time_entry() has it for CPU-wide builds). */
+static int entry_time(struct dec *s, uint64_t tsc)
+{
+	int call = s->pend ? s->pend_cls == HTR_IC_CALL ||
+			     s->pend_cls == HTR_IC_FAR_CALL : s->entering;
+	int rc;
+
+	if (!call)
+		return 0;
+	if ((rc = flush(s)) != 0 || (s->has_tsc && s->tsc == tsc))
+		return rc;
+	s->has_tsc = 1;
+	s->tsc = tsc;
+	return s->sink->time ? s->sink->time(s->sink->ctx, tsc) : 0;
+}
+
 static int on_event(struct dec *s, const struct pt_event *ev)
 {
 	int rc = 0, abort = 0;
@@ -526,6 +544,8 @@ static int on_event(struct dec *s, const struct pt_event *ev)
 			 * resumes here (a disable may follow before any run
 			 * says so). */
 			rc = resume_at(s, ev->variant.enabled.ip);
+			if (!rc && s->off && ev->has_tsc)
+				rc = entry_time(s, ev->tsc);
 		}
 		s->off = 0;
 		s->async_off = 0;

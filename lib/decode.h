@@ -63,8 +63,11 @@ struct htr_decode_sink {
 	 * first PSB+).  Runs are not cut where only the time changes: the
 	 * time inside a run is not sampled, but a run after a call or a
 	 * resume whose first instruction is a jump that read trace (a PLT
-	 * stub's) is cut after that jump, the time a callee starts at.  A
-	 * run an error cut short has no time of its own. */
+	 * stub's) is cut after that jump, the time a callee starts at; and
+	 * a thread stopped between a call and its callee's first
+	 * instruction, nothing lost, has the time it ran again reported
+	 * after the call's run.  A run an error cut short has no time of
+	 * its own. */
 	int (*time)(void *ctx, uint64_t tsc);
 	/* The decoder passed a PSB at @offset; the next run follows it. */
 	int (*sync)(void *ctx, uint64_t offset);

@@ -584,6 +584,16 @@ int htr_tb__time(struct htr_tb *t, uint64_t tsc)
 	return htr_writer__tsc(t->w, t->id ? t->id - 1 : 0, tsc);
 }
 
+int htr_tb__time_entry(struct htr_tb *t, uint64_t tsc)
+{
+	const struct frame *top = &t->st[t->depth - 1];
+
+	/* The time after the call is the time the callee began. */
+	if (t->depth > 1 && top->entry_pending && top->first == t->id)
+		return htr_tb__time(t, tsc);
+	return 0;
+}
+
 int htr_tb__sync(struct htr_tb *t, uint64_t offset)
 {
 	return htr_writer__sync(t->w, offset, t->id);

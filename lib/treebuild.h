@@ -41,6 +41,11 @@ int htr_tb__run(struct htr_tb *t, uint64_t ip, uint32_t ninsn,
 int htr_tb__resume(struct htr_tb *t, uint64_t ip);
 int htr_tb__gap(struct htr_tb *t, const struct htr_decode_gap *g);
 int htr_tb__time(struct htr_tb *t, uint64_t tsc);
+/* A thread that stopped between a call and its callee's first
+ * instruction runs again at @tsc: the callee starts then (the time off
+ * the CPU is the caller's).  Does nothing elsewhere: a block's last
+ * instruction keeps its own time. */
+int htr_tb__time_entry(struct htr_tb *t, uint64_t tsc);
 int htr_tb__sync(struct htr_tb *t, uint64_t offset);
 /* Close whatever is open.  Call once, after the last event. */
 int htr_tb__finish(struct htr_tb *t);

@@ -21,10 +21,9 @@ gives every block that ended at a return (not late, truncated, unwound
 or implicitly returned: where tracing resumed perf estimates the time)
 perf's time at its last instruction, in ns (end_ns), and every block
 entered by a traced call whose first instruction perf dates later than
-the call (a PLT stub's jmp: it ran at the time of its TIP) that time
-(start_ns) - unless the thread was switched out in between: htr counts
-that time to the callee, perf to the caller (README, "What the ticks
-mean"); with "insns", the
+the call that time (start_ns: a PLT stub's jmp ran at the time of its
+TIP; a thread switched out after the call ran the callee when it came
+back); with "insns", the
 times are not compared (--filter recordings: perf dates a return out of
 the filter where it next sees a timing packet, see test_perf.sh).
 Prints one line; exit 1 on a difference.
@@ -35,16 +34,15 @@ import sys
 
 insns, dump, tid, info = sys.argv[1:5]
 times, who, tod, first_in = [], None, None, None
-perf_calls, perf_rets, switched_in = set(), set(), set()
+perf_calls, perf_rets = set(), set()
 for line in open(insns):
     f = line.split()        # COMM PID/TID DATE HH:MM:SS.NS SEC.NS: FLAGS
     if len(f) >= 7 and f[5].startswith('PERF_RECORD_SWITCH'):
         # Sideband: the thread's first switch in, before any
         # instruction of it.
-        if f[1].split('/')[-1] == tid and f[6] == 'IN':
-            if first_in is None and not times:
-                first_in = '%s %s UTC' % (f[2], f[3][:15])
-            switched_in.add(len(times))
+        if (f[1].split('/')[-1] == tid and f[6] == 'IN' and
+                first_in is None and not times):
+            first_in = '%s %s UTC' % (f[2], f[3][:15])
         continue
     if len(f) >= 5 and f[1].split('/')[-1] == tid:
         sec, ns = f[4].rstrip(':').split('.')
@@ -119,8 +117,7 @@ def differs(b, at, key):
 n = ns = bad = 0
 for b in json.load(open(dump)):
     if b['first'] - 1 in htr_calls and b['start_ns'] is not None and \
-       times[b['first']] != times[b['first'] - 1] and \
-       b['first'] not in switched_in:
+       times[b['first']] != times[b['first'] - 1]:
         ns += 1
         bad += differs(b, 'first', 'start_ns')
     if b['end_ns'] is None or set(b['flags'].split(',')) & \

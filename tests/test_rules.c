@@ -412,6 +412,50 @@ Test(rules, interrupt_resumed_in_place)
 }
 
 /*
+ * 0x1000 call 0x1010; 0x1010 nop; 0x1011 ret -> 0x1005 (TIP); 0x1005 ret
+ * leaves (TIP.PGD).  The thread is preempted between the call and the
+ * callee's first instruction (FUP 0x1010, TIP.PGD) and runs again there
+ * at TSC 5000 (TIP.PGE 0x1010): nothing is lost, and the callee starts
+ * at 5000, not at the call's 1000 (the time off the CPU is the caller's,
+ * README "What the ticks mean"; perf dates the nop 5000 too).
+ */
+Test(rules, preempted_before_callee)
+{
+	static const uint8_t code[0x20] = {
+		[0x00] = 0xe8, 0x0b, 0, 0, 0, 0xc3,
+		[0x10] = 0x90, 0xc3,
+	};
+	struct trace t = { .n = 0 };
+	struct tree r;
+	struct htr_file *f;
+	char path[256];
+	uint64_t tsc = 0;
+
+	add(&t, ppt_psb);
+	add(&t, ppt_tsc)->payload.tsc.tsc = 1000;
+	add(&t, ppt_mode)->payload.mode.bits.exec.csl = 1;
+	add(&t, ppt_psbend);
+	ip(&t, ppt_tip_pge, 0x1000);
+	ip(&t, ppt_fup, 0x1010);
+	ip(&t, ppt_tip_pgd, 0);
+	add(&t, ppt_tsc)->payload.tsc.tsc = 5000;
+	ip(&t, ppt_tip_pge, 0x1010);
+	ip(&t, ppt_tip, 0x1005);
+	ip(&t, ppt_tip_pgd, 0);
+	build(code, sizeof(code), 0x1000, &t, &r);
+
+	cr_assert_eq(r.ninsns, 4);
+	cr_assert_eq(r.ngaps, 0);
+	cr_assert_eq(at_entry(&r, 0x1010)->first, 1);
+	snprintf(path, sizeof(path), "%s/trace.htr", dir);
+	cr_assert_eq(htr_file_open(&f, path, NULL), 0);
+	cr_assert_eq(htr_tsc_for_insn(f, 1, &tsc), 0);
+	cr_assert_eq(tsc, 5000, "the callee starts at %llu",
+		     (unsigned long long) tsc);
+	htr_file_close(f);
+}
+
+/*
  * 32-bit code: 0x1000 call 0x1010; 0x1010 sysenter (tracing stops, IP
  * suppressed); the kernel returns to the fixed landing address 0x1020, not
  * after the sysenter: TIP.PGE 0x1020.  The sysenter's frame closes there;
