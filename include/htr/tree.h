@@ -220,7 +220,8 @@ HTR_API int htr_tsc_for_insn(const struct htr_file *file, uint64_t id,
 			     uint64_t *tsc);
 
 /** Number of time points: the ends of runs of instructions (calls,
- * returns, events, PSBs) where the decoder's TSC had changed. */
+ * returns, events, PSBs, a callee's first jump when it read trace) where
+ * the decoder's TSC had changed. */
 HTR_API uint64_t htr_tsc_count(const struct htr_file *file);
 
 /**
