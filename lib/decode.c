@@ -104,6 +104,12 @@ static uint64_t cur_offset(const struct dec *s)
 	return off;
 }
 
+/* Whether a run of class @c enters a callee (or a handler). */
+static HOT int enters(enum htr_icls c)
+{
+	return c == HTR_IC_CALL || c == HTR_IC_FAR_CALL;
+}
+
 /* Class of @b's last instruction and, for calls, its return address. */
 static NOINLINE enum htr_icls block_class_slow(struct dec *s,
 						 const struct pt_block *b,
@@ -140,7 +146,7 @@ static NOINLINE enum htr_icls block_class_slow(struct dec *s,
 		cls = HTR_IC_CALL;
 	else if (b->iclass == ptic_far_call)
 		cls = HTR_IC_FAR_CALL;
-	if (len && (cls == HTR_IC_CALL || cls == HTR_IC_FAR_CALL))
+	if (len && enters(cls))
 		*ret_ip = b->end_ip + (uint64_t) len;
 	return cls;
 }
@@ -172,8 +178,7 @@ static HOT int flush(struct dec *s)
 	if (!s->pend)
 		return 0;
 	s->pend = 0;
-	s->entering = s->pend_cls == HTR_IC_CALL ||
-		      s->pend_cls == HTR_IC_FAR_CALL;
+	s->entering = enters(s->pend_cls);
 	rc = k->run(k->ctx, s->pend_ip, s->pend_n, s->pend_cls, s->pend_ret);
 	if (rc)
 		return rc;
@@ -496,8 +501,7 @@ static int disabled(struct dec *s)
  * is the caller's (as htr_tb__time_entry() has it for CPU-wide builds). */
 static int entry_time(struct dec *s, uint64_t tsc)
 {
-	int call = s->pend ? s->pend_cls == HTR_IC_CALL ||
-			     s->pend_cls == HTR_IC_FAR_CALL : s->entering;
+	int call = s->pend ? enters(s->pend_cls) : s->entering;
 	int rc;
 
 	if (!call)

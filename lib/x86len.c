@@ -89,7 +89,6 @@ enum htr_icls htr_x86__classify(const uint8_t *p, size_t n, int is64,
 	return HTR_IC_OTHER;
 }
 
-
 int htr_x86__jump_reads_trace(const uint8_t *p, size_t n, int is64)
 {
 	size_t i = skip_prefixes(p, n, is64);
