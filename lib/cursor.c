@@ -14,6 +14,7 @@
 #include "decode.h"
 #include "err.h"
 #include "le.h"
+#include "perfdata.h"
 
 #include <intel-pt.h>
 #include <Zydis/Zydis.h>
@@ -30,8 +31,12 @@ struct htr_cursor {
 	struct htr_err err;
 	const struct htr_file *file;
 	struct htr_cursor_opts opts;
-	uint8_t *trace;            /* mapped */
+	uint8_t *trace;            /* mapped, or in @joined */
 	uint64_t trace_size;
+	/* A perf.data: the reader, and the thread's trace as the build
+	 * joined it. */
+	struct htr_perfdata *pd;
+	struct htr_perf_joined joined;
 	struct pt_image_section_cache *isc;
 	struct pt_image *image;
 	struct pt_block_decoder *dec;
@@ -134,13 +139,65 @@ static int load_image(struct htr_cursor *c)
 	return 0;
 }
 
+/* The trace of the file's thread in the perf.data at opts.trace: its
+ * chunks joined as the build joined them.  The CPU the file declares is
+ * the one the build gave libipt, unless the caller named one. */
+static int perf_trace(struct htr_cursor *c)
+{
+	const struct htr_perf_thread *t = NULL;
+	struct htr_thread_info ti;
+	size_t i;
+	int rc;
+
+	ti.size = sizeof(ti);
+	if (htr_file_thread(c->file, &ti, sizeof(ti)) < 0)
+		return fail(c, HTR_ERR_FORMAT, "%s: a perf.data, but the file "
+			    "was not built from one", c->opts.trace);
+	rc = htr_perfdata__open(&c->pd, c->opts.trace, &c->err);
+	if (rc < 0)
+		return rc;
+	/* Per-CPU buffers interleave threads: a thread's file has no sync
+	 * points into one stream of its own. */
+	if (c->pd->ncpus)
+		return fail(c, HTR_ERR_FORMAT, "%s: a CPU-wide perf.data "
+			    "(per-CPU buffers): its threads cannot be "
+			    "re-decoded", c->opts.trace);
+	for (i = 0; i < c->pd->nthreads; i++)
+		if (c->pd->threads[i].tid == ti.tid &&
+		    c->pd->threads[i].pid == ti.pid &&
+		    c->pd->threads[i].pt_bytes)
+			t = &c->pd->threads[i];
+	if (!t)
+		return htr_err__set(&c->err, HTR_ERR_FORMAT, "%s: no trace of "
+				    "thread %u (pid %u)", c->opts.trace,
+				    ti.tid, ti.pid);
+	rc = htr_perfdata__join(c->pd->data, t->chunks, t->nchunks,
+				&c->joined, &c->err);
+	if (rc < 0)
+		return rc;
+	c->trace = (uint8_t *) c->joined.data;
+	c->trace_size = c->joined.size;
+	if (!c->opts.cpu_family && !strcmp(c->pd->cpu_vendor, "GenuineIntel")) {
+		c->opts.cpu_family = c->pd->cpu_family;
+		c->opts.cpu_model = c->pd->cpu_model;
+		c->opts.cpu_stepping = c->pd->cpu_stepping;
+	}
+	return 0;
+}
+
 static int map_trace(struct htr_cursor *c)
 {
 	struct htr_file_info fi;
 	struct stat st;
 	void *p;
-	int fd;
+	int fd, rc;
 
+	fi.size = sizeof(fi);
+	if (htr_file_info(c->file, &fi, sizeof(fi)) < 0)
+		return fail(c, HTR_ERR_INVALID, "%s: bad file", "cursor");
+	c->ninsns = fi.ninsns;
+	c->nsync = fi.nsync;
+	c->ngaps = fi.ngaps;
 	fd = open(c->opts.trace, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return htr_err__sys(&c->err, "%s", c->opts.trace);
@@ -153,14 +210,14 @@ static int map_trace(struct htr_cursor *c)
 	close(fd);
 	if (p == MAP_FAILED)
 		return htr_err__sys(&c->err, "%s: mmap", c->opts.trace);
-	c->trace = p;
-	c->trace_size = (uint64_t) st.st_size;
-	fi.size = sizeof(fi);
-	if (htr_file_info(c->file, &fi, sizeof(fi)) < 0)
-		return fail(c, HTR_ERR_INVALID, "%s: bad file", "cursor");
-	c->ninsns = fi.ninsns;
-	c->nsync = fi.nsync;
-	c->ngaps = fi.ngaps;
+	if (st.st_size >= 8 && !memcmp(p, "PERFILE2", 8)) {
+		munmap(p, (size_t) st.st_size);
+		if ((rc = perf_trace(c)) < 0)
+			return rc;
+	} else {
+		c->trace = p;
+		c->trace_size = (uint64_t) st.st_size;
+	}
 	if (fi.trace_size != c->trace_size ||
 	    fi.trace_hash != htr_hash__bytes(HTR_HASH_SEED, c->trace,
 					     c->trace_size))
@@ -237,8 +294,12 @@ void htr_cursor_free(struct htr_cursor *c)
 	/* The image references the cache's sections: free it first. */
 	pt_image_free(c->image);
 	pt_iscache_free(c->isc);
-	if (c->trace)
+	if (c->pd) {
+		htr_perfdata__unjoin(&c->joined);
+		htr_perfdata__close(c->pd);
+	} else if (c->trace) {
 		munmap(c->trace, c->trace_size);
+	}
 	free(c);
 }
 

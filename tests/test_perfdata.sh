@@ -204,9 +204,75 @@ cpuwide workers-O2 2 -- "$work/workers-O2"
 cpuwide workers-O2 3 -- "$work/workers-O2"
 cpuwide filter-O0 2 --filter "$work/calls-O0" -- "$work/calls-O0"
 
+# htr insns --trace on a perf.data it cannot re-decode: one line naming
+# the file and why, exit 1.  A CPU-wide recording (a thread's trace is
+# pieces of per-CPU streams), and another recording's perf.data.
+refused() {
+	want=$1
+	shift
+	"$htr" insns "$@" >/dev/null 2>"$work/err"
+	st=$?
+	if [ $st -eq 1 ] && [ "$(wc -l <"$work/err")" -eq 1 ] &&
+	   grep -q "$want" "$work/err"; then
+		echo "ok      htr insns refuses: $(cat "$work/err")"
+	else
+		fail "htr insns $*: exit $st, '$(head -2 "$work/err")'" \
+			"(wanted '$want')"
+	fi
+}
+h=$(ls "$work"/w.threads-O2.2/cw.*.htr | head -1)
+refused "cw.data: a CPU-wide perf.data" \
+	--trace "$work/w.threads-O2.2/cw.data" "$h"
+h=$(ls "$work"/c.calls-O0/rec.*.htr | head -1)
+refused "rec.data: no trace of thread" \
+	--trace "$work/c.threads-O2/rec.data" "$h"
+
+# htr insns --trace FILE.data (the cursor over a per-thread perf.data):
+# each thread's instructions, re-decoded from its trace inside the
+# perf.data, are the ones perf script decodes for that tid (its Nth
+# instruction sample is ID N), all of them from the start and 100 after a
+# seek into the middle.  $1/rec.data, $1/rec.*.htr; $2 what.
+insns_agree() {
+	perf script -f -i "$1/rec.data" --itrace=i1i -F tid,ip \
+		>"$1/ips.txt" 2>"$work/err" ||
+		{ fail "$2: perf script: $(head -1 "$work/err")"; return; }
+	for h in "$1"/rec.*.htr; do
+		tid=$(basename "$h" .htr | sed 's/^rec\.//')
+		awk -v t="$tid" '$1 == t { print n++, $2 }' "$1/ips.txt" \
+			>"$1/ips.$tid"
+		n=$(wc -l <"$1/ips.$tid")
+		mid=$((n / 2))
+		sed -n "$((mid + 1)),$((mid + 100))p" "$1/ips.$tid" \
+			>"$1/want.$tid"
+		if ! "$htr" insns --trace "$1/rec.data" -n 0 "$h" \
+			>"$1/insns.$tid" 2>"$work/err" ||
+		   ! "$htr" insns --trace "$1/rec.data" --from "$mid" -n 100 \
+			"$h" >"$1/seek.$tid" 2>>"$work/err"; then
+			fail "$2 tid $tid: htr insns: $(head -1 "$work/err")"
+			continue
+		fi
+		# ID and address of each instruction (not the gap lines)
+		for f in insns seek; do
+			awk '!/^--/ { sub(/^0x/, "", $2); print $1, $2 }' \
+				"$1/$f.$tid" >"$1/$f.$tid.ids"
+		done
+		if cmp -s "$1/insns.$tid.ids" "$1/ips.$tid" &&
+		   cmp -s "$1/seek.$tid.ids" "$1/want.$tid"; then
+			echo "ok      $2 tid $tid: htr insns --trace FILE.data:" \
+				"perf's $n instructions, and 100 from ID $mid"
+		else
+			fail "$2 tid $tid: htr insns --trace FILE.data differs" \
+				"from perf script's instructions"
+		fi
+	done
+}
+
 if command -v perf >/dev/null 2>&1; then
 	for c in calls-O0 threads-O2; do
 		perf_agree "$work/c.$c" rec.data rec "$c"
+	done
+	for c in calls-O0 threads-O2; do
+		insns_agree "$work/c.$c" "$c"
 	done
 	# The chrome export of a perf.data build: on the thread's track,
 	# named as perf names it, each block starting at its start_ns (from

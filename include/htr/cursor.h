@@ -37,8 +37,10 @@ struct htr_cursor;
 struct htr_cursor_opts {
 	size_t size;
 	/* The raw trace the file was built from (its size and hash are
-	 * checked against the file's identity).  Required: the .htr does
-	 * not record where the trace was. */
+	 * checked against the file's identity), or for a file built from a
+	 * per-thread perf.data that perf.data (the thread's trace is read
+	 * from it; its CPU is used when cpu_family is 0).  Required: the
+	 * .htr does not record where the trace was. */
 	const char *trace;
 	/* The CPU given to the build, for libipt's errata (0: none). */
 	int cpu_family, cpu_model, cpu_stepping;
@@ -90,8 +92,9 @@ struct htr_insn {
  * always calls htr_cursor_free(*@out).
  * Returns 0, HTR_ERR_INVALID (no trace given, NULL arguments, bad opts
  * size), HTR_ERR_IO (cannot read the trace), HTR_ERR_FORMAT (the trace is
- * not the one the file was built from), HTR_ERR_DECODE (an image file
- * cannot be loaded), HTR_ERR_NOMEM.
+ * not the one the file was built from; a CPU-wide perf.data, or one
+ * without the file's thread), HTR_ERR_CORRUPT (a damaged perf.data),
+ * HTR_ERR_DECODE (an image file cannot be loaded), HTR_ERR_NOMEM.
  */
 HTR_API int htr_cursor_alloc(struct htr_cursor **out,
 			     const struct htr_file *file,
