@@ -13,6 +13,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef HTR_HAVE_ZSTD
+#include <zstd.h>
+#endif
 
 /* Record types (<linux/perf_event.h>, perf's util/event.h). */
 enum {
@@ -21,7 +24,7 @@ enum {
 	REC_SWITCH = 14, REC_SWITCH_CPU_WIDE = 15,
 	REC_HEADER_ATTR = 64, REC_TRACING_DATA = 66,
 	REC_AUXTRACE_INFO = 70, REC_AUXTRACE = 71,
-	REC_HEADER_FEATURE = 80, REC_COMPRESSED = 81,
+	REC_HEADER_FEATURE = 80, REC_COMPRESSED = 81, REC_COMPRESSED2 = 83,
 };
 
 /* header.misc bits */
@@ -36,7 +39,14 @@ enum {
 
 /* Feature bits (perf's util/header.h). */
 enum { FEAT_BUILD_ID = 2, FEAT_NRCPUS = 7, FEAT_CPUID = 9,
-       FEAT_PMU_MAPPINGS = 16, FEAT_CLOCK_DATA = 29 };
+       FEAT_PMU_MAPPINGS = 16, FEAT_COMPRESSED = 27, FEAT_CLOCK_DATA = 29 };
+
+/* HEADER_COMPRESSED's type of perf record -z's streams. */
+#define COMP_ZSTD 1u
+
+/* Decompressed records wait here; a record (at most 64 KiB: its size is
+ * 16 bits) may straddle two COMPRESSED records. */
+#define ZBUF_SIZE (256u << 10)
 
 /* attr.sample_type bits that make up the sample_id trailer. */
 #define SAMPLE_TID (1ull << 1)
@@ -96,6 +106,13 @@ struct htr_perf_priv {
 	size_t nbids;
 	uint32_t pmu_mapping_type; /* intel_pt's type from pmu_mappings */
 	int have_pmu_mapping;
+	uint32_t comp_type;        /* HEADER_COMPRESSED's, 0 if absent */
+	int have_comp_type;
+#ifdef HTR_HAVE_ZSTD
+	ZSTD_DStream *zd;          /* perf record -z: one stream, all records */
+	uint8_t *zbuf;             /* ZBUF_SIZE bytes */
+	size_t zlen;               /* decompressed, not yet a whole record */
+#endif
 	struct htr_err *err;
 };
 
@@ -327,6 +344,14 @@ static int feature(struct htr_perfdata *pd, unsigned bit, const uint8_t *p,
 		return feat_cpuid(pd, p, n);
 	case FEAT_PMU_MAPPINGS:
 		return feat_pmu_mappings(pd, p, n);
+	case FEAT_COMPRESSED:
+		/* u32 version, type, level, ratio, mmap_len. */
+		if (n < 8)
+			return corrupt(pd, "compressed feature of %llu "
+				       "bytes%.0llu", n, 0);
+		pd->priv->comp_type = (uint32_t) le(p + 4, 4);
+		pd->priv->have_comp_type = 1;
+		return 0;
 	case FEAT_CLOCK_DATA:
 		/* u32 version, u32 clockid, u64 wall ns, u64 clockid ns. */
 		if (n < 24)
@@ -633,6 +658,111 @@ static int rec_switch(struct htr_perfdata *pd, unsigned type, unsigned misc,
 
 static int record(struct htr_perfdata *pd, unsigned type, unsigned misc,
 		  const uint8_t *b, uint64_t blen, uint64_t off, uint64_t end,
+		  uint64_t *payload);
+
+#ifdef HTR_HAVE_ZSTD
+/* The whole records at the start of the decompressed bytes, in order;
+ * what is left of one is kept for the next COMPRESSED record.  Only the
+ * kernel's side band comes compressed (perf record -z compresses its
+ * ring buffers; AUXTRACE records and their trace, and perf's own records,
+ * are written plain), so only those kinds are read here: a kind whose
+ * bytes follow it, or that would point into this buffer, cannot be. */
+static int unpacked(struct htr_perfdata *pd, uint64_t off)
+{
+	struct htr_perf_priv *pv = pd->priv;
+	size_t at = 0;
+	int rc;
+
+	while (pv->zlen - at >= 8) {
+		const uint8_t *r = pv->zbuf + at;
+		unsigned type = (unsigned) le(r, 4), misc = (unsigned) le(r + 4, 2);
+		size_t size = (size_t) le(r + 6, 2);
+		uint64_t payload = 0;
+
+		if (size < 8)
+			return corrupt(pd, "COMPRESSED record at offset %llu: "
+				       "a record of %llu bytes inside", off,
+				       size);
+		if (size > pv->zlen - at)
+			break;
+		switch (type) {
+		case REC_MMAP: case REC_MMAP2: case REC_COMM: case REC_FORK:
+		case REC_EXIT: case REC_ITRACE_START: case REC_AUX:
+		case REC_SWITCH: case REC_SWITCH_CPU_WIDE:
+			rc = record(pd, type, misc, r + 8, size - 8, off, 0,
+				    &payload);
+			if (rc < 0)
+				return rc;
+			pd->nrecords++;
+			break;
+		default:
+			break;
+		}
+		at += size;
+	}
+	memmove(pv->zbuf, pv->zbuf + at, pv->zlen - at);
+	pv->zlen -= at;
+	return 0;
+}
+#endif
+
+/* PERF_RECORD_COMPRESSED (the bytes after the header) and COMPRESSED2
+ * (a u64 size first): the next piece of the zstd stream of records. */
+static int rec_compressed(struct htr_perfdata *pd, unsigned type,
+			  const uint8_t *b, uint64_t blen, uint64_t off)
+{
+#ifdef HTR_HAVE_ZSTD
+	struct htr_perf_priv *pv = pd->priv;
+	ZSTD_inBuffer in = { b, (size_t) blen, 0 };
+
+	if (pv->have_comp_type && pv->comp_type != COMP_ZSTD)
+		return htr_err__set(pv->err, HTR_ERR_FORMAT, "%s: compressed "
+				    "with method %u, not zstd: not supported",
+				    pd->name, pv->comp_type);
+	if (type == REC_COMPRESSED2) {
+		if (blen < 8 || le(b, 8) > blen - 8)
+			return corrupt(pd, "COMPRESSED2 record at offset %llu "
+				       "of %llu bytes", off, blen + 8);
+		in.src = b + 8;
+		in.size = (size_t) le(b, 8);
+	}
+	if (!pv->zd) {
+		pv->zd = ZSTD_createDStream();
+		pv->zbuf = malloc(ZBUF_SIZE);
+		if (!pv->zd || !pv->zbuf)
+			return nomem(pd);
+	}
+	while (in.pos < in.size) {
+		ZSTD_outBuffer out = { pv->zbuf, ZBUF_SIZE, pv->zlen };
+		size_t r = ZSTD_decompressStream(pv->zd, &out, &in);
+		int rc;
+
+		if (ZSTD_isError(r))
+			return htr_err__set(pv->err, HTR_ERR_CORRUPT, "%s: "
+					    "corrupt perf.data: COMPRESSED "
+					    "record at offset %llu: %s",
+					    pd->name, (unsigned long long) off,
+					    ZSTD_getErrorName(r));
+		pv->zlen = out.pos;
+		if ((rc = unpacked(pd, off)) < 0)
+			return rc;
+	}
+	return 0;
+#else
+	(void) type;
+	(void) b;
+	(void) blen;
+	(void) off;
+	return htr_err__set(pd->priv->err, HTR_ERR_FORMAT, "%s: compressed "
+			    "perf.data (perf record -z), and this htr was "
+			    "built without zstd: 'perf inject -i %s -o "
+			    "plain.data' writes it uncompressed", pd->name,
+			    pd->name);
+#endif
+}
+
+static int record(struct htr_perfdata *pd, unsigned type, unsigned misc,
+		  const uint8_t *b, uint64_t blen, uint64_t off, uint64_t end,
 		  uint64_t *payload)
 {
 	struct htr_perf_thread *t;
@@ -771,11 +901,8 @@ static int record(struct htr_perfdata *pd, unsigned type, unsigned misc,
 	case REC_AUXTRACE:
 		return rec_auxtrace(pd, b, blen, off, end, payload);
 	case REC_COMPRESSED:
-		return htr_err__set(pd->priv->err, HTR_ERR_FORMAT, "%s: "
-				    "compressed perf.data (perf record -z) is "
-				    "not supported: 'perf inject -i %s -o "
-				    "plain.data' writes it uncompressed",
-				    pd->name, pd->name);
+	case REC_COMPRESSED2:
+		return rec_compressed(pd, type, b, blen, off);
 	default:
 		return 0;
 	}
@@ -806,6 +933,11 @@ static int records(struct htr_perfdata *pd, uint64_t off, uint64_t end)
 		pd->nrecords++;
 		off += size + payload;
 	}
+#ifdef HTR_HAVE_ZSTD
+	if (pd->priv->zlen)
+		return corrupt(pd, "the compressed records end inside a record "
+			       "(%llu bytes of it)%.0llu", pd->priv->zlen, 0);
+#endif
 	return 0;
 }
 
@@ -1136,6 +1268,10 @@ void htr_perfdata__close(struct htr_perfdata *pd)
 		free(pd->priv->bids);
 		free(pd->priv->attrs);
 		free(pd->priv->procs);
+#ifdef HTR_HAVE_ZSTD
+		ZSTD_freeDStream(pd->priv->zd);
+		free(pd->priv->zbuf);
+#endif
 		free(pd->priv);
 	}
 	free(pd->name);

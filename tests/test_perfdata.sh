@@ -18,12 +18,13 @@
 # AUXTRACE size, a missing module, a module under --symfs: one-line errors
 # or warnings, the right exit codes, no crash.
 #
-# usage: test_perfdata.sh HTR CHECK RECORD-CMP
+# usage: test_perfdata.sh HTR CHECK RECORD-CMP [ZPERF]
 # exit: 0 all as expected, 1 a failure, 77 skipped (a tool is missing)
 set -u
 htr=$1
 check=$2
 cmp=$3
+zperf=${4:-}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/same_htr.sh"
 src=$here/record
@@ -349,6 +350,43 @@ else
 	echo "SKIP    perf inject (perf is not installed)"
 fi
 
+# perf record -z's layout (tests/zperf.c: the kernel's records in zstd
+# frames of 100 and 4096 bytes, cut anywhere, so records straddle
+# COMPRESSED records; AUXTRACE plain, as perf writes them): perf script
+# must read it as it reads the plain file (the same instructions, times
+# and side band), and htr build must give the same trees.
+if [ -z "$zperf" ]; then
+	echo "SKIP    compressed perf.data (htr was built without libzstd)"
+elif command -v perf >/dev/null 2>&1; then
+	for spec in "c.calls-O0 rec" "c.threads-O2 rec" "w.workers-O2.2 cw"; do
+		c=${spec% *} p=${spec#* }
+		d=$work/$c
+		for piece in 100 4096; do
+			z=$d/z$piece
+			if ! "$zperf" "$d/$p.data" "$z.data" $piece 2>"$work/err"; then
+				fail "$c: zperf: $(head -1 "$work/err")"
+				continue
+			fi
+			for f in "$d/$p" "$z"; do
+				{ perf script -f -i "$f.data" --itrace=i1i \
+					-F tid,ip,time --ns &&
+				  perf script -f -i "$f.data" --no-itrace \
+					--show-mmap-events --show-task-events \
+					--show-switch-events; } 2>&1 | cksum
+			done >"$z.perf"
+			if [ "$(sort -u "$z.perf" | wc -l)" -ne 1 ]; then
+				fail "$c: perf script reads the -z layout ($piece) otherwise"
+			elif ! "$htr" build -q "$z.data" 2>"$work/err"; then
+				fail "$c: htr build of the -z layout ($piece): $(head -1 "$work/err")"
+			elif [ "$(trees "$d"/z$piece.*.htr)" = "$(trees "$d"/$p.*.htr)" ]; then
+				echo "ok      $c: compressed (-z layout, ${piece}-byte frames), perf script reads it alike, the same trees"
+			else
+				fail "$c: compressed ($piece): the trees differ"
+			fi
+		done
+	done
+fi
+
 # A thread's trace in several AUXTRACE buffers (perf writes one per
 # buffer-full): the first buffer split in two gives the same tree.
 d=$work/c.calls-O0
@@ -443,7 +481,11 @@ data=$work/c.calls-O0/rec.data
 # truncation of a big one takes minutes under ASan).
 "$htr" record -q --cpus 2 -o "$work/true-cw.data" -- /bin/true >/dev/null 2>&1 ||
 	fail "htr record --cpus 2 /bin/true"
-for f in "$data" "$work/c.calls-O0/pipe.data" "$work/true-cw.data"; do
+# ... and of its -z layout (zstd frames cut anywhere).
+[ -n "$zperf" ] &&
+	"$zperf" "$work/true-cw.data" "$work/true-cw-z.data" 100
+for f in "$data" "$work/c.calls-O0/pipe.data" "$work/true-cw.data" \
+	"$work/true-cw-z.data"; do
 	[ -f "$f" ] || continue
 	if "$check" "$f" >"$work/check.out"; then
 		echo "ok      reader, $(basename "$f"): $(tr '\n' ' ' <"$work/check.out")"

@@ -16,7 +16,7 @@ quietly() {
 	rm -f "$log"
 }
 
-pkgs="gcc g++ time pkg-config meson ninja-build libipt-dev liblmdb-dev libelf-dev libdw-dev libiberty-dev libcriterion-dev qemu-user libzydis-dev linux-perf libprotobuf-c-dev protobuf-c-compiler protobuf-compiler"
+pkgs="gcc g++ time pkg-config meson ninja-build libipt-dev liblmdb-dev libelf-dev libdw-dev libiberty-dev libcriterion-dev qemu-user libzydis-dev libzstd-dev linux-perf libprotobuf-c-dev protobuf-c-compiler protobuf-compiler"
 # The LLDB plugin and its test (bookworm-security), the debug files of
 # libc and the loader (the names test); without them those are skipped,
 # so they may fail to install without failing the set-up.
