@@ -675,7 +675,8 @@ static int unpacked(struct htr_perfdata *pd, uint64_t off)
 
 	while (pv->zlen - at >= 8) {
 		const uint8_t *r = pv->zbuf + at;
-		unsigned type = (unsigned) le(r, 4), misc = (unsigned) le(r + 4, 2);
+		unsigned type = (unsigned) le(r, 4);
+		unsigned misc = (unsigned) le(r + 4, 2);
 		size_t size = (size_t) le(r + 6, 2);
 		uint64_t payload = 0;
 

@@ -363,7 +363,8 @@ elif command -v perf >/dev/null 2>&1; then
 		d=$work/$c
 		for piece in 100 4096; do
 			z=$d/z$piece
-			if ! "$zperf" "$d/$p.data" "$z.data" $piece 2>"$work/err"; then
+			if ! "$zperf" "$d/$p.data" "$z.data" $piece \
+				2>"$work/err"; then
 				fail "$c: zperf: $(head -1 "$work/err")"
 				continue
 			fi
@@ -374,14 +375,17 @@ elif command -v perf >/dev/null 2>&1; then
 					--show-mmap-events --show-task-events \
 					--show-switch-events; } 2>&1 | cksum
 			done >"$z.perf"
+			what="$c: -z layout, ${piece}-byte frames"
 			if [ "$(sort -u "$z.perf" | wc -l)" -ne 1 ]; then
-				fail "$c: perf script reads the -z layout ($piece) otherwise"
+				fail "$what: perf script reads it otherwise"
 			elif ! "$htr" build -q "$z.data" 2>"$work/err"; then
-				fail "$c: htr build of the -z layout ($piece): $(head -1 "$work/err")"
-			elif [ "$(trees "$d"/z$piece.*.htr)" = "$(trees "$d"/$p.*.htr)" ]; then
-				echo "ok      $c: compressed (-z layout, ${piece}-byte frames), perf script reads it alike, the same trees"
+				fail "$what: htr build: $(head -1 "$work/err")"
+			elif [ "$(trees "$z".*.htr)" = "$(trees "$d/$p".*.htr)" ]
+			then
+				echo "ok      $what: perf script reads it alike," \
+					"the same trees"
 			else
-				fail "$c: compressed ($piece): the trees differ"
+				fail "$what: the trees differ"
 			fi
 		done
 	done

@@ -89,7 +89,8 @@ static void flush(struct out *o, struct out *pend, size_t piece,
 int main(int argc, char **argv)
 {
 	struct out o = { 0 }, pend = { 0 };
-	size_t piece = argc > 3 ? strtoul(argv[3], NULL, 0) : 4096, max_piece = 0;
+	size_t piece = argc > 3 ? strtoul(argv[3], NULL, 0) : 4096;
+	size_t max_piece = 0;
 	uint64_t doff, dlen, off, nfeat = 0, k, at, hdr;
 	uint8_t *d, bits[32], comp[20], ent[16];
 	ZSTD_CCtx *z = ZSTD_createCCtx();

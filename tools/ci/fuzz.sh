@@ -81,6 +81,11 @@ if [ ! -d "$seeds" ]; then
 		build/tools/htr/htr record -q --cpus 2 -o "$seeds/cw.data" \
 			-- /bin/true >/dev/null 2>&1 &&
 			mv "$seeds/cw.data" "$seeds/perfdata/" || true
+		# ... and that one in perf record -z's layout (zstd), when
+		# the tests' build has tests/zperf.
+		[ -x build/tests/zperf ] && [ -f "$seeds/perfdata/cw.data" ] &&
+			build/tests/zperf "$seeds/perfdata/cw.data" \
+				"$seeds/perfdata/cw-z.data" 100 || true
 		rm -f "$seeds"/true.data* "$seeds"/cw.data*
 	fi
 fi
