@@ -122,6 +122,7 @@ for opt in O0 O2; do
 	build calls calls.c "$opt"
 	build virt virt.cc "$opt"
 	build longjmp longjmp.c "$opt"
+	build deep deep.c "$opt"
 	build except except.cc "$opt"
 	build signal signal.c "$opt"
 	build threads threads.c "$opt" -pthread
@@ -220,8 +221,8 @@ threads_apart() {
 
 for opt in O0 O2; do
 	for mode in user filter; do
-		for p in calls virt longjmp except signal threads reuse lazy \
-			static; do
+		for p in calls virt longjmp deep except signal threads reuse \
+			lazy static; do
 			run "$p" "$opt" "$mode" "$work/$p-$opt"
 		done
 		threads_apart "$work/reuse-$opt-$mode"
