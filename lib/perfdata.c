@@ -1348,7 +1348,7 @@ int htr_perfdata__elf_base(const char *path, const struct htr_perf_module *m,
 	size_t n, i;
 	GElf_Phdr ph;
 	Elf *elf;
-	int fd, found = 0, rc;
+	int fd, best = 0, rc;
 
 	rc = open_elf(path, &fd, &elf, err);
 	if (rc < 0)
@@ -1369,16 +1369,26 @@ int htr_perfdata__elf_base(const char *path, const struct htr_perf_module *m,
 			continue;
 		if (ph.p_vaddr < lowest)
 			lowest = ph.p_vaddr;
-		/* The segment holding file offset pgoff (the mapping starts
-		 * at its page). */
-		if (!found && m->pgoff >= (ph.p_offset & ~(uint64_t) 0xfff) &&
+		/* The segment mapped there: the loader maps each one from
+		 * its offset's page, so the best is an executable segment
+		 * starting on pgoff's page, then any starting there, then
+		 * one holding pgoff (a mapping split by mprotect).  Linkers
+		 * that put a segment's first page after the previous one's
+		 * last byte (lld, ld -z separate-code) make two segments
+		 * hold that page, at different addresses. */
+		if (m->pgoff >= (ph.p_offset & ~(uint64_t) 0xfff) &&
 		    m->pgoff - (ph.p_offset & ~(uint64_t) 0xfff) <=
 		    ph.p_filesz + (ph.p_offset & 0xfff)) {
-			link = ph.p_vaddr - (ph.p_offset - m->pgoff);
-			found = 1;
+			int score = 1 + ((ph.p_offset & ~(uint64_t) 0xfff) ==
+					 m->pgoff) * 2 + !!(ph.p_flags & PF_X);
+
+			if (score > best) {
+				link = ph.p_vaddr - (ph.p_offset - m->pgoff);
+				best = score;
+			}
 		}
 	}
-	if (!found) {
+	if (!best) {
 		rc = htr_err__set(err, HTR_ERR_FORMAT, "%s: no PT_LOAD segment "
 				  "holds file offset 0x%llx of the mapping at "
 				  "0x%llx", path, (unsigned long long) m->pgoff,

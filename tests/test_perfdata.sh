@@ -118,6 +118,15 @@ same calls-O0 -- "$work/calls-O0"
 same threads-O2 -- "$work/threads-O2"
 same dlopen-O0 -- "$work/dlopen-O0" "$work/libdl-O0.so"
 same filter-O0 --filter "$work/calls-O0" -- "$work/calls-O0"
+# Linked by lld: the executable segment starts in the page where the
+# read-only one ends, one page higher in memory, so two segments hold the
+# mapping's first page (Rust programs are linked so).
+if cc -O0 -g -fuse-ld=lld -o "$work/calls-lld" "$src/calls.c" 2>/dev/null
+then
+	same calls-lld -- "$work/calls-lld"
+else
+	echo "SKIP    a program linked by lld (no ld.lld: Debian package lld)"
+fi
 
 # Against perf script (tests/perf_ns.py): each .htr PREFIX.TID.htr built
 # from $1/$2 has the calls and returns perf lists, names its thread as

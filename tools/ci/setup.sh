@@ -18,9 +18,10 @@ quietly() {
 
 pkgs="gcc g++ time pkg-config meson ninja-build libipt-dev liblmdb-dev libelf-dev libdw-dev libiberty-dev libcriterion-dev qemu-user libzydis-dev libzstd-dev linux-perf libprotobuf-c-dev protobuf-c-compiler protobuf-compiler"
 # The LLDB plugin and its test (bookworm-security), the debug files of
-# libc and the loader (the names test); without them those are skipped,
-# so they may fail to install without failing the set-up.
-optional="lldb-22 liblldb-22-dev libc6-dbg"
+# libc and the loader (the names test), lld (a perfdata case); without
+# them those are skipped, so they may fail to install without failing the
+# set-up.
+optional="lldb-22 liblldb-22-dev libc6-dbg lld"
 missing="" missing_opt=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
@@ -45,8 +46,8 @@ for p in $missing_opt; do
 	$sudo apt-get install -y -qq --no-install-recommends "$p" \
 		>/dev/null 2>&1 ||
 		echo "setup: could not install $p: what needs it (the LLDB" \
-			"plugin and its test, the names test's debug files)" \
-			"is skipped" >&2
+			"plugin and its test, the names test's debug files," \
+			"the lld case of perfdata) is skipped" >&2
 done
 
 builddir=${HTR_BUILDDIR:-build}
