@@ -120,10 +120,15 @@ same dlopen-O0 -- "$work/dlopen-O0" "$work/libdl-O0.so"
 same filter-O0 --filter "$work/calls-O0" -- "$work/calls-O0"
 # Linked by lld: the executable segment starts in the page where the
 # read-only one ends, one page higher in memory, so two segments hold the
-# mapping's first page (Rust programs are linked so).
-if cc -O0 -g -fuse-ld=lld -o "$work/calls-lld" "$src/calls.c" 2>/dev/null
+# mapping's first page (Rust programs are linked so); and a library so
+# linked, loaded by dlopen (all its segments in the file's first page).
+if cc -O0 -g -fuse-ld=lld -o "$work/calls-lld" "$src/calls.c" 2>/dev/null &&
+   cc -O0 -g -fuse-ld=lld -o "$work/dlopen-lld" "$src/dlopen.c" -ldl &&
+   cc -O0 -g -shared -fPIC -fuse-ld=lld -o "$work/libdl-lld.so" \
+	"$src/dllib.c"
 then
 	same calls-lld -- "$work/calls-lld"
+	same dlopen-lld -- "$work/dlopen-lld" "$work/libdl-lld.so"
 else
 	echo "SKIP    a program linked by lld (no ld.lld: Debian package lld)"
 fi

@@ -93,7 +93,8 @@ static int filter_matches(const struct rec_filter *f, const char *path)
  * that fixes the bias.  Returns the module or NULL (not an ELF we can
  * use: the caller ignores the mapping). */
 static struct rec_mod *load(struct rec_image *im, const char *path,
-			    uint64_t start, uint64_t off)
+			    uint64_t start, uint64_t end, uint64_t off,
+			    uint64_t want)
 {
 	struct rec_mod *m;
 	const Elf64_Ehdr *eh;
@@ -143,12 +144,28 @@ static struct rec_mod *load(struct rec_image *im, const char *path,
 		s->flags = ph->p_flags;
 		if (ph->p_vaddr < lowest)
 			lowest = ph->p_vaddr;
-		/* The mapping of file offset @off lies in this segment: file
-		 * offsets and addresses agree modulo the page size. */
-		if (!have_bias && off >= (ph->p_offset & ~0xfffull) &&
+		/* The segment mapped at [@start, @end) from file offset
+		 * @off.  lld starts a segment in the page where the previous
+		 * one ends, one page higher in memory, so two segments may
+		 * hold @off's page: the one that puts the wanted code @want
+		 * (when the mapping holds it) in an executable segment wins,
+		 * then one starting on @off's page, then the first holding
+		 * @off (the loader maps each segment from its offset's
+		 * page). */
+		if (off >= (ph->p_offset & ~0xfffull) &&
 		    off < ph->p_offset + ph->p_filesz) {
-			m->bias = start - (ph->p_vaddr - ph->p_offset + off);
-			have_bias = 1;
+			uint64_t bias = start -
+					(ph->p_vaddr - ph->p_offset + off);
+			int score = 1 + ((ph->p_offset & ~0xfffull) == off) * 2;
+
+			if (want >= start && want < end &&
+			    (ph->p_flags & PF_X) && want - bias >= ph->p_vaddr &&
+			    want - bias < ph->p_vaddr + ph->p_filesz)
+				score += 4;
+			if (score > have_bias) {
+				m->bias = bias;
+				have_bias = score;
+			}
 		}
 	}
 	if (!have_bias || lowest == UINT64_MAX)
@@ -242,7 +259,7 @@ int rec_image_scan(struct rec_image *im, uint64_t want, uint64_t now)
 		if (!(want >= start && want < end) &&
 		    !(im->exe && !strcmp(file, im->exe)))
 			continue;
-		m = load(im, file, start, off);
+		m = load(im, file, start, end, off, want);
 		if (!m)
 			continue;
 		/* Several mappings of one file give the same module. */

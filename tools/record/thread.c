@@ -519,8 +519,14 @@ static const struct rec_insn *insn(struct rec_thread *t, uint64_t pc)
 	const struct rec_insn *in = rec_image_insn(&t->c->im, pc,
 						   t->c->executed);
 
-	if (!in)
-		rec_fail(t->c, "%s", t->c->im.err);
+	if (!in) {
+		/* The image wrote its message into the buffer rec_fail()
+		 * writes: copy it out first. */
+		char msg[512];
+
+		snprintf(msg, sizeof(msg), "%s", t->c->im.err);
+		rec_fail(t->c, "%s", msg);
+	}
 	return in;
 }
 
