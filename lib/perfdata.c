@@ -1372,10 +1372,9 @@ int htr_perfdata__elf_base(const char *path, const struct htr_perf_module *m,
 		/* The segment mapped there: the loader maps each one from
 		 * its offset's page, so the best is an executable segment
 		 * starting on pgoff's page, then any starting there, then
-		 * one holding pgoff (a mapping split by mprotect).  Linkers
-		 * that put a segment's first page after the previous one's
-		 * last byte (lld, ld -z separate-code) make two segments
-		 * hold that page, at different addresses. */
+		 * one holding pgoff (a mapping split by mprotect).  lld
+		 * starts a segment in the page where the previous one ends,
+		 * one page higher in memory: two segments hold that page. */
 		if (m->pgoff >= (ph.p_offset & ~(uint64_t) 0xfff) &&
 		    m->pgoff - (ph.p_offset & ~(uint64_t) 0xfff) <=
 		    ph.p_filesz + (ph.p_offset & 0xfff)) {

@@ -89,9 +89,11 @@ static int filter_matches(const struct rec_filter *f, const char *path)
 	return !fnmatch(f->module, base, 0);
 }
 
-/* Map @path and read its program headers.  @start maps file offset @off:
- * that fixes the bias.  Returns the module or NULL (not an ELF we can
- * use: the caller ignores the mapping). */
+/* Map @path and read its program headers.  [@start, @end) maps file
+ * offset @off: that fixes the bias (@want, the code being looked for,
+ * tells which segment it is when two hold that page).  Returns the
+ * module or NULL (not an ELF we can use: the caller ignores the
+ * mapping). */
 static struct rec_mod *load(struct rec_image *im, const char *path,
 			    uint64_t start, uint64_t end, uint64_t off,
 			    uint64_t want)
