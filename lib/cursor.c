@@ -177,7 +177,7 @@ static int perf_trace(struct htr_cursor *c)
 		return rc;
 	c->trace = (uint8_t *) c->joined.data;
 	c->trace_size = c->joined.size;
-	if (!c->opts.cpu_family && !strcmp(c->pd->cpu_vendor, "GenuineIntel")) {
+	if (!c->opts.cpu_family) {
 		c->opts.cpu_family = c->pd->cpu_family;
 		c->opts.cpu_model = c->pd->cpu_model;
 		c->opts.cpu_stepping = c->pd->cpu_stepping;

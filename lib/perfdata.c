@@ -250,10 +250,11 @@ static int feat_cpuid(struct htr_perfdata *pd, const uint8_t *p, uint64_t n)
 
 	if (rc < 0)
 		return rc;
-	/* "GenuineIntel,FAMILY,MODEL,STEPPING" on x86. */
+	/* "GenuineIntel,FAMILY,MODEL,STEPPING" on x86; libipt's errata
+	 * are Intel's, so another vendor's CPU is no CPU to it. */
 	if (sscanf(s, "%15[^,],%u,%u,%u", vendor, &f, &m, &st) == 4 &&
+	    !strcmp(vendor, "GenuineIntel") &&
 	    f <= 255 && m <= 255 && st <= 255) {
-		strcpy(pd->cpu_vendor, vendor);
 		pd->cpu_family = (int) f;
 		pd->cpu_model = (int) m;
 		pd->cpu_stepping = (int) st;

@@ -98,9 +98,8 @@ struct htr_perfdata {
 	uint64_t size;
 	int pipe;                  /* pipe format */
 	char *name;                /* the file's name, for messages */
-	/* Features (0 / "" when absent). */
-	char cpu_vendor[16];
-	int cpu_family, cpu_model, cpu_stepping;
+	/* Features (0 when absent). */
+	int cpu_family, cpu_model, cpu_stepping;   /* an Intel CPU's */
 	uint32_t nr_cpus_avail, nr_cpus_online;
 	/* clock_data (perf record -k): the wall clock read clock_wall_ns when
 	 * the events' clock read clock_ref_ns. */

@@ -522,7 +522,7 @@ static void perf_opts(const struct perf_build *pb,
 	const struct htr_build_opts *u = pb->user;
 
 	*o = *u;
-	if (!u->cpu_family && !strcmp(pd->cpu_vendor, "GenuineIntel")) {
+	if (!u->cpu_family) {
 		o->cpu_family = pd->cpu_family;
 		o->cpu_model = pd->cpu_model;
 		o->cpu_stepping = pd->cpu_stepping;
