@@ -400,6 +400,23 @@ static size_t inside_frame(const struct htr_tb *t, size_t below, uint64_t ip)
 	return t->depth;
 }
 
+/* Whether a return from the innermost frame landing at frame @i's return
+ * address is the return of a call the kernel made: @i is an interrupt's
+ * far frame, the innermost was entered where tracing resumed, and only
+ * the kernel's side lies between (a handler that makes the interrupted
+ * code call a function, as Go's asynchronous preemption does). */
+static int kernel_call(const struct htr_tb *t, size_t i)
+{
+	size_t k;
+
+	if (!t->st[i].far || !t->st[t->depth - 1].callback)
+		return 0;
+	for (k = i + 1; k + 1 < t->depth; k++)
+		if (!t->st[k].far || t->st[k].func != HTR_FUNC_NONE)
+			return 0;
+	return 1;
+}
+
 /* The return held in ret_pending landed at @to (0: unknown). */
 static int land_return(struct htr_tb *t, uint64_t to)
 {
@@ -415,7 +432,8 @@ static int land_return(struct htr_tb *t, uint64_t to)
 	 * were abandoned (longjmp, exceptions, stack switches). */
 	i = outer_ret_match(t, to);
 	if (i) {
-		int rc = pop_to(t, i, last, HTR_BLOCK_UNWOUND);
+		int rc = pop_to(t, i, last,
+				kernel_call(t, i) ? 0 : HTR_BLOCK_UNWOUND);
 
 		return rc < 0 ? rc : pop(t, last, 0);
 	}

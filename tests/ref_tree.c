@@ -473,6 +473,21 @@ static size_t holder(const struct builder *b, size_t below, uint64_t l)
 	return below;
 }
 
+/* Rule 3's exception: frame @i, which the innermost returned to, is an
+ * interrupt's; the innermost was entered where tracing resumed and only
+ * the kernel's side lies between: the kernel made it a call. */
+static int kernel_call(const struct builder *b, size_t i)
+{
+	size_t k;
+
+	if (!b->st[i].far || !b->st[b->depth - 1].callback)
+		return 0;
+	for (k = i + 1; k + 1 < b->depth; k++)
+		if (!b->st[k].far || b->st[k].has_entry)
+			return 0;
+	return 1;
+}
+
 /* Rule 3: the return at b->ret_id landed at @l (@known). */
 static int resolve_return(struct builder *b, int known, uint64_t l)
 {
@@ -486,7 +501,8 @@ static int resolve_return(struct builder *b, int known, uint64_t l)
 	 * abandoned. */
 	for (i = k; i-- > 1;)
 		if (b->st[i].has_ret && b->st[i].ret == l)
-			return close_to(b, i, r, REF_UNWOUND, 0);
+			return close_to(b, i, r, kernel_call(b, i) ? 0 :
+					REF_UNWOUND, 0);
 	/* Inside (not at the entry of) the function of an outer frame (a
 	 * catch block): the frames above it were abandoned, it goes on.  A
 	 * return to a function's entry is a jump in disguise. */
