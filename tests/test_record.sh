@@ -126,6 +126,7 @@ for opt in O0 O2; do
 	build except except.cc "$opt"
 	build signal signal.c "$opt"
 	build threads threads.c "$opt" -pthread
+	build preempt preempt.c "$opt" -pthread
 	build reuse reuse.c "$opt" -pthread
 	build lazy lazy.c "$opt" -Wl,-z,lazy
 	build dlopen dlopen.c "$opt" -ldl
@@ -221,8 +222,8 @@ threads_apart() {
 
 for opt in O0 O2; do
 	for mode in user filter; do
-		for p in calls virt longjmp deep except signal threads reuse \
-			lazy static; do
+		for p in calls virt longjmp deep except signal threads \
+			preempt reuse lazy static; do
 			run "$p" "$opt" "$mode" "$work/$p-$opt"
 		done
 		threads_apart "$work/reuse-$opt-$mode"

@@ -165,8 +165,17 @@ struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned idx);
  * delivered just before it.  Returns 0 or -1 (message in the context). */
 int rec_thread_step(struct rec_thread *t, uint64_t pc, int sig);
 /* qemu says the instruction it logged last at @pc did not run (a signal
- * stopped it first).  Returns 1 if @pc is this thread's pending one. */
+ * stopped it first).  rec_thread_may_retract: 1 if @pc is this thread's
+ * pending one; rec_thread_retract: then it did not run (returns 1). */
+int rec_thread_may_retract(const struct rec_thread *t, uint64_t pc);
 int rec_thread_retract(struct rec_thread *t, uint64_t pc);
+/* Whether the thread can run @pc next without a signal coming first: 1
+ * it can and nothing else (the instruction before allows only @pc), 0 it
+ * cannot (a signal came), -1 either (an indirect branch, a sigreturn, a
+ * thread's first line).
+ * @sigreturn: the syscall it ran last is one (qemu's strace said so). */
+int rec_thread_expects(const struct rec_thread *t, uint64_t pc,
+		       int sigreturn);
 /* 1 if the instruction logged last on this thread is a syscall that has
  * not been retracted: qemu's strace of it is due (or was just printed).
  * Then *@next (if not NULL) is the address after it, where the syscall

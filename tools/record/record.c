@@ -229,6 +229,10 @@ struct slot {
 	struct rec_thread *t;   /* NULL: no thread on this CPU (yet, again) */
 	uint64_t sys_seq;       /* it logged a syscall whose strace is due:
 				 * when (ts->seq), else 0 */
+	int sigreturn;          /* that syscall is rt_sigreturn */
+	uint64_t sig_seen;      /* the ts->sig_gen it last logged at */
+	uint64_t stop_pc;       /* it had logged this address last when
+				 * qemu said a block there did not run */
 };
 
 struct threads {
@@ -237,7 +241,14 @@ struct threads {
 	struct rec_thread_stats *done;  /* by thread index, once ended */
 	size_t n, cap;          /* threads created */
 	uint64_t seq;
-	int sig;                /* a signal is delivered before the next line */
+	size_t nthreads;        /* live ones */
+	/* Signals delivered ("--- SIG" lines) whose thread is not known yet,
+	 * and how many such lines came: each thread's first Trace line after
+	 * one tells whether it went to that thread (signalled()). */
+	size_t nsig;
+	uint64_t sig_gen;
+	uint64_t handlers[16];  /* where signal handlers were seen to start */
+	size_t nhandlers;
 	struct rec_thread *last;        /* the thread of the last Trace line */
 	/* Where new threads start: the address after a clone syscall (the
 	 * child resumes there, as the parent does).  Which thread's syscall
@@ -277,8 +288,12 @@ static struct rec_thread *thread_of(struct rec_ctx *c, struct threads *ts,
 		}
 		ts->live[cpu].t = rec_thread_new(c, (unsigned) ts->n);
 		ts->live[cpu].sys_seq = 0;
+		ts->live[cpu].sigreturn = 0;
+		ts->live[cpu].sig_seen = ts->sig_gen;
+		ts->live[cpu].stop_pc = 0;
 		if (!ts->live[cpu].t)
 			return NULL;
+		ts->nthreads++;
 		memset(&ts->done[ts->n], 0, sizeof(ts->done[ts->n]));
 		ts->n++;
 	}
@@ -301,6 +316,7 @@ static int end_thread(struct threads *ts, size_t cpu)
 	rec_thread_free(t);
 	ts->live[cpu].t = NULL;
 	ts->live[cpu].sys_seq = 0;
+	ts->nthreads--;
 	return rc;
 }
 
@@ -404,6 +420,72 @@ static int is_start(const struct threads *ts, uint64_t pc)
 	return 0;
 }
 
+static int is_handler(const struct threads *ts, uint64_t pc)
+{
+	size_t i;
+
+	for (i = 0; i < ts->nhandlers; i++)
+		if (ts->handlers[i] == pc)
+			return 1;
+	return 0;
+}
+
+/* Whether a signal pending in ts went to @t, which runs @pc next (its
+ * first line since the signal's).  qemu's "--- SIG" line names no thread,
+ * and threads log at once: the signal's own thread runs its handler next,
+ * which its last instruction does not lead to; the others go on.  Where
+ * the last instruction allows any successor (an indirect branch, a
+ * sigreturn), a known handler's start decides.  Once every live thread
+ * went on, the signal was one whose action is to ignore it. */
+static int signalled(struct threads *ts, struct slot *sl, uint64_t pc)
+{
+	int v, sig;
+	size_t i;
+
+	if (sl->sig_seen == ts->sig_gen)
+		return 0;
+	sl->sig_seen = ts->sig_gen;
+	v = rec_thread_expects(sl->t, pc, sl->sigreturn);
+	if (ts->nthreads == 1)
+		sig = v != 1;
+	else
+		sig = v == 0 || (v < 0 && is_handler(ts, pc));
+	if (sig) {
+		ts->nsig--;
+		if (!is_handler(ts, pc)) {
+			if (ts->nhandlers == sizeof(ts->handlers) /
+					     sizeof(ts->handlers[0]))
+				memmove(ts->handlers, ts->handlers + 1,
+					--ts->nhandlers *
+					sizeof(ts->handlers[0]));
+			ts->handlers[ts->nhandlers++] = pc;
+		}
+		return 1;
+	}
+	for (i = 0; i < ts->nlive; i++)
+		if (ts->live[i].t && ts->live[i].sig_seen != ts->sig_gen)
+			return 0;
+	ts->nsig = 0;
+	return 0;
+}
+
+/* "Stopped execution of TB chain before [PC]": the thread that logged PC
+ * last did not run it, but several may have logged it (the same code),
+ * and the line names none.  @sl, one of them, runs @pc next: it is the
+ * one that did not run it if it logs it again, or a signal's handler. */
+static void stopped(const struct threads *ts, struct slot *sl, uint64_t pc)
+{
+	uint64_t at = sl->stop_pc;
+	int v;
+
+	sl->stop_pc = 0;
+	if (!at)
+		return;
+	v = pc == at ? 0 : ts->nsig ? rec_thread_expects(sl->t, pc, 0) : 1;
+	if (v == 0 || (v < 0 && is_handler(ts, pc)))
+		rec_thread_retract(sl->t, at);
+}
+
 /* The start of a syscall's strace, "PID NAME(ARGS...)" (@name: NAME).
  * qemu prints it between the thread's Trace line of the syscall
  * instruction and anything else the thread logs, but other threads'
@@ -440,8 +522,11 @@ static const char *sys_call(struct rec_ctx *c, struct threads *ts,
 		if (who == SIZE_MAX || sl->sys_seq < ts->live[who].sys_seq)
 			who = i;
 	}
-	if (who != SIZE_MAX)
+	if (who != SIZE_MAX) {
 		ts->live[who].sys_seq = 0;
+		ts->live[who].sigreturn = e - name == 12 &&
+					  !strncmp(name, "rt_sigreturn", 12);
+	}
 	return e;
 }
 
@@ -463,6 +548,7 @@ static void trace(struct rec_ctx *c, struct threads *ts, const char *p)
 	unsigned cpu = 0;
 	uint64_t pc, next;
 	struct rec_thread *t;
+	struct slot *sl;
 
 	while (is_digit(*p) && cpu < 1u << 20)
 		cpu = cpu * 10 + (unsigned) (*p++ - '0');
@@ -478,16 +564,18 @@ static void trace(struct rec_ctx *c, struct threads *ts, const char *p)
 	 * where a clone child starts instead means that syscall was its exit
 	 * and this is a new thread.  (qemu's strace names the process, not
 	 * the thread, so an "exit(" line alone cannot say whose it is.) */
-	if (cpu < ts->nlive && (t = ts->live[cpu].t) && !ts->sig &&
+	if (cpu < ts->nlive && (t = ts->live[cpu].t) &&
 	    rec_thread_in_syscall(t, &next) && pc != next && is_start(ts, pc) &&
 	    end_thread(ts, cpu) < 0)
 		return;
 	t = thread_of(c, ts, cpu);
 	if (!t)
 		return;
-	rec_thread_step(t, pc, ts->sig);
-	ts->live[cpu].sys_seq = rec_thread_in_syscall(t, NULL) ? ++ts->seq : 0;
-	ts->sig = 0;
+	sl = &ts->live[cpu];
+	stopped(ts, sl, pc);
+	rec_thread_step(t, pc, ts->nsig && signalled(ts, sl, pc));
+	sl->sys_seq = rec_thread_in_syscall(t, NULL) ? ++ts->seq : 0;
+	sl->sigreturn = 0;
 	ts->last = t;
 }
 
@@ -514,7 +602,8 @@ static void line(struct rec_ctx *c, struct threads *ts, const char *s)
 			return;
 		}
 		if (*p == '-' && !strncmp(p, "--- SIG", 7)) {
-			ts->sig = 1;
+			ts->nsig++;
+			ts->sig_gen++;
 			return;
 		}
 		/* "Stopped execution of TB chain before HOSTPTR [PC] SYM":
@@ -527,12 +616,10 @@ static void line(struct rec_ctx *c, struct threads *ts, const char *s)
 			if (!p)
 				return;
 			pc = hex(p + 1, &e);
-			if (ts->last && rec_thread_retract(ts->last, pc))
-				return;
 			for (i = 0; i < ts->nlive; i++)
 				if (ts->live[i].t &&
-				    rec_thread_retract(ts->live[i].t, pc))
-					return;
+				    rec_thread_may_retract(ts->live[i].t, pc))
+					ts->live[i].stop_pc = pc;
 			return;
 		}
 		if (*p == ' ' && !strncmp(p, " = ", 3) &&

@@ -32,6 +32,7 @@
 
 #define NO_RET UINT64_MAX
 #define MAX_HELD (1u << 24)
+#define MAX_MOVED (1u << 16)
 #define MAX_DEPTH (1u << 20)
 
 struct frame {
@@ -43,6 +44,8 @@ struct frame {
 	uint8_t visible, late;
 	uint8_t entered_off;    /* its first instruction was not traced */
 	uint8_t traced_call;    /* opened by a traced call */
+	uint64_t resume;        /* a handler's: where the code it interrupted
+				 * resumes, 0 if not known */
 };
 
 struct held {
@@ -84,8 +87,10 @@ struct rec_thread {
 	uint64_t *fkeys;
 	uint32_t *fvals;
 	size_t fn, fcap;
-	/* a signal after an ambiguous branch */
+	/* a signal after an ambiguous branch: 1 until sigreturn, 2 until
+	 * the call a handler made the interrupted code make returns */
 	int holding;
+	size_t moved_at;        /* 2: hq's length at sigreturn */
 	struct rec_insn held_insn;
 	struct held *hq;
 	size_t hn, hcap;
@@ -93,6 +98,8 @@ struct rec_thread {
 	uint64_t blocks, gaps;
 	int header_done;
 	int retracted;          /* cur did not run: a signal came first */
+	uint64_t sig_resume;    /* a handler returned: where the code it
+				 * interrupted resumes, 0 if not known */
 };
 
 /* ------------------------------------------------------------------ */
@@ -264,6 +271,37 @@ static void push_frame(struct rec_thread *t, uint64_t ret, uint64_t entry)
 	f->late = !t->started;
 }
 
+/* A return past the outermost frame, landing at @to: that frame was a
+ * callee all along.  Its caller, open since tracing began, adopts it (an
+ * L block starts where its first child did: TRUTH.md) and goes on. */
+static void past_outermost(struct rec_thread *t, uint64_t to, const char *fl)
+{
+	struct frame old = { 0 };
+	int64_t pre = -1;
+
+	if (t->depth && t->st[0].visible) {
+		old = t->st[0];
+		pre = t->next_pre++;
+		old.parent = pre;
+		close_frame(t, &old, fl);
+	}
+	t->depth = 0;
+	push_frame(t, NO_RET, to);
+	if (!t->depth)
+		return;
+	t->st[0].late = 1;
+	if (pre >= 0) {
+		struct frame *f = &t->st[0];
+
+		f->visible = 1;
+		f->pre = pre;
+		f->parent = -1;
+		f->first = old.first;
+		f->tsc_first = old.tsc_first;
+		f->func = func_of(t, to);
+	}
+}
+
 /* A return from @in landing at @to. */
 static void do_return(struct rec_thread *t, uint64_t to, int traced)
 {
@@ -278,17 +316,12 @@ static void do_return(struct rec_thread *t, uint64_t to, int traced)
 		/* Matches no open frame: the innermost one returns (a signal
 		 * handler returning to its restorer, a retpoline). */
 		if (t->depth <= 1) {
-			/* Past the outermost frame: it ends; what follows
-			 * runs in a frame whose call was not seen. */
-			if (t->depth)
-				close_frame(t, &t->st[0], fl);
-			t->depth = 0;
-			push_frame(t, NO_RET, to);
-			t->st[0].late = 1;
+			past_outermost(t, to, fl);
 			return;
 		}
 		close_frame(t, &t->st[t->depth - 1], fl);
 		t->depth--;
+		t->sig_resume = t->st[t->depth].resume;
 		return;
 	}
 	while (t->depth > i + 1) {
@@ -507,11 +540,14 @@ static void interrupt(struct rec_thread *t, uint64_t next)
 	}
 }
 
-/* A signal handler starts at @h (a frame the kernel made). */
-static void handler(struct rec_thread *t, uint64_t h)
+/* A signal handler starts at @h (a frame the kernel made) for code that
+ * resumes at @resume (0: not known yet). */
+static void handler(struct rec_thread *t, uint64_t h, uint64_t resume)
 {
 	t->c->clock += REC_TICKS_SIGNAL;
 	push_frame(t, NO_RET, h);
+	if (t->depth)
+		t->st[t->depth - 1].resume = resume;
 }
 
 static const struct rec_insn *insn(struct rec_thread *t, uint64_t pc)
@@ -564,22 +600,52 @@ static int ambiguous(const struct rec_insn *in)
 
 static int step(struct rec_thread *t, uint64_t pc, int sig);
 
-/* sigreturn resumed at @n: the held branch went to @n. */
-static int release(struct rec_thread *t, uint64_t n)
+/* A syscall returned to @pc.  If it is the sigreturn of a handler that
+ * moved the resume point of the code it interrupted, the code there runs
+ * as if called from the interrupted instruction: Go's asynchronous
+ * preemption pushes that address and makes the code call asyncPreempt,
+ * which returns to it.  One instruction further is no call but a
+ * skipped instruction (a SIGSEGV handler's). */
+static int resumed(struct rec_thread *t, uint64_t pc, int traced)
+{
+	uint64_t r = t->sig_resume;
+	const struct rec_insn *in;
+
+	t->sig_resume = 0;
+	if (!r || pc == r)
+		return 0;
+	in = insn(t, r);
+	if (!in)
+		return -1;
+	if (pc != r + in->len) {
+		push_frame(t, r, pc);
+		/* A decoder sees where it went when tracing resumes there,
+		 * even if a signal comes before its first instruction (the
+		 * handler then runs inside it, as in a traced call). */
+		if (t->depth)
+			t->st[t->depth - 1].traced_call = (uint8_t) traced;
+	}
+	return t->c->failed ? -1 : 0;
+}
+
+/* The held branch went to @to; the thread runs @n (a signal before it:
+ * @sig) after what was held. */
+static int release(struct rec_thread *t, uint64_t to, uint64_t n, int sig)
 {
 	struct held *q = t->hq;
 	size_t i, hn = t->hn;
-	const struct rec_insn *in = insn(t, n);
+	const struct rec_insn *b = &t->held_insn, *in;
 	struct rec_insn h;
 
+	in = insn(t, to);
 	if (!in)
 		return -1;
 	t->holding = 0;
 	t->hq = NULL;
 	t->hn = t->hcap = 0;
-	flow(t, &t->held_insn, n, in->traced);
-	interrupt(t, n);
-	handler(t, q[0].pc);
+	flow(t, b, to, in->traced);
+	interrupt(t, to);
+	handler(t, q[0].pc, to);
 	in = insn(t, q[0].pc);
 	if (!in) {
 		free(q);
@@ -591,7 +657,7 @@ static int release(struct rec_thread *t, uint64_t n)
 	for (i = 1; i < hn && !t->c->failed; i++)
 		step(t, q[i].pc, q[i].sig);
 	free(q);
-	return step(t, n, 0);
+	return step(t, n, sig);
 }
 
 static int step(struct rec_thread *t, uint64_t pc, int sig)
@@ -602,11 +668,32 @@ static int step(struct rec_thread *t, uint64_t pc, int sig)
 	if (t->c->failed)
 		return -1;
 	if (t->holding) {
+		const struct rec_insn *b = &t->held_insn;
+		uint64_t fall = b->pc + b->len;
+
 		/* A syscall resuming elsewhere without a signal is the
-		 * sigreturn that ends the handler. */
-		if (!sig && t->hlast.kind == RK_SYSCALL &&
-		    pc != t->hlast.pc + t->hlast.len)
-			return release(t, pc);
+		 * sigreturn that ends the handler: at the held branch's
+		 * successor.  Unless the handler moved the resume point (Go's
+		 * asynchronous preemption makes the interrupted code call a
+		 * function first): a conditional branch's successor is then
+		 * where that call returns to. */
+		if (t->holding == 1 && !sig && t->hlast.kind == RK_SYSCALL &&
+		    pc != t->hlast.pc + t->hlast.len) {
+			if (b->kind != RK_COND || pc == fall || pc == b->target)
+				return release(t, pc, pc, 0);
+			t->holding = 2;
+			t->moved_at = t->hn;
+		} else if (t->holding == 2 && !sig && t->hlast.kind == RK_RET &&
+			   (pc == fall || pc == b->target)) {
+			return release(t, pc, pc, 0);
+		} else if (t->holding == 2 &&
+			   t->hn - t->moved_at >= MAX_MOVED) {
+			/* It has not returned (it switched stacks): the
+			 * branch's successor is lost, the trace says it fell
+			 * through. */
+			t->c->oddities++;
+			return release(t, fall, pc, sig);
+		}
 		if (hold(t, pc, sig) < 0)
 			return -1;
 		pin = insn(t, pc);
@@ -625,7 +712,7 @@ static int step(struct rec_thread *t, uint64_t pc, int sig)
 		t->retracted = 0;
 		if (sig) {
 			interrupt(t, t->cur.pc);
-			handler(t, pc);
+			handler(t, pc, t->cur.pc);
 			arrive(t, &in);
 			t->cur = in;
 			return t->c->failed ? -1 : 0;
@@ -670,10 +757,17 @@ static int step(struct rec_thread *t, uint64_t pc, int sig)
 			interrupt(t, pc);
 		} else {
 			flow(t, &prev, pc, in.traced);
+			if (prev.kind == RK_SYSCALL &&
+			    resumed(t, pc, in.traced) < 0)
+				return -1;
 		}
 	} else if (prev.kind == RK_SYSCALL) {
+		/* Right at a sigreturn: the code the first handler
+		 * interrupted resumes when this one returns. */
 		flow(t, &prev, pc, in.traced);
-		handler(t, pc);
+		handler(t, pc, t->sig_resume ? t->sig_resume :
+				prev.pc + prev.len);
+		t->sig_resume = 0;
 	} else if (ambiguous(&prev)) {
 		t->holding = 1;
 		t->held_insn = prev;
@@ -688,19 +782,68 @@ static int step(struct rec_thread *t, uint64_t pc, int sig)
 			return -1;
 		flow(t, &prev, n, nin->traced);
 		interrupt(t, n);
-		handler(t, pc);
+		handler(t, pc, n);
 	}
 	arrive(t, &in);
 	t->cur = in;
 	return t->c->failed ? -1 : 0;
 }
 
+int rec_thread_may_retract(const struct rec_thread *t, uint64_t pc)
+{
+	return t->have_cur && !t->holding && !t->retracted && t->cur.pc == pc;
+}
+
 int rec_thread_retract(struct rec_thread *t, uint64_t pc)
 {
-	if (!t->have_cur || t->holding || t->retracted || t->cur.pc != pc)
+	if (!rec_thread_may_retract(t, pc))
 		return 0;
 	t->retracted = 1;
 	return 1;
+}
+
+int rec_thread_expects(const struct rec_thread *t, uint64_t pc,
+		       int sigreturn)
+{
+	const struct rec_insn *in = t->holding ? &t->hlast : &t->cur;
+	uint64_t fall = in->pc + in->len;
+	size_t i;
+
+	if (!t->have_cur)
+		return -1;
+	if (t->retracted)
+		return pc == t->cur.pc;
+	if (in->rep && pc == in->pc)
+		return 1;
+	switch (in->kind) {
+	case RK_OTHER:
+		return pc == fall;
+	case RK_JMP:
+	case RK_CALL:
+		return pc == in->target;
+	case RK_COND:
+		return pc == fall || pc == in->target;
+	case RK_RET:
+		/* To an open frame's caller (a longjmp may have left the
+		 * innermost ones); anywhere else is rare enough (a retpoline)
+		 * for a signal to be the likelier.  A frame the kernel or
+		 * the trace's start made (a signal handler's) returns
+		 * anywhere (its restorer). */
+		if (!t->depth || t->st[t->depth - 1].ret == NO_RET)
+			return -1;
+		for (i = t->depth; i-- > 0 && t->depth - i <= 64;)
+			if (t->st[i].ret == pc)
+				return 1;
+		return 0;
+	case RK_SYSCALL:
+		/* A handler returned: this is its sigreturn, which resumes
+		 * where the signal came or where the handler moved that. */
+		if (pc == fall || (t->sig_resume && pc == t->sig_resume))
+			return 1;
+		return sigreturn || t->sig_resume ? -1 : 0;
+	default:
+		return -1;
+	}
 }
 
 int rec_thread_step(struct rec_thread *t, uint64_t pc, int sig)
