@@ -225,6 +225,12 @@ static int spawn(struct qemu *q, const char *qemu, const char *exe,
  * of every thread created so far (in creation order: its index).  qemu
  * hands a CPU index that a thread exits with to the next thread it
  * creates, so an index names a thread only until that thread's exit. */
+/* A few addresses, the oldest forgotten first. */
+struct addrs {
+	uint64_t v[16];
+	size_t n;
+};
+
 struct slot {
 	struct rec_thread *t;   /* NULL: no thread on this CPU (yet, again) */
 	uint64_t sys_seq;       /* it logged a syscall whose strace is due:
@@ -247,15 +253,12 @@ struct threads {
 	 * one tells whether it went to that thread (signalled()). */
 	size_t nsig;
 	uint64_t sig_gen;
-	uint64_t handlers[16];  /* where signal handlers were seen to start */
-	size_t nhandlers;
-	struct rec_thread *last;        /* the thread of the last Trace line */
+	struct addrs handlers;  /* where signal handlers were seen to start */
 	/* Where new threads start: the address after a clone syscall (the
 	 * child resumes there, as the parent does).  Which thread's syscall
 	 * a clone strace line belongs to is not certain when several wait
 	 * for theirs, so each of those addresses goes in; they are few. */
-	uint64_t starts[16];
-	size_t nstarts;
+	struct addrs starts;
 };
 
 static struct rec_thread *thread_of(struct rec_ctx *c, struct threads *ts,
@@ -311,8 +314,6 @@ static int end_thread(struct threads *ts, size_t cpu)
 
 	rec_thread_stats(t, &s);
 	ts->done[s.idx] = s;
-	if (ts->last == t)
-		ts->last = NULL;
 	rec_thread_free(t);
 	ts->live[cpu].t = NULL;
 	ts->live[cpu].sys_seq = 0;
@@ -397,37 +398,24 @@ static void add_clone(struct rec_ctx *c)
 	c->clones[c->nclones++] = 0;
 }
 
-static void add_start(struct threads *ts, uint64_t pc)
+static int addrs_has(const struct addrs *a, uint64_t pc)
 {
 	size_t i;
 
-	for (i = 0; i < ts->nstarts; i++)
-		if (ts->starts[i] == pc)
-			return;
-	if (ts->nstarts == sizeof(ts->starts) / sizeof(ts->starts[0]))
-		memmove(ts->starts, ts->starts + 1,
-			--ts->nstarts * sizeof(ts->starts[0]));
-	ts->starts[ts->nstarts++] = pc;
-}
-
-static int is_start(const struct threads *ts, uint64_t pc)
-{
-	size_t i;
-
-	for (i = 0; i < ts->nstarts; i++)
-		if (ts->starts[i] == pc)
+	for (i = 0; i < a->n; i++)
+		if (a->v[i] == pc)
 			return 1;
 	return 0;
 }
 
-static int is_handler(const struct threads *ts, uint64_t pc)
+/* Adds @pc, forgetting the oldest when full. */
+static void addrs_add(struct addrs *a, uint64_t pc)
 {
-	size_t i;
-
-	for (i = 0; i < ts->nhandlers; i++)
-		if (ts->handlers[i] == pc)
-			return 1;
-	return 0;
+	if (addrs_has(a, pc))
+		return;
+	if (a->n == sizeof(a->v) / sizeof(a->v[0]))
+		memmove(a->v, a->v + 1, --a->n * sizeof(a->v[0]));
+	a->v[a->n++] = pc;
 }
 
 /* Whether a signal pending in ts went to @t, which runs @pc next (its
@@ -449,17 +437,10 @@ static int signalled(struct threads *ts, struct slot *sl, uint64_t pc)
 	if (ts->nthreads == 1)
 		sig = v != 1;
 	else
-		sig = v == 0 || (v < 0 && is_handler(ts, pc));
+		sig = v == 0 || (v < 0 && addrs_has(&ts->handlers, pc));
 	if (sig) {
 		ts->nsig--;
-		if (!is_handler(ts, pc)) {
-			if (ts->nhandlers == sizeof(ts->handlers) /
-					     sizeof(ts->handlers[0]))
-				memmove(ts->handlers, ts->handlers + 1,
-					--ts->nhandlers *
-					sizeof(ts->handlers[0]));
-			ts->handlers[ts->nhandlers++] = pc;
-		}
+		addrs_add(&ts->handlers, pc);
 		return 1;
 	}
 	for (i = 0; i < ts->nlive; i++)
@@ -482,7 +463,7 @@ static void stopped(const struct threads *ts, struct slot *sl, uint64_t pc)
 	if (!at)
 		return;
 	v = pc == at ? 0 : ts->nsig ? rec_thread_expects(sl->t, pc, 0) : 1;
-	if (v == 0 || (v < 0 && is_handler(ts, pc)))
+	if (v == 0 || (v < 0 && addrs_has(&ts->handlers, pc)))
 		rec_thread_retract(sl->t, at);
 }
 
@@ -518,7 +499,7 @@ static const char *sys_call(struct rec_ctx *c, struct threads *ts,
 		if (!sl->t || !sl->sys_seq || !rec_thread_in_syscall(sl->t, &next))
 			continue;
 		if (clone)
-			add_start(ts, next);
+			addrs_add(&ts->starts, next);
 		if (who == SIZE_MAX || sl->sys_seq < ts->live[who].sys_seq)
 			who = i;
 	}
@@ -565,8 +546,8 @@ static void trace(struct rec_ctx *c, struct threads *ts, const char *p)
 	 * and this is a new thread.  (qemu's strace names the process, not
 	 * the thread, so an "exit(" line alone cannot say whose it is.) */
 	if (cpu < ts->nlive && (t = ts->live[cpu].t) &&
-	    rec_thread_in_syscall(t, &next) && pc != next && is_start(ts, pc) &&
-	    end_thread(ts, cpu) < 0)
+	    rec_thread_in_syscall(t, &next) && pc != next &&
+	    addrs_has(&ts->starts, pc) && end_thread(ts, cpu) < 0)
 		return;
 	t = thread_of(c, ts, cpu);
 	if (!t)
@@ -576,7 +557,6 @@ static void trace(struct rec_ctx *c, struct threads *ts, const char *p)
 	rec_thread_step(t, pc, ts->nsig && signalled(ts, sl, pc));
 	sl->sys_seq = rec_thread_in_syscall(t, NULL) ? ++ts->seq : 0;
 	sl->sigreturn = 0;
-	ts->last = t;
 }
 
 /* One line of the log.  Trace lines are nearly all of it and start the
