@@ -828,8 +828,9 @@ int rec_thread_expects(const struct rec_thread *t, uint64_t pc,
 		 * innermost ones); anywhere else is rare enough (a retpoline)
 		 * for a signal to be the likelier.  A frame the kernel or
 		 * the trace's start made (a signal handler's) returns
-		 * anywhere (its restorer). */
-		if (!t->depth || t->st[t->depth - 1].ret == NO_RET)
+		 * anywhere (its restorer); held, the frames are not known. */
+		if (t->holding || !t->depth ||
+		    t->st[t->depth - 1].ret == NO_RET)
 			return -1;
 		for (i = t->depth; i-- > 0 && t->depth - i <= 64;)
 			if (t->st[i].ret == pc)
@@ -840,7 +841,7 @@ int rec_thread_expects(const struct rec_thread *t, uint64_t pc,
 		 * where the signal came or where the handler moved that. */
 		if (pc == fall || (t->sig_resume && pc == t->sig_resume))
 			return 1;
-		return sigreturn || t->sig_resume ? -1 : 0;
+		return sigreturn || t->sig_resume || t->holding ? -1 : 0;
 	default:
 		return -1;
 	}
