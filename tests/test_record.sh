@@ -125,6 +125,7 @@ for opt in O0 O2; do
 	build deep deep.c "$opt"
 	build except except.cc "$opt"
 	build signal signal.c "$opt"
+	build skip skip.c "$opt"
 	build threads threads.c "$opt" -pthread
 	build preempt preempt.c "$opt" -pthread
 	build reuse reuse.c "$opt" -pthread
@@ -222,7 +223,7 @@ threads_apart() {
 
 for opt in O0 O2; do
 	for mode in user filter; do
-		for p in calls virt longjmp deep except signal threads \
+		for p in calls virt longjmp deep except signal skip threads \
 			preempt reuse lazy static; do
 			run "$p" "$opt" "$mode" "$work/$p-$opt"
 		done
