@@ -221,16 +221,16 @@ static int spawn(struct qemu *q, const char *qemu, const char *exe,
 	return 0;
 }
 
-/* The threads: the one qemu runs as each virtual CPU now, and a summary
- * of every thread created so far (in creation order: its index).  qemu
- * hands a CPU index that a thread exits with to the next thread it
- * creates, so an index names a thread only until that thread's exit. */
 /* A few addresses, the oldest forgotten first. */
 struct addrs {
 	uint64_t v[16];
 	size_t n;
 };
 
+/* The threads: the one qemu runs as each virtual CPU now, and a summary
+ * of every thread created so far (in creation order: its index).  qemu
+ * hands a CPU index that a thread exits with to the next thread it
+ * creates, so an index names a thread only until that thread's exit. */
 struct slot {
 	struct rec_thread *t;   /* NULL: no thread on this CPU (yet, again) */
 	uint64_t sys_seq;       /* it logged a syscall whose strace is due:
@@ -418,8 +418,8 @@ static void addrs_add(struct addrs *a, uint64_t pc)
 	a->v[a->n++] = pc;
 }
 
-/* Whether a signal pending in ts went to @t, which runs @pc next (its
- * first line since the signal's).  qemu's "--- SIG" line names no thread,
+/* Whether a signal pending in @ts went to @sl's thread, which runs @pc
+ * next (its first line since the signal's).  qemu's "--- SIG" line names no thread,
  * and threads log at once: the signal's own thread runs its handler next,
  * which its last instruction does not lead to; the others go on.  Where
  * the last instruction allows any successor (an indirect branch, a
