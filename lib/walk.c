@@ -725,7 +725,9 @@ static int proceed_event(struct htr_walk *w, struct htr_walk_block *b)
 }
 
 /* pt_blk_proceed_no_event, over the cache: to the next instruction that
- * needs trace, or a direct call. */
+ * needs trace, or a direct call; and on past conditional branches as long
+ * as htr_walk__next() would call it again (one call per branch cost ~5 %
+ * of a build's instructions). */
 static int proceed_no_event(struct htr_walk *w, struct htr_walk_block *b)
 {
 	const struct ent *e;
@@ -735,23 +737,33 @@ static int proceed_no_event(struct htr_walk *w, struct htr_walk_block *b)
 		if ((rc = lookup(w, w->ip, &e)) < 0)
 			return rc;
 		b->n += e->n;
-		if (e->kind != K_CONT)
+		if (e->kind == K_CONT) {
+			w->ip = e->target;
+			w->hint = (uint32_t *) &e->next[0];
+		} else if (e->kind == K_COND) {
+			st = pt_qry_cond_branch(w->q, &taken);
+			if (st < 0) {
+				end_block(b, K_COND, 0);
+				return st;
+			}
+			w->status = st;
+			w->ip = taken ? e->target : e->end + e->len;
+			w->hint = (uint32_t *) &e->next[!!taken];
+			if ((st & (pts_event_pending | pts_eos)) ||
+			    (w->entering && b->n == 1)) {
+				end_block(b, K_COND, 0);
+				return 0;
+			}
+		} else {
 			break;
-		w->ip = e->target;
-		w->hint = (uint32_t *) &e->next[0];
-		if (b->n >= BLOCK_MAX)
+		}
+		if (b->n >= BLOCK_MAX) {
+			end_block(b, e->kind, 0);
 			return 0;
+		}
 	}
 	end_block(b, e->kind, e->ret);
 	switch (e->kind) {
-	case K_COND:
-		st = pt_qry_cond_branch(w->q, &taken);
-		if (st < 0)
-			return st;
-		w->status = st;
-		w->ip = taken ? e->target : e->end + e->len;
-		w->hint = (uint32_t *) &e->next[!!taken];
-		return 0;
 	case K_CALL:
 		if (e->target != e->end + e->len)
 			push(w, e->end + e->len);
