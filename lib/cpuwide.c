@@ -193,6 +193,16 @@ static int open_piece(struct cw *w, const struct htr_ev *resume)
 	return spool_put(w, resume);
 }
 
+static void time_is(struct cw *w, uint64_t tsc)
+{
+	w->have_time = 1;
+	w->time = tsc;
+	if (w->open && !w->cur.has_start) {
+		w->cur.start = tsc;
+		w->cur.has_start = 1;
+	}
+}
+
 static int on_event(void *ctx, const struct htr_ev *e)
 {
 	struct cw *w = ctx;
@@ -208,16 +218,13 @@ static int on_event(void *ctx, const struct htr_ev *e)
 			w->lead[w->nlead++] = *e;
 		break;
 	case HTR_EV_TIME:
-		w->have_time = 1;
-		w->time = e->a;
-		if (w->open && !w->cur.has_start) {
-			w->cur.start = e->a;
-			w->cur.has_start = 1;
-		}
+		time_is(w, e->a);
 		break;
 	case HTR_EV_RUN:
 		w->nlead = 0;
 		w->cur.insns += e->n;
+		if (e->timed)
+			time_is(w, e->t);
 		break;
 	}
 	return w->open ? spool_put(w, e) : 0;

@@ -173,21 +173,21 @@ static HOT enum htr_icls block_class(struct dec *s, const struct pt_block *b,
 static HOT int flush(struct dec *s)
 {
 	const struct htr_decode_sink *k = s->sink;
-	int rc;
+	int rc, timed;
 
 	if (!s->pend)
 		return 0;
 	s->pend = 0;
 	s->entering = enters(s->pend_cls);
-	rc = k->run(k->ctx, s->pend_ip, s->pend_n, s->pend_cls, s->pend_ret);
-	if (rc)
-		return rc;
-	if (s->pend_has_tsc && (!s->has_tsc || s->pend_tsc != s->tsc)) {
+	timed = s->pend_has_tsc && (!s->has_tsc || s->pend_tsc != s->tsc);
+	if (timed) {
 		s->has_tsc = 1;
 		s->tsc = s->pend_tsc;
-		if (k->time && (rc = k->time(k->ctx, s->tsc)) != 0)
-			return rc;
 	}
+	rc = k->run(k->ctx, s->pend_ip, s->pend_n, s->pend_cls, s->pend_ret,
+		    timed, s->tsc);
+	if (rc)
+		return rc;
 	s->insns += s->pend_n;
 	if (s->insns >= s->next_progress) {
 		s->next_progress = s->insns + PROGRESS_STEP;
@@ -587,7 +587,7 @@ static int on_event(struct dec *s, const struct pt_event *ev)
 			rc = s->sink->run(s->sink->ctx,
 					  ev->variant.async_branch.from, 0,
 					  HTR_IC_FAR_CALL,
-					  ev->variant.async_branch.from);
+					  ev->variant.async_branch.from, 0, 0);
 		s->entering = 1;
 		break;
 	case ptev_overflow:

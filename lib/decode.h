@@ -47,9 +47,10 @@ struct htr_decode_sink {
 	 * instruction after the call (its return address), 0 if unknown.
 	 * @ninsn is 0 only for an interrupt that no run can carry (see the
 	 * rules below): HTR_IC_FAR_CALL with @ip = @ret_ip = the interrupted
-	 * IP. */
+	 * IP.  @timed: the time after the run changed to @tsc, as @time
+	 * would report it (in the same call: most runs have a time). */
 	int (*run)(void *ctx, uint64_t ip, uint32_t ninsn, enum htr_icls cls,
-		   uint64_t ret_ip);
+		   uint64_t ret_ip, int timed, uint64_t tsc);
 	/* Decoding (re)starts: the next run begins at @ip.  Called once at
 	 * the start and after every gap that the decoder could resume from. */
 	int (*resume)(void *ctx, uint64_t ip);
@@ -57,7 +58,9 @@ struct htr_decode_sink {
 	 * as a gap only when tracing is re-enabled later, or when it was
 	 * asynchronous (FUP + TIP.PGD) at the end of the trace. */
 	int (*gap)(void *ctx, const struct htr_decode_gap *gap);
-	/* The decoder's time after the previous run, when it changed; it
+	/* The decoder's time after the previous run, when it changed and
+	 * @run did not carry it (the first PSB+'s, a preempted callee's:
+	 * below); it
 	 * applies from the last instruction of that run on (a report before
 	 * the first run: from the first instruction on - the time of the
 	 * first PSB+).  Runs are not cut where only the time changes: the

@@ -139,12 +139,14 @@ static int publish(struct chunk *c)
 /* Add @e to @sm: the fields, not the padding between them. */
 static void seam_add(struct seam *sm, const struct htr_ev *e)
 {
-	uint64_t w[4];
+	uint64_t w[5];
 
-	w[0] = e->type | (uint64_t) e->cls << 8 | (uint64_t) e->n << 32;
+	w[0] = e->type | (uint64_t) e->cls << 8 | (uint64_t) e->timed << 16 |
+	       (uint64_t) e->n << 32;
 	w[1] = (uint64_t) (uint32_t) e->code;
 	w[2] = e->a;
 	w[3] = e->b;
+	w[4] = e->t;
 	sm->hash = htr_hash__bytes(sm->hash, w, sizeof(w));
 	sm->count++;
 }

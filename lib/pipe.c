@@ -42,8 +42,12 @@ struct htr_pipe {
 int htr_ev__apply(struct htr_tb *tb, const struct htr_ev *e)
 {
 	switch (e->type) {
-	case HTR_EV_RUN:
-		return htr_tb__run(tb, e->a, e->n, (enum htr_icls) e->cls, e->b);
+	case HTR_EV_RUN: {
+		int rc = htr_tb__run(tb, e->a, e->n, (enum htr_icls) e->cls,
+				     e->b);
+
+		return rc || !e->timed ? rc : htr_tb__time(tb, e->t);
+	}
 	case HTR_EV_RESUME:
 		return htr_tb__resume(tb, e->a);
 	case HTR_EV_GAP: {
@@ -137,17 +141,30 @@ static int pack(void *ctx, uint8_t type, uint8_t cls, uint32_t n, uint64_t a,
 
 	e.type = type;
 	e.cls = cls;
+	e.timed = 0;
 	e.n = n;
 	e.a = a;
 	e.b = b;
 	e.code = code;
+	e.t = 0;
 	return k->put(k->ctx, &e);
 }
 
 static int on_run(void *ctx, uint64_t ip, uint32_t ninsn, enum htr_icls cls,
-		  uint64_t ret_ip)
+		  uint64_t ret_ip, int timed, uint64_t tsc)
 {
-	return pack(ctx, HTR_EV_RUN, (uint8_t) cls, ninsn, ip, ret_ip, 0);
+	const struct htr_ev_sink *k = ctx;
+	struct htr_ev e;
+
+	e.type = HTR_EV_RUN;
+	e.cls = (uint8_t) cls;
+	e.timed = (uint8_t) timed;
+	e.code = 0;
+	e.n = ninsn;
+	e.a = ip;
+	e.b = ret_ip;
+	e.t = timed ? tsc : 0;
+	return k->put(k->ctx, &e);
 }
 
 static int on_resume(void *ctx, uint64_t ip)

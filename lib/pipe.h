@@ -24,10 +24,14 @@ enum htr_ev_type {
 struct htr_ev {
 	uint8_t type;              /* enum htr_ev_type */
 	uint8_t cls;               /* run: enum htr_icls; gap: async */
+	uint8_t timed;             /* run: the time after it is @t (as if a
+				    * time event followed: one event where
+				    * most runs had two) */
 	int32_t code;              /* gap: code */
 	uint32_t n;                /* run: instructions; gap: kind */
 	uint64_t a, b;             /* run: ip, ret_ip; resume: ip; gap:
 				    * offset, ip; time: tsc; sync: offset */
+	uint64_t t;
 };
 
 /* Feed @e to @tb.  Returns the builder's result. */

@@ -50,8 +50,10 @@ struct rec {
 		(arr)[(n)++] = (__typeof__(*(arr))) __VA_ARGS__;        \
 	} while (0)
 
+static int on_time(void *ctx, uint64_t tsc);
+
 static int on_run(void *ctx, uint64_t ip, uint32_t n, enum htr_icls cls,
-		  uint64_t ret)
+		  uint64_t ret, int timed, uint64_t tsc)
 {
 	struct rec *r = ctx;
 
@@ -65,7 +67,7 @@ static int on_run(void *ctx, uint64_t ip, uint32_t n, enum htr_icls cls,
 				  r->gap_since_run });
 	r->gap_since_run = 0;
 	r->insns += n;
-	return 0;
+	return timed ? on_time(ctx, tsc) : 0;
 }
 
 static int on_resume(void *ctx, uint64_t ip)
