@@ -17,6 +17,7 @@
 #define ROUNDS 90
 
 static volatile int stop;
+static int started;
 static volatile unsigned long hits[NWORK];
 static unsigned long bumps;
 static __thread int me;
@@ -75,6 +76,7 @@ static void *work(void *arg)
 	unsigned long x = (uintptr_t) arg;
 
 	me = (int) (uintptr_t) arg;
+	__atomic_add_fetch(&started, 1, __ATOMIC_RELEASE);
 	while (!stop)
 		x = mix(x);
 	return (void *) (uintptr_t) (x & 1);
@@ -93,6 +95,10 @@ int main(void)
 	sigaction(SIGUSR1, &sa, NULL);
 	for (i = 0; i < NWORK; i++)
 		pthread_create(&th[i], NULL, work, (void *) (uintptr_t) i);
+	/* A signal before a thread knows its number would count for
+	 * thread 0, and the wait for it would never end. */
+	while (__atomic_load_n(&started, __ATOMIC_ACQUIRE) < NWORK)
+		nanosleep(&nap, NULL);
 	for (i = 0; i < ROUNDS; i++) {
 		int k = i % NWORK;
 
