@@ -60,14 +60,13 @@ struct htr_decode_sink {
 	int (*gap)(void *ctx, const struct htr_decode_gap *gap);
 	/* The decoder's time after the previous run, when it changed and
 	 * @run did not carry it (the first PSB+'s, a preempted callee's:
-	 * below); it
-	 * applies from the last instruction of that run on (a report before
-	 * the first run: from the first instruction on - the time of the
-	 * first PSB+).  Runs are not cut where only the time changes: the
-	 * time inside a run is not sampled, but a run after a call or a
-	 * resume whose first instruction is a jump that read trace (a PLT
-	 * stub's) is cut after that jump, the time a callee starts at; and
-	 * a thread stopped between a call and its callee's first
+	 * below); it applies from the last instruction of that run on (a
+	 * report before the first run: from the first instruction on - the
+	 * time of the first PSB+).  Runs are not cut where only the time
+	 * changes: the time inside a run is not sampled, but a run after a
+	 * call or a resume whose first instruction is a jump that read trace
+	 * (a PLT stub's) is cut after that jump, the time a callee starts
+	 * at; and a thread stopped between a call and its callee's first
 	 * instruction, nothing lost, has the time it ran again reported
 	 * after the call's run.  A run an error cut short has no time of
 	 * its own. */

@@ -134,58 +134,48 @@ static int publish(struct htr_pipe *p, int more)
 
 /* One packer per decoder callback, handing each event to k->put. */
 static int pack(void *ctx, uint8_t type, uint8_t cls, uint32_t n, uint64_t a,
-		uint64_t b, int32_t code)
+		uint64_t b, int32_t code, int timed, uint64_t t)
 {
 	const struct htr_ev_sink *k = ctx;
 	struct htr_ev e;
 
 	e.type = type;
 	e.cls = cls;
-	e.timed = 0;
+	e.timed = (uint8_t) timed;
 	e.n = n;
 	e.a = a;
 	e.b = b;
 	e.code = code;
-	e.t = 0;
+	e.t = timed ? t : 0;
 	return k->put(k->ctx, &e);
 }
 
 static int on_run(void *ctx, uint64_t ip, uint32_t ninsn, enum htr_icls cls,
 		  uint64_t ret_ip, int timed, uint64_t tsc)
 {
-	const struct htr_ev_sink *k = ctx;
-	struct htr_ev e;
-
-	e.type = HTR_EV_RUN;
-	e.cls = (uint8_t) cls;
-	e.timed = (uint8_t) timed;
-	e.code = 0;
-	e.n = ninsn;
-	e.a = ip;
-	e.b = ret_ip;
-	e.t = timed ? tsc : 0;
-	return k->put(k->ctx, &e);
+	return pack(ctx, HTR_EV_RUN, (uint8_t) cls, ninsn, ip, ret_ip, 0,
+		    timed, tsc);
 }
 
 static int on_resume(void *ctx, uint64_t ip)
 {
-	return pack(ctx, HTR_EV_RESUME, 0, 0, ip, 0, 0);
+	return pack(ctx, HTR_EV_RESUME, 0, 0, ip, 0, 0, 0, 0);
 }
 
 static int on_gap(void *ctx, const struct htr_decode_gap *g)
 {
 	return pack(ctx, HTR_EV_GAP, (uint8_t) g->async, (uint32_t) g->kind,
-		    g->offset, g->ip, g->code);
+		    g->offset, g->ip, g->code, 0, 0);
 }
 
 static int on_time(void *ctx, uint64_t tsc)
 {
-	return pack(ctx, HTR_EV_TIME, 0, 0, tsc, 0, 0);
+	return pack(ctx, HTR_EV_TIME, 0, 0, tsc, 0, 0, 0, 0);
 }
 
 static int on_sync(void *ctx, uint64_t offset)
 {
-	return pack(ctx, HTR_EV_SYNC, 0, 0, offset, 0, 0);
+	return pack(ctx, HTR_EV_SYNC, 0, 0, offset, 0, 0, 0, 0);
 }
 
 void htr_ev__sink(struct htr_decode_sink *sink, struct htr_ev_sink *k)

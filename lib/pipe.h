@@ -24,14 +24,13 @@ enum htr_ev_type {
 struct htr_ev {
 	uint8_t type;              /* enum htr_ev_type */
 	uint8_t cls;               /* run: enum htr_icls; gap: async */
-	uint8_t timed;             /* run: the time after it is @t (as if a
-				    * time event followed: one event where
-				    * most runs had two) */
+	uint8_t timed;             /* run: @t is the time after it */
 	int32_t code;              /* gap: code */
 	uint32_t n;                /* run: instructions; gap: kind */
 	uint64_t a, b;             /* run: ip, ret_ip; resume: ip; gap:
 				    * offset, ip; time: tsc; sync: offset */
-	uint64_t t;
+	uint64_t t;                /* run: as a time event after it would
+				    * say (most runs have one) */
 };
 
 /* Feed @e to @tb.  Returns the builder's result. */
