@@ -506,9 +506,12 @@ int htr_tb__run(struct htr_tb *t, uint64_t ip, uint32_t ninsn,
 int htr_tb__gap(struct htr_tb *t, const struct htr_decode_gap *g)
 {
 	struct frame *top;
+	int async = g->kind == HTR_GAP_DISABLED && g->async;
 	int rc;
 
-	if (t->ret_pending && (rc = land_return(t, 0)) < 0)
+	/* An interrupt right after a return came in where the return
+	 * landed: its IP is the next instruction to run. */
+	if (t->ret_pending && (rc = land_return(t, async ? g->ip : 0)) < 0)
 		return rc;
 	top = &t->st[t->depth - 1];
 	/* A call straight into untraced code: the TIP.PGD names the callee. */
@@ -518,8 +521,7 @@ int htr_tb__gap(struct htr_tb *t, const struct htr_decode_gap *g)
 		return rc;
 	/* An interrupt took user code away: the kernel runs as a far frame
 	 * that returns to the interrupted IP. */
-	if (g->kind == HTR_GAP_DISABLED && g->async &&
-	    (rc = push(t, g->ip, 1)) < 0)
+	if (async && (rc = push(t, g->ip, 1)) < 0)
 		return rc;
 	if (!t->in_gap)
 		t->gap_id = t->id;

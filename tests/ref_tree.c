@@ -703,10 +703,12 @@ static int on_step(struct builder *b, const struct step *s)
 		return push(b, 1, s->a, 1);
 	case S_DISABLED:
 	case S_ASYNC_DISABLED:
-		/* Choice: any disable leaves a pending return's landing
-		 * unknown, even one that resumes in place (no gap) and a
+		/* An asynchronous disable's IP is where a pending return
+		 * landed (the next instruction to run).  Choice: a
+		 * synchronous one leaves the landing unknown, even a
 		 * TIP.PGD that carries the target. */
-		if (b->ret_pending && resolve_return(b, 0, 0) < 0)
+		if (b->ret_pending &&
+		    resolve_return(b, s->kind == S_ASYNC_DISABLED, s->a) < 0)
 			return -1;
 		if (s->kind == S_DISABLED) {
 			struct frame *f = &b->st[b->depth - 1];

@@ -806,3 +806,74 @@ Test(rules, signal_handler_at_syscall)
 		}
 	cr_assert_eq(nh, 1, "no handler block inside f");
 }
+
+/*
+ * A handler that makes the interrupted code call a function (Go's
+ * asynchronous preemption), and a second interrupt right where that
+ * function returns to.  The trace starts in the outermost function:
+ * 0x1010 call 0x1020 (0x1020 becomes a known entry; ret -> 0x1015, TIP)
+ * 0x1015 nop; interrupt at 0x1016 (FUP, TIP.PGD); the handler resumes at
+ *        0x1020 instead (TIP.PGE): a far frame that returns to 0x1016,
+ *        the callee entered where tracing resumed
+ * 0x1020 nop; 0x1021 ret -> 0x1016 (TIP); an interrupt there before
+ *        0x1016 runs (FUP 0x1016, TIP.PGD): the ret landed at 0x1016,
+ *        the far frame's return address, so the callee returned and the
+ *        far frame with it (rule 3's exception; the interrupt's IP is L)
+ * 0x1020 again: the second handler (TIP.PGE); its ret goes to the
+ *        restorer 0x1030 (TIP), whose syscall (rt_sigreturn, TIP.PGD)
+ *        resumes at 0x1016 (TIP.PGE): the second far frame returned
+ * 0x1016 nop; 0x1017 ret leaves (TIP.PGD): with nothing open, a late
+ *        root closes there.
+ * IDs: 0 call, 1 nop, 2 ret, 3 nop, 4 nop, 5 ret, 6 nop, 7 ret,
+ * 8 syscall, 9 nop, 10 ret.  Were the first far frame left open, the
+ * last ret would close it and the root would stay open (truncated).
+ */
+Test(rules, interrupt_where_injected_call_returns)
+{
+	uint8_t code[0x40];
+	struct trace t = { .n = 0 };
+	struct tree r;
+	uint32_t i, nroot = 0, ninj = 0;
+
+	memset(code, 0x90, sizeof(code));
+	memcpy(code + 0x10, "\xe8\x0b\x00\x00\x00", 5);    /* call 0x1020 */
+	code[0x17] = 0xc3;
+	code[0x21] = 0xc3;
+	memcpy(code + 0x30, "\x0f\x05", 2);                /* rt_sigreturn */
+	start(&t, 64);
+	ip(&t, ppt_tip_pge, 0x1010);
+	ip(&t, ppt_tip, 0x1015);
+	ip(&t, ppt_fup, 0x1016);
+	ip(&t, ppt_tip_pgd, 0);
+	ip(&t, ppt_tip_pge, 0x1020);
+	ip(&t, ppt_tip, 0x1016);
+	ip(&t, ppt_fup, 0x1016);
+	ip(&t, ppt_tip_pgd, 0);
+	ip(&t, ppt_tip_pge, 0x1020);
+	ip(&t, ppt_tip, 0x1030);
+	ip(&t, ppt_tip_pgd, 0);
+	ip(&t, ppt_tip_pge, 0x1016);
+	ip(&t, ppt_tip_pgd, 0);
+	build(code, sizeof(code), 0x1000, &t, &r);
+
+	cr_assert_eq(r.ninsns, 11);
+	for (i = 0; i < r.n; i++) {
+		cr_assert_eq(r.b[i].flags & (HTR_BLOCK_UNWOUND |
+					     HTR_BLOCK_TRUNCATED), 0,
+			     "block %u: flags 0x%x", i, r.b[i].flags);
+		if (r.b[i].parent == HTR_NONE) {
+			cr_assert_eq(r.b[i].first, 0);
+			cr_assert_eq(r.b[i].last, 10);
+			cr_assert_eq(r.b[i].flags,
+				     HTR_BLOCK_LATE | HTR_BLOCK_GAP);
+			nroot++;
+		}
+		if (r.b[i].func != HTR_NONE && r.b[i].entry == 0x1020 &&
+		    r.b[i].first == 4) {
+			cr_assert_eq(r.b[i].last, 5);
+			ninj++;
+		}
+	}
+	cr_assert_eq(nroot, 1);
+	cr_assert_eq(ninj, 1, "no injected call at 4");
+}
