@@ -64,7 +64,10 @@ static void on_usr1(int s, siginfo_t *si, void *ctx)
 
 	(void) s;
 	(void) si;
-	if (++hits[me] % 2) {
+	/* Not at mix's first instruction (a signal right after the call):
+	 * the recorder's truth then loses the call (seen once in 60 runs;
+	 * tools/record/README.md, Limits). */
+	if (++hits[me] % 2 && g[REG_RIP] != (greg_t) (uintptr_t) mix) {
 		g[REG_RSP] -= 128 + 8;
 		*(greg_t *) g[REG_RSP] = g[REG_RIP];
 		g[REG_RIP] = (greg_t) (uintptr_t) injected;
