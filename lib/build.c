@@ -9,7 +9,7 @@
 #include "format.h"
 #include "image.h"
 #include "pdecode.h"
-#include "pipe.h"
+#include "ev.h"
 #include "writer.h"
 
 #include <fcntl.h>
@@ -136,13 +136,12 @@ int htr_builder_add_bytes(struct htr_builder *b, const void *data,
 }
 
 /* ------------------------------------------------------------------ */
-/* decoder -> (pipe) -> tree builder */
+/* decoder(s) -> tree builder */
 
 struct glue {
 	struct htr_builder *b;
-	struct htr_pipe *pipe;  /* one decoding thread */
 	struct htr_build_out *o;
-	uint64_t insns;         /* several: applied on this thread */
+	uint64_t insns;         /* applied */
 	int apply_rc;           /* the tree builder's or writer's error */
 	const uint8_t *trace;
 	uint64_t trace_size;
@@ -239,15 +238,14 @@ static int on_progress(void *ctx, uint64_t offset)
 		return 0;
 	p.offset = offset;
 	p.trace_size = g->trace_size;
-	p.insns = g->pipe ? htr_pipe__insns(g->pipe) : g->insns;
-	p.blocks = g->pipe ? htr_pipe__blocks(g->pipe)
-			   : htr_writer__nblocks(g->o->w);
+	p.insns = g->insns;
+	p.blocks = htr_writer__nblocks(g->o->w);
 	g->stop = g->b->opts.progress(&p, g->b->opts.payload);
 	/* The decoder only knows "stop"; the value is mapped at the end. */
 	return g->stop ? HTR_ERR_CANCELED : 0;
 }
 
-/* Several decoding threads: their events, in order, on this thread. */
+/* The decoders' events, in trace order, on this thread. */
 static int apply(void *ctx, const struct htr_ev *e)
 {
 	struct glue *g = ctx;
@@ -485,26 +483,11 @@ void htr_build__decode_cfg(const struct htr_builder *b,
 static int decode(struct glue *g, const struct htr_decode_cfg *cfg,
 		  unsigned threads, int *prc)
 {
-	struct htr_builder *b = g->b;
-	struct htr_decode_sink sink;
-	int rc;
+	int rc = htr_pdecode__run(cfg, g->b->img, threads,
+				  g->b->opts.chunk_size, apply, on_progress, g,
+				  &g->b->err);
 
-	if (threads >= 2) {
-		rc = htr_pdecode__run(cfg, b->img, threads, b->opts.chunk_size,
-				      apply, on_progress, g, &b->err);
-		*prc = g->apply_rc;
-		return rc;
-	}
-	memset(&sink, 0, sizeof(sink));
-	rc = htr_pipe__start(&g->pipe, g->o->tb, g->o->w);
-	if (rc < 0) {
-		*prc = 0;
-		return htr_err__set(&b->err, rc, "cannot start the builder "
-				    "thread");
-	}
-	htr_pipe__sink(g->pipe, &sink, on_progress, g);
-	rc = htr_decode__run(cfg, b->img, &sink, &b->err);
-	*prc = htr_pipe__finish(g->pipe);
+	*prc = g->apply_rc;
 	return rc;
 }
 
@@ -544,8 +527,6 @@ static int run(struct htr_builder *b, const uint8_t *data, uint64_t tsize,
 			cfg.walk = 0;
 		else
 			threads = 1;
-		htr_pipe__free(g.pipe);
-		g.pipe = NULL;
 		g.insns = 0;
 		g.apply_rc = 0;
 		g.released = 0;
@@ -578,7 +559,6 @@ static int run(struct htr_builder *b, const uint8_t *data, uint64_t tsize,
 	}
 out:
 	(void) hasher_finish(&hash, true);
-	htr_pipe__free(g.pipe);
 	htr_build__out_free(&o);
 	return rc;
 }

@@ -5,7 +5,7 @@
 #include "htr/cpuwide.h"
 
 #include "le.h"
-#include "pipe.h"
+#include "ev.h"
 #include "tmpfile.h"
 
 #include <errno.h>

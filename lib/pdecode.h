@@ -29,7 +29,7 @@
 #define HTR_LIB_PDECODE_H
 
 #include "decode.h"
-#include "pipe.h"
+#include "ev.h"
 
 /* The chunks did not join up: a decoder that started at a chunk's PSB
  * saw the interval after it otherwise than the decoder that came from
@@ -38,15 +38,16 @@
  * one thread. */
 #define HTR_PDECODE_DIVERGED 1
 
-/* Decode @cfg's trace over @img on @threads threads (>= 2), in chunks of
- * about @chunk bytes (0: the default, 256 KiB).  Each event goes to
- * @apply(@ctx, event) on the calling thread, in trace order; every
+/* Decode @cfg's trace over @img on @threads threads, in chunks of about
+ * @chunk bytes (0: the default, 256 KiB): @threads - 1 helpers and the
+ * calling thread, which decodes a chunk whenever no events are ready
+ * (@threads 0 or 1: it decodes the whole trace, no chunks).  Each event
+ * goes to @apply(@ctx, event) on the calling thread, in trace order; every
  * 2^20 instructions or so @progress(@ctx, trace offset) runs there too.
  * A non-zero value from either stops everything and is returned (progress:
  * HTR_ERR_CANCELED).  Memory: a bounded number of chunks in flight, each
  * holding at most a fixed number of events.  Returns what
- * htr_decode__run() would, HTR_PDECODE_DIVERGED, or HTR_ERR_IO (no
- * thread); message in @err.
+ * htr_decode__run() would or HTR_PDECODE_DIVERGED; message in @err.
  * All threads are joined before it returns. */
 int htr_pdecode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 		     unsigned threads, uint64_t chunk,

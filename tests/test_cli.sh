@@ -93,6 +93,26 @@ for j in "-j2" "-j3 --chunk-size 1" "-j2 --chunk-size 2K" \
 		fails=$((fails + 1))
 	fi
 done
+# Chunks holding more events than a chunk's queue (48 batches of 4096;
+# here about 300,000 a half): the calling thread, which decodes a chunk
+# when it has no events to take, must take its own as it goes, whether
+# its chunk is the first (one chunk, or -j2) or a later one.
+"$synth" -q --no-truth --no-bundle -S nocomp -s 3 -n 6e6 "$dir/big" || exit 1
+"$htr" build -q -j1 $timing "$dir/big.pt" --elf "$dir/big.elf" \
+	-o "$dir/big1.htr" || fails=$((fails + 1))
+half=$(( $(wc -c < "$dir/big.pt") / 2 ))
+for j in "-j2 --chunk-size 1G" "-j2 --chunk-size $half" \
+	"-j3 --chunk-size $half"; do
+	# shellcheck disable=SC2086
+	"$htr" build -q $j $timing "$dir/big.pt" --elf "$dir/big.elf" \
+		-o "$dir/bign.htr"
+	if same_htr "$dir/big1.htr" "$dir/bign.htr"; then
+		echo "ok: build $j writes the file -j1 writes (6e6 insns)"
+	else
+		echo "FAIL: build $j wrote another file than -j1 (6e6 insns)"
+		fails=$((fails + 1))
+	fi
+done
 # Wrong inputs that used to pass silently.
 expect 2 'overwrite the trace' "$htr" build "$T" --elf "$E" -o "$T"
 cp "$T" "$dir/x.htr"

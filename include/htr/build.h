@@ -5,11 +5,12 @@
  * memory), run it once over a trace (a file or bytes in memory).  A
  * builder belongs to one thread at a time.
  *
- * Threads: htr_builder_run() and htr_builder_run_buffer() start ONE
- * helper thread (the tree builder and writer, fed by the decoder running
- * on the calling thread through a bounded queue) or, with opts.threads
- * N >= 2, N helper threads that decode while the calling thread builds
- * the tree.  A trace of more than 4 MiB is also hashed on a helper thread
+ * Threads: htr_builder_run() and htr_builder_run_buffer() decode and
+ * build the tree on the calling thread or, with opts.threads N >= 2, start
+ * N - 1 helper threads that decode chunks of the trace while the calling
+ * thread builds the tree from their events in order and decodes chunks
+ * too whenever it has none to take.  A trace of more than 4 MiB is also
+ * hashed on a helper thread
  * while it decodes, and a large output's small sections are copied on one
  * while the tree is linked.  They join them before they return, on
  * success, failure or cancel alike.  Callbacks never run on a helper
@@ -78,14 +79,14 @@ struct htr_build_opts {
 	int no_sweep;              /* leave leftover "OUT.tmpPID" files of
 				    * other processes alone */
 	/* Added later still (0 keeps the earlier behaviour): */
-	unsigned threads;          /* decoding threads; 0 or 1: the calling
-				    * thread decodes (see Threads above);
-				    * N >= 2: N helper threads decode chunks
-				    * of the trace cut at PSBs while the
-				    * calling thread builds the tree.  The
-				    * .htr is the same either way.  CPU-wide
-				    * builds (htr/cpuwide.h) decode on the
-				    * calling thread. */
+	unsigned threads;          /* threads at work; 0 or 1: the calling
+				    * thread alone (see Threads above);
+				    * N >= 2: it and N - 1 helpers decode
+				    * chunks of the trace cut at PSBs, it
+				    * builds the tree.  The .htr is the same
+				    * either way.  CPU-wide builds
+				    * (htr/cpuwide.h) decode on the calling
+				    * thread. */
 	uint64_t chunk_size;       /* trace bytes per chunk with threads >= 2
 				    * (0: 256 KiB) */
 	/* Added later still (0: HTR_DECODER_WALK): */
@@ -122,7 +123,7 @@ struct htr_build_stats {
 	 * (cpuid_0x15_*, mtc_freq, nom_freq) leave unusable: time then moves
 	 * only at each PSB+ and per-block times are meaningless. */
 	int timing_unusable;
-	/* Added later (the size rule): the decoding threads the build used:
+	/* Added later (the size rule): the threads the build used:
 	 * opts.threads (at least 1), or 1 when a parallel decode's chunks did
 	 * not join up (a decode error sent their decoders different ways)
 	 * and the trace was decoded again on one thread. */

@@ -1,0 +1,86 @@
+#include "ev.h"
+
+int htr_ev__apply(struct htr_tb *tb, const struct htr_ev *e)
+{
+	switch (e->type) {
+	case HTR_EV_RUN: {
+		int rc = htr_tb__run(tb, e->a, e->n, (enum htr_icls) e->cls,
+				     e->b);
+
+		return rc || !e->timed ? rc : htr_tb__time(tb, e->t);
+	}
+	case HTR_EV_RESUME:
+		return htr_tb__resume(tb, e->a);
+	case HTR_EV_GAP: {
+		struct htr_decode_gap g;
+
+		g.kind = (int) e->n;
+		g.code = e->code;
+		g.offset = e->a;
+		g.ip = e->b;
+		g.async = e->cls;
+		return htr_tb__gap(tb, &g);
+	}
+	case HTR_EV_TIME:
+		return htr_tb__time(tb, e->a);
+	case HTR_EV_SYNC:
+		return htr_tb__sync(tb, e->a);
+	}
+	return HTR_ERR_INVALID;
+}
+
+/* One packer per decoder callback, handing each event to k->put. */
+static int pack(void *ctx, uint8_t type, uint8_t cls, uint32_t n, uint64_t a,
+		uint64_t b, int32_t code, int timed, uint64_t t)
+{
+	const struct htr_ev_sink *k = ctx;
+	struct htr_ev e;
+
+	e.type = type;
+	e.cls = cls;
+	e.timed = (uint8_t) timed;
+	e.n = n;
+	e.a = a;
+	e.b = b;
+	e.code = code;
+	e.t = timed ? t : 0;
+	return k->put(k->ctx, &e);
+}
+
+static int on_run(void *ctx, uint64_t ip, uint32_t ninsn, enum htr_icls cls,
+		  uint64_t ret_ip, int timed, uint64_t tsc)
+{
+	return pack(ctx, HTR_EV_RUN, (uint8_t) cls, ninsn, ip, ret_ip, 0,
+		    timed, tsc);
+}
+
+static int on_resume(void *ctx, uint64_t ip)
+{
+	return pack(ctx, HTR_EV_RESUME, 0, 0, ip, 0, 0, 0, 0);
+}
+
+static int on_gap(void *ctx, const struct htr_decode_gap *g)
+{
+	return pack(ctx, HTR_EV_GAP, (uint8_t) g->async, (uint32_t) g->kind,
+		    g->offset, g->ip, g->code, 0, 0);
+}
+
+static int on_time(void *ctx, uint64_t tsc)
+{
+	return pack(ctx, HTR_EV_TIME, 0, 0, tsc, 0, 0, 0, 0);
+}
+
+static int on_sync(void *ctx, uint64_t offset)
+{
+	return pack(ctx, HTR_EV_SYNC, 0, 0, offset, 0, 0, 0, 0);
+}
+
+void htr_ev__sink(struct htr_decode_sink *sink, struct htr_ev_sink *k)
+{
+	sink->ctx = k;
+	sink->run = on_run;
+	sink->resume = on_resume;
+	sink->gap = on_gap;
+	sink->time = on_time;
+	sink->sync = on_sync;
+}

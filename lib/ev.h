@@ -1,0 +1,43 @@
+/*
+ * Decoder events, packed: parallel decoding queues them in batches from
+ * the decoding threads to the one that builds the tree, CPU-wide builds
+ * spool them to a file.
+ */
+#ifndef HTR_LIB_EV_H
+#define HTR_LIB_EV_H
+
+#include "treebuild.h"
+
+#include <stdint.h>
+
+/* A decoder event, packed. */
+enum htr_ev_type {
+	HTR_EV_RUN, HTR_EV_RESUME, HTR_EV_GAP, HTR_EV_TIME, HTR_EV_SYNC,
+};
+
+struct htr_ev {
+	uint8_t type;              /* enum htr_ev_type */
+	uint8_t cls;               /* run: enum htr_icls; gap: async */
+	uint8_t timed;             /* run: @t is the time after it */
+	int32_t code;              /* gap: code */
+	uint32_t n;                /* run: instructions; gap: kind */
+	uint64_t a, b;             /* run: ip, ret_ip; resume: ip; gap:
+				    * offset, ip; time: tsc; sync: offset */
+	uint64_t t;                /* run: as a time event after it would
+				    * say (most runs have one) */
+};
+
+/* Feed @e to @tb.  Returns the builder's result. */
+int htr_ev__apply(struct htr_tb *tb, const struct htr_ev *e);
+
+/* Where a packing sink hands its events. */
+struct htr_ev_sink {
+	int (*put)(void *ctx, const struct htr_ev *e);
+	void *ctx;
+};
+
+/* Set @sink's run, resume, gap, time and sync callbacks to pack each
+ * event and hand it to @k (ctx = @k, which must outlive the sink). */
+void htr_ev__sink(struct htr_decode_sink *sink, struct htr_ev_sink *k);
+
+#endif
