@@ -141,7 +141,6 @@ int htr_builder_add_bytes(struct htr_builder *b, const void *data,
 struct glue {
 	struct htr_builder *b;
 	struct htr_build_out *o;
-	uint64_t insns;         /* applied */
 	int apply_rc;           /* the tree builder's or writer's error */
 	const uint8_t *trace;
 	uint64_t trace_size;
@@ -238,7 +237,7 @@ static int on_progress(void *ctx, uint64_t offset)
 		return 0;
 	p.offset = offset;
 	p.trace_size = g->trace_size;
-	p.insns = g->insns;
+	p.insns = htr_tb__insns(g->o->tb);
 	p.blocks = htr_writer__nblocks(g->o->w);
 	g->stop = g->b->opts.progress(&p, g->b->opts.payload);
 	/* The decoder only knows "stop"; the value is mapped at the end. */
@@ -250,9 +249,47 @@ static int apply(void *ctx, const struct htr_ev *e)
 {
 	struct glue *g = ctx;
 
-	if (e->type == HTR_EV_RUN)
-		g->insns += e->n;
 	return g->apply_rc = htr_ev__apply(g->o->tb, e);
+}
+
+/* One thread: the decoder's callbacks straight into the tree builder (as
+ * events, they cost a tenth of the build on call-dense code). */
+static int direct_run(void *ctx, uint64_t ip, uint32_t ninsn,
+		      enum htr_icls cls, uint64_t ret_ip, int timed,
+		      uint64_t tsc)
+{
+	struct glue *g = ctx;
+	int rc = htr_tb__run(g->o->tb, ip, ninsn, cls, ret_ip);
+
+	return g->apply_rc = rc || !timed ? rc : htr_tb__time(g->o->tb, tsc);
+}
+
+static int direct_resume(void *ctx, uint64_t ip)
+{
+	struct glue *g = ctx;
+
+	return g->apply_rc = htr_tb__resume(g->o->tb, ip);
+}
+
+static int direct_gap(void *ctx, const struct htr_decode_gap *gap)
+{
+	struct glue *g = ctx;
+
+	return g->apply_rc = htr_tb__gap(g->o->tb, gap);
+}
+
+static int direct_time(void *ctx, uint64_t tsc)
+{
+	struct glue *g = ctx;
+
+	return g->apply_rc = htr_tb__time(g->o->tb, tsc);
+}
+
+static int direct_sync(void *ctx, uint64_t offset)
+{
+	struct glue *g = ctx;
+
+	return g->apply_rc = htr_tb__sync(g->o->tb, offset);
 }
 
 static int func_extent(void *ctx, uint64_t addr, uint64_t *start,
@@ -483,10 +520,24 @@ void htr_build__decode_cfg(const struct htr_builder *b,
 static int decode(struct glue *g, const struct htr_decode_cfg *cfg,
 		  unsigned threads, int *prc)
 {
-	int rc = htr_pdecode__run(cfg, g->b->img, threads,
-				  g->b->opts.chunk_size, apply, on_progress, g,
-				  &g->b->err);
+	struct htr_decode_sink sink;
+	int rc;
 
+	if (threads >= 2) {
+		rc = htr_pdecode__run(cfg, g->b->img, threads,
+				      g->b->opts.chunk_size, apply, on_progress,
+				      g, &g->b->err);
+	} else {
+		memset(&sink, 0, sizeof(sink));
+		sink.ctx = g;
+		sink.run = direct_run;
+		sink.resume = direct_resume;
+		sink.gap = direct_gap;
+		sink.time = direct_time;
+		sink.sync = direct_sync;
+		sink.progress = on_progress;
+		rc = htr_decode__run(cfg, g->b->img, &sink, &g->b->err);
+	}
 	*prc = g->apply_rc;
 	return rc;
 }
@@ -527,7 +578,6 @@ static int run(struct htr_builder *b, const uint8_t *data, uint64_t tsize,
 			cfg.walk = 0;
 		else
 			threads = 1;
-		g.insns = 0;
 		g.apply_rc = 0;
 		g.released = 0;
 		htr_build__out_free(&o);

@@ -7,8 +7,9 @@
  * unlinked temporary files in the output's directory.  Commit links the
  * tree in one backward pass over the blocks and appends the spooled
  * sections (beside it, on a thread of their own, when they are large),
- * hashing each 1 MiB piece of the body as it becomes final (the
- * file is not read back), then writes the table and the header, fsyncs
+ * hashing each 1 MiB piece of the body as it becomes final (the file is
+ * not read back; the blocks' pieces on a third thread when there are
+ * several), then writes the table and the header, fsyncs
  * and renames.  Memory is O(max depth) plus fixed buffers, and 8 bytes per
  * MiB of output for the pieces' hashes.
  */
@@ -713,12 +714,113 @@ static void start_writeback(struct htr_writer *w, uint64_t off, uint64_t n)
 #endif
 }
 
+/*
+ * On a large build a thread hashes each linked piece while the next one is
+ * linked (spin, 64 MB of blocks: a fifth of the link pass), in the buffer
+ * the link pass does not use: the two trade w->buf after every piece.
+ */
+struct piece_hash {
+	struct htr_body_hash *bh;
+	uint8_t *spare;           /* HTR_WRITER_BUF bytes, as w->buf */
+	const uint8_t *p;         /* the piece to hash; NULL: none */
+	uint64_t off;
+	size_t n;
+	bool quit;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_t thread;
+};
+
+static void *hash_pieces(void *arg)
+{
+	struct piece_hash *ph = arg;
+
+	pthread_mutex_lock(&ph->lock);
+	for (;;) {
+		while (!ph->p && !ph->quit)
+			pthread_cond_wait(&ph->cond, &ph->lock);
+		if (!ph->p)
+			break;
+		pthread_mutex_unlock(&ph->lock);
+		htr_body_hash__feed(ph->bh, ph->off, ph->p, ph->n);
+		pthread_mutex_lock(&ph->lock);
+		ph->p = NULL;
+		pthread_cond_broadcast(&ph->cond);
+	}
+	pthread_mutex_unlock(&ph->lock);
+	return NULL;
+}
+
+/* Wait until the piece handed over is hashed (lock held). */
+static void piece_hash_idle(struct piece_hash *ph)
+{
+	while (ph->p)
+		pthread_cond_wait(&ph->cond, &ph->lock);
+}
+
+/* Start the thread (w->buf and the spare at HTR_WRITER_BUF bytes), or
+ * return false: the link pass then hashes each piece itself. */
+static bool piece_hash_start(struct piece_hash *ph, struct htr_writer *w,
+			     struct htr_body_hash *bh)
+{
+	memset(ph, 0, sizeof(*ph));
+	ph->bh = bh;
+	if (!grow(&w->buf, &w->bufcap, HTR_WRITER_BUF, HTR_WRITER_BUF) ||
+	    !(ph->spare = malloc(HTR_WRITER_BUF)))
+		return false;
+	pthread_mutex_init(&ph->lock, NULL);
+	pthread_cond_init(&ph->cond, NULL);
+	if (pthread_create(&ph->thread, NULL, hash_pieces, ph) != 0) {
+		pthread_cond_destroy(&ph->cond);
+		pthread_mutex_destroy(&ph->lock);
+		free(ph->spare);
+		return false;
+	}
+	return true;
+}
+
+static void piece_hash_stop(struct piece_hash *ph)
+{
+	pthread_mutex_lock(&ph->lock);
+	piece_hash_idle(ph);
+	ph->quit = true;
+	pthread_cond_broadcast(&ph->cond);
+	pthread_mutex_unlock(&ph->lock);
+	pthread_join(ph->thread, NULL);
+	pthread_cond_destroy(&ph->cond);
+	pthread_mutex_destroy(&ph->lock);
+	free(ph->spare);
+}
+
+/* Hash the piece in w->buf, on @ph's thread if there is one, which then
+ * gives w->buf the other buffer. */
+static void hash_piece(struct htr_writer *w, struct htr_body_hash *bh,
+		       struct piece_hash *ph, uint64_t off, size_t n)
+{
+	uint8_t *b = w->buf;
+
+	if (!ph) {
+		htr_body_hash__feed(bh, off, b, n);
+		return;
+	}
+	pthread_mutex_lock(&ph->lock);
+	piece_hash_idle(ph);
+	ph->p = b;
+	ph->off = off;
+	ph->n = n;
+	w->buf = ph->spare;
+	ph->spare = b;
+	pthread_cond_broadcast(&ph->cond);
+	pthread_mutex_unlock(&ph->lock);
+}
+
 /* Link the blocks backward from ls->hi, one body-hash piece at a time (the
  * pieces of the blocks section hold whole records: it starts at a multiple
- * of their size), hashing each piece once it is final; @max pieces at
- * most. */
+ * of their size), hashing each piece once it is final (on @ph's thread,
+ * if not NULL: all are hashed when it returns); @max pieces at most. */
 static int link_pieces(struct htr_writer *w, struct link_state *ls,
-		       struct htr_body_hash *bh, uint64_t max)
+		       struct htr_body_hash *bh, struct piece_hash *ph,
+		       uint64_t max)
 {
 	const uint64_t bsz = sizeof(struct htr_disk_block);
 	int rc = 0;
@@ -743,10 +845,15 @@ static int link_pieces(struct htr_writer *w, struct link_state *ls,
 		if (!rc)
 			rc = pwrite_all(w, w->buf, n, off, "write links");
 		if (!rc) {
-			htr_body_hash__feed(bh, off, w->buf, n);
 			start_writeback(w, off, n);
+			hash_piece(w, bh, ph, off, n);
 		}
 		ls->hi = lo;
+	}
+	if (ph) {
+		pthread_mutex_lock(&ph->lock);
+		piece_hash_idle(ph);
+		pthread_mutex_unlock(&ph->lock);
 	}
 	if (!rc && !ls->hi && ls->depth) {
 		/* Some block claims more children than precede it. */
@@ -822,8 +929,9 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 	struct htr_body_hash bh;
 	struct link_state ls = { .next_root = HTR_NONE };
 	struct spool_copy sc;
+	struct piece_hash ph;
 	uint64_t off, infile = 0, body_hash = 0;
-	bool threaded;
+	bool threaded, hashing;
 	int rc, i, dfd;
 
 	if ((rc = check_state(w)))
@@ -871,7 +979,9 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 	htr_body_hash__feed(&bh, body_start, w->buf,
 			    HTR_WRITER_RESERVE - body_start);
 	ls.hi = w->nblocks;
-	rc = link_pieces(w, &ls, &bh, 1);
+	/* The first piece alone: it may hold the start of the spools, which
+	 * must not be hashed before it. */
+	rc = link_pieces(w, &ls, &bh, NULL, 1);
 	memset(&sc, 0, sizeof(sc));
 	sc.w = w;
 	sc.bh = &bh;
@@ -884,8 +994,13 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 		rc = rc ? rc : fail_nomem(w);
 	threaded = !rc && ls.hi && infile >= HTR_WRITER_BUF &&
 		   pthread_create(&sc.thread, NULL, copy_spools, &sc) == 0;
+	hashing = !rc && ls.hi * sizeof(struct htr_disk_block) >=
+		  HTR_WRITER_BUF && piece_hash_start(&ph, w, &bh);
 	if (!rc)
-		rc = link_pieces(w, &ls, &bh, UINT64_MAX);
+		rc = link_pieces(w, &ls, &bh, hashing ? &ph : NULL,
+				 UINT64_MAX);
+	if (hashing)
+		piece_hash_stop(&ph);
 	if (threaded)
 		pthread_join(sc.thread, NULL);
 	else if (!rc)

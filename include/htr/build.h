@@ -88,7 +88,8 @@ struct htr_build_opts {
 				    * (htr/cpuwide.h) decode on the calling
 				    * thread. */
 	uint64_t chunk_size;       /* trace bytes per chunk with threads >= 2
-				    * (0: 256 KiB) */
+				    * (0: 16 a thread, within 64 KiB to
+				    * 256 KiB) */
 	/* Added later still (0: HTR_DECODER_WALK): */
 	int decoder;               /* enum htr_decoder */
 };

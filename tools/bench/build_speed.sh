@@ -2,12 +2,12 @@
 # htr build against the bare libipt block-decoder loop (bare_blk), on the
 # same traces in one run: synthesized basic, mixed and nocomp traces of each
 # size, and a real program recorded with htr record (qemu-user).  For each
-# trace: M insns/s of the bare loop, of htr build -j1 with each decoder
-# (--decoder block, --decoder walk) and of -j2 (the walk), their ratios to
-# the bare loop, -j2 against -j1 (walk), peak RSS and bytes per block.  A
-# walk figure marked '*' is the block decoder's: the walk gave up on that
-# trace (htr build's note).  Each figure is the best of RUNS runs (default
-# 3), taken alternately.
+# trace: M insns/s of the bare loop, of htr build -j1 (one thread) with each
+# decoder (--decoder block, --decoder walk) and of -j2 (two threads, the
+# walk), their ratios to the bare loop, -j2 against -j1 (walk), peak RSS
+# and bytes per block.  A walk figure marked '*' is the block decoder's:
+# the walk gave up on that trace (htr build's note).  Each figure is the
+# best of RUNS runs (default 3).
 #
 # usage: build_speed.sh HTR_SYNTH HTR BARE_BLK [SIZES]
 #        (SIZES default "1e7 1e8"; "1e9" shows RSS at scale)
@@ -28,11 +28,16 @@ same() {
 			END { exit bad }'
 }
 
-# best_of CMD...: run CMD $runs times; "SECONDS PEAK_KIB" of the fastest.
+# best_of OUT CMD...: run CMD $runs times; "SECONDS PEAK_KIB" of the
+# fastest.  OUT (the file CMD writes, or "") is removed before each run:
+# replacing a file frees the old one's blocks, which costs the file system
+# more than it costs the build (30 ms for 17 MB with online discard).
 best_of() {
-	best=""
+	best="" out=$1
+	shift
 	i=0
 	while [ $i -lt "$runs" ]; do
+		[ -z "$out" ] || rm -f "$out"
 		t0=$(date +%s%N)
 		/usr/bin/time -f '%M' -o "$dir/time" "$@" >/dev/null
 		t1=$(date +%s%N)
@@ -62,16 +67,16 @@ measure() {
 	set -- $timing
 	opts="--cpuid-0x15-eax $1 --cpuid-0x15-ebx $2 --mtc-freq $3 --nom-freq $4"
 	# shellcheck disable=SC2086
-	b=$(best_of "$bare" --timing $timing "$trace" $specs)
+	b=$(best_of "" "$bare" --timing $timing "$trace" $specs)
 	# shellcheck disable=SC2086
-	blk=$(best_of "$htr" build -q -j1 --decoder block $opts $elfs \
-		-o "$dir/blk.htr" "$trace")
+	blk=$(best_of "$dir/blk.htr" "$htr" build -q -j1 --decoder block $opts \
+		$elfs -o "$dir/blk.htr" "$trace")
 	# shellcheck disable=SC2086
-	walk=$(best_of "$htr" build -q -j1 --decoder walk $opts $elfs \
-		-o "$dir/walk.htr" "$trace")
+	walk=$(best_of "$dir/walk.htr" "$htr" build -q -j1 --decoder walk $opts \
+		$elfs -o "$dir/walk.htr" "$trace")
 	# shellcheck disable=SC2086
-	j2=$(best_of "$htr" build -q -j2 --decoder walk $opts $elfs \
-		-o "$dir/j2.htr" "$trace")
+	j2=$(best_of "$dir/j2.htr" "$htr" build -q -j2 --decoder walk $opts \
+		$elfs -o "$dir/j2.htr" "$trace")
 	# Once more without -q: whether the walk gave up (its note).
 	# shellcheck disable=SC2086
 	"$htr" build -j1 --decoder walk $opts $elfs -o "$dir/walk.htr" \
