@@ -36,14 +36,7 @@ static int pack(void *ctx, uint8_t type, uint8_t cls, uint32_t n, uint64_t a,
 	const struct htr_ev_sink *k = ctx;
 	struct htr_ev e;
 
-	e.type = type;
-	e.cls = cls;
-	e.timed = (uint8_t) timed;
-	e.n = n;
-	e.a = a;
-	e.b = b;
-	e.code = code;
-	e.t = timed ? t : 0;
+	htr_ev__fill(&e, type, cls, n, a, b, code, timed, t);
 	return k->put(k->ctx, &e);
 }
 

@@ -27,6 +27,21 @@ struct htr_ev {
 				    * say (most runs have one) */
 };
 
+/* Fill @e's fields (not its padding). */
+static inline void htr_ev__fill(struct htr_ev *e, uint8_t type, uint8_t cls,
+				uint32_t n, uint64_t a, uint64_t b,
+				int32_t code, int timed, uint64_t t)
+{
+	e->type = type;
+	e->cls = cls;
+	e->timed = (uint8_t) timed;
+	e->n = n;
+	e->a = a;
+	e->b = b;
+	e->code = code;
+	e->t = timed ? t : 0;
+}
+
 /* Feed @e to @tb.  Returns the builder's result. */
 int htr_ev__apply(struct htr_tb *tb, const struct htr_ev *e);
 
