@@ -410,7 +410,7 @@ static int gap_ev(struct cw *w, struct htr_build_out *o, const struct piece *p)
 
 	memset(&e, 0, sizeof(e));
 	e.type = HTR_EV_GAP;
-	e.n = HTR_GAP_DISABLED;
+	e.kind = HTR_GAP_DISABLED;
 	e.cls = p ? p->async : 0;
 	e.a = p ? p->off_offset : 0;
 	e.b = p ? p->off_ip : 0;

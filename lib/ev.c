@@ -14,7 +14,7 @@ int htr_ev__apply(struct htr_tb *tb, const struct htr_ev *e)
 	case HTR_EV_GAP: {
 		struct htr_decode_gap g;
 
-		g.kind = (int) e->n;
+		g.kind = e->kind;
 		g.code = e->code;
 		g.offset = e->a;
 		g.ip = e->b;
@@ -30,42 +30,42 @@ int htr_ev__apply(struct htr_tb *tb, const struct htr_ev *e)
 }
 
 /* One packer per decoder callback, handing each event to k->put. */
-static int pack(void *ctx, uint8_t type, uint8_t cls, uint32_t n, uint64_t a,
-		uint64_t b, int32_t code, int timed, uint64_t t)
+static int pack(void *ctx, uint8_t type, uint8_t cls, uint8_t kind,
+		uint32_t n, uint64_t a, uint64_t b, int timed, uint64_t t)
 {
 	const struct htr_ev_sink *k = ctx;
 	struct htr_ev e;
 
-	htr_ev__fill(&e, type, cls, n, a, b, code, timed, t);
+	htr_ev__fill(&e, type, cls, kind, n, a, b, timed, t);
 	return k->put(k->ctx, &e);
 }
 
 static int on_run(void *ctx, uint64_t ip, uint32_t ninsn, enum htr_icls cls,
 		  uint64_t ret_ip, int timed, uint64_t tsc)
 {
-	return pack(ctx, HTR_EV_RUN, (uint8_t) cls, ninsn, ip, ret_ip, 0,
+	return pack(ctx, HTR_EV_RUN, (uint8_t) cls, 0, ninsn, ip, ret_ip,
 		    timed, tsc);
 }
 
 static int on_resume(void *ctx, uint64_t ip)
 {
-	return pack(ctx, HTR_EV_RESUME, 0, 0, ip, 0, 0, 0, 0);
+	return pack(ctx, HTR_EV_RESUME, 0, 0, 0, ip, 0, 0, 0);
 }
 
 static int on_gap(void *ctx, const struct htr_decode_gap *g)
 {
-	return pack(ctx, HTR_EV_GAP, (uint8_t) g->async, (uint32_t) g->kind,
-		    g->offset, g->ip, g->code, 0, 0);
+	return pack(ctx, HTR_EV_GAP, (uint8_t) g->async, (uint8_t) g->kind,
+		    (uint32_t) g->code, g->offset, g->ip, 0, 0);
 }
 
 static int on_time(void *ctx, uint64_t tsc)
 {
-	return pack(ctx, HTR_EV_TIME, 0, 0, tsc, 0, 0, 0, 0);
+	return pack(ctx, HTR_EV_TIME, 0, 0, 0, tsc, 0, 0, 0);
 }
 
 static int on_sync(void *ctx, uint64_t offset)
 {
-	return pack(ctx, HTR_EV_SYNC, 0, 0, offset, 0, 0, 0, 0);
+	return pack(ctx, HTR_EV_SYNC, 0, 0, 0, offset, 0, 0, 0);
 }
 
 void htr_ev__sink(struct htr_decode_sink *sink, struct htr_ev_sink *k)

@@ -174,14 +174,13 @@ static int publish(struct chunk *c)
 /* Add @e to @sm: the fields, not the padding between them. */
 static void seam_add(struct seam *sm, const struct htr_ev *e)
 {
-	uint64_t w[5];
+	uint64_t w[4];
 
 	w[0] = e->type | (uint64_t) e->cls << 8 | (uint64_t) e->timed << 16 |
-	       (uint64_t) e->n << 32;
-	w[1] = (uint64_t) (uint32_t) e->code;
-	w[2] = e->a;
-	w[3] = e->b;
-	w[4] = e->t;
+	       (uint64_t) e->kind << 24 | (uint64_t) e->n << 32;
+	w[1] = e->a;
+	w[2] = e->b;
+	w[3] = e->t;
 	sm->hash = htr_hash__bytes(sm->hash, w, sizeof(w));
 	sm->count++;
 }
@@ -204,7 +203,7 @@ static int chunk_put(void *ctx, const struct htr_ev *e)
 	 * what came before (a fuzzed trace may return to a call made before
 	 * the PSB): past an error that history may explain, its events are
 	 * not the one-thread decoder's. */
-	if (e->type == HTR_EV_GAP && e->n == HTR_GAP_ERROR &&
+	if (e->type == HTR_EV_GAP && e->kind == HTR_GAP_ERROR &&
 	    c->begin > c->p->first && !htr_decode__error_is_local(e->code))
 		atomic_store(&c->p->diverged, 1);
 	if (e->type == HTR_EV_SYNC) {
@@ -256,10 +255,10 @@ static int chunk_run(void *ctx, uint64_t ip, uint32_t ninsn,
 	if (c->on && !c->past && c->cur &&
 	    (c->head.done || c->head.from == NONE)) {
 		htr_ev__fill(&c->cur->ev[c->cur->n++], HTR_EV_RUN,
-			     (uint8_t) cls, ninsn, ip, ret_ip, 0, timed, tsc);
+			     (uint8_t) cls, 0, ninsn, ip, ret_ip, timed, tsc);
 		return c->cur->n == BATCH ? publish(c) : 0;
 	}
-	htr_ev__fill(&e, HTR_EV_RUN, (uint8_t) cls, ninsn, ip, ret_ip, 0,
+	htr_ev__fill(&e, HTR_EV_RUN, (uint8_t) cls, 0, ninsn, ip, ret_ip,
 		     timed, tsc);
 	return chunk_put(c, &e);
 }
