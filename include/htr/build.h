@@ -10,12 +10,11 @@
  * N - 1 helper threads that decode chunks of the trace while the calling
  * thread builds the tree from their events in order and decodes chunks
  * too whenever it has none to take.  A trace of more than 4 MiB is also
- * hashed on a helper thread
- * while it decodes, and a large output's small sections are copied on one
- * while the tree is linked.  They join them before they return, on
- * success, failure or cancel alike.  Callbacks never run on a helper
- * thread.  No thread outlives the call; nothing is left running in the
- * background.
+ * hashed on a helper thread while it decodes, and a large output's blocks
+ * are hashed and its small sections copied on two more while the tree is
+ * linked.  They join them before they return, on success, failure or
+ * cancel alike.  Callbacks never run on a helper thread.  No thread
+ * outlives the call; nothing is left running in the background.
  *
  * Files: the output is written as "OUT.tmpPID" in OUT's directory and
  * renamed to OUT on success (nothing is left on failure).  By default the
