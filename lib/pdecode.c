@@ -266,9 +266,22 @@ static int chunk_run(void *ctx, uint64_t ip, uint32_t ninsn,
 static int chunk_progress(void *ctx, uint64_t offset)
 {
 	struct chunk *c = ctx;
+	struct pdec *p = c->p;
+	struct consumer *k = p->k;
 
 	atomic_store_explicit(&c->at, offset, memory_order_relaxed);
-	return atomic_load(&c->p->stop) ? HTR_ERR_CANCELED : 0;
+	/* While the calling thread decodes (a long search for a PSB says
+	 * nothing through the events), its caller still hears from it and
+	 * may cancel: at the offset taken so far, not this chunk's, which is
+	 * ahead of chunks still being decoded. */
+	if (c->mine && k->progress && k->progress(k->ctx, k->offset)) {
+		pthread_mutex_lock(&p->lock);
+		k->rc = HTR_ERR_CANCELED;
+		atomic_store(&p->stop, 1);
+		pthread_cond_broadcast(&p->cond);
+		pthread_mutex_unlock(&p->lock);
+	}
+	return atomic_load(&p->stop) ? HTR_ERR_CANCELED : 0;
 }
 
 static uint64_t psb_from(const struct htr_decode_cfg *cfg, uint64_t from)
