@@ -819,7 +819,8 @@ static void hash_piece(struct htr_writer *w, struct htr_body_hash *bh,
 /* Link the blocks backward from ls->hi, one body-hash piece at a time (the
  * pieces of the blocks section hold whole records: it starts at a multiple
  * of their size), hashing each piece once it is final (on @ph's thread,
- * if not NULL: all are hashed when it returns); @max pieces at most. */
+ * if not NULL: piece_hash_stop() waits for the last); @max pieces at
+ * most. */
 static int link_pieces(struct htr_writer *w, struct link_state *ls,
 		       struct htr_body_hash *bh, struct piece_hash *ph,
 		       uint64_t max)
@@ -851,11 +852,6 @@ static int link_pieces(struct htr_writer *w, struct link_state *ls,
 			hash_piece(w, bh, ph, off, n);
 		}
 		ls->hi = lo;
-	}
-	if (ph) {
-		pthread_mutex_lock(&ph->lock);
-		piece_hash_idle(ph);
-		pthread_mutex_unlock(&ph->lock);
 	}
 	if (!rc && !ls->hi && ls->depth) {
 		/* Some block claims more children than precede it. */
