@@ -478,6 +478,7 @@ int htr_build__out_commit(struct htr_builder *b, struct htr_build_out *o,
 	meta.libipt_version[1] = v.minor;
 	meta.libipt_version[2] = v.patch;
 	meta.libipt_version[3] = v.build;
+	meta.threads = b->opts.threads;
 	rc = htr_writer__commit(o->w, &meta);
 	if (rc < 0)
 		return htr_build__out_fail(b, o, rc);

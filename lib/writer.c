@@ -5,13 +5,15 @@
  * and the section table (HTR_WRITER_RESERVE bytes), then the blocks as they
  * arrive.  The small sections go to per-section buffers that spill into
  * unlinked temporary files in the output's directory.  Commit links the
- * tree in one backward pass over the blocks and appends the spooled
- * sections (beside it, on a thread of their own, when they are large),
- * hashing each 1 MiB piece of the body as it becomes final (the file is
- * not read back; the blocks' pieces on a third thread when there are
- * several), then writes the table and the header, fsyncs
- * and renames.  Memory is O(max depth) plus fixed buffers, and 8 bytes per
- * MiB of output for the pieces' hashes.
+ * tree in one backward pass over the blocks (cut into ranges linked on
+ * threads at once, when it may use several: struct mark) and appends the
+ * spooled sections (beside it, on a thread of their own, when they are
+ * large), hashing each 1 MiB piece of the body as it becomes final (the
+ * file is not read back; in one range, the blocks' pieces on a third
+ * thread when there are several), then writes the table and the header,
+ * fsyncs and renames.  Memory is O(max depth) plus fixed buffers, 8 bytes
+ * per MiB of output for the pieces' hashes, and the marks' frames (16 of
+ * at most 1024).
  */
 #define _GNU_SOURCE     /* sync_file_range */
 #include "writer.h"
@@ -79,6 +81,39 @@ struct frame {
 	uint64_t seen_first;    /* first ID of last_seen */
 };
 
+/*
+ * Where the linking pass may be cut.  The pass links backward from the last
+ * block; blocks [lo, M) can be linked on a thread of their own, beside
+ * those above M, given the state the pass has on reaching M: a frame for
+ * each ancestor of block M - 1 (in post-order all come after it), with the
+ * children it has before M and its first child from M on.  A mark gathers
+ * that state as the blocks arrive, in O(1) a block: `pending` counts the
+ * subtrees no block has adopted yet (a block with n children adopts the
+ * last n), and a block that adopts some of those before M is an ancestor.
+ * Marks sit on body-hash piece boundaries (a piece is linked and hashed by
+ * one thread), every mark_every pieces; when there are MARKS_MAX, every
+ * other one goes and mark_every doubles, so they stay spread over the
+ * blocks however many come.
+ */
+#define MARKS_MAX 16
+#define MARK_FRAMES_MAX 1024    /* a deeper cut is not worth its memory */
+#define PIECE_BLOCKS (HTR_BODY_PIECE / sizeof(struct htr_disk_block))
+#define RESERVE_BLOCKS (HTR_WRITER_RESERVE / sizeof(struct htr_disk_block))
+
+struct mark {
+	uint64_t at;            /* the cut: blocks [0, at) lie below it */
+	uint64_t below;         /* subtrees before `at` not yet adopted */
+	uint32_t bottom;        /* the first subtree from `at` on not yet
+				 * adopted (if pending > below) */
+	uint64_t bottom_first;  /* its first ID */
+	struct frame *frames;   /* ancestors of block at - 1 with children
+				 * before `at`, deepest first, as they
+				 * arrived; level: how many ancestors had
+				 * arrived with it */
+	size_t nframes, cap;
+	uint32_t nanc;          /* ancestors of block at - 1 so far */
+};
+
 struct htr_writer {
 	struct htr_err err;
 	char *path;
@@ -99,6 +134,14 @@ struct htr_writer {
 	uint64_t last_gap, last_tsc, last_sync;
 	uint64_t image_hash;
 	uint32_t max_depth;     /* found by commit */
+	unsigned link_ranges;   /* ditto: ranges linked at once */
+
+	uint64_t pending;       /* see struct mark */
+	struct mark mark[MARKS_MAX];
+	unsigned nmarks;
+	uint64_t mark_every;    /* pieces between marks */
+	uint64_t next_mark;     /* the block count the next mark is for */
+	bool no_marks;          /* the blocks do not nest: one range */
 };
 
 static int fail(struct htr_writer *w, int rc)
@@ -177,12 +220,6 @@ static int pwrite_all(struct htr_writer *w, const void *p, size_t n,
 	return io_fail(w, io_at(w->fd, (void *) p, n, off, true), what);
 }
 
-static int pread_all(struct htr_writer *w, int fd, void *p, size_t n,
-		     uint64_t off, const char *what)
-{
-	return io_fail(w, io_at(fd, p, n, off, false), what);
-}
-
 /* A build that was killed left "PATH.tmpPID" behind; remove those whose
  * process is gone (best effort: nothing else depends on it). */
 static void remove_stale(const char *path)
@@ -245,6 +282,8 @@ int htr_writer__open_flags(struct htr_writer **out, const char *path,
 	for (i = 0; i < SP_COUNT; i++)
 		w->sp[i].fd = -1;
 	w->image_hash = HTR_HASH_SEED;
+	w->mark_every = 1;
+	w->next_mark = PIECE_BLOCKS - RESERVE_BLOCKS;
 
 	n = strlen(path);
 	w->path = strdup(path);
@@ -318,6 +357,116 @@ static int flush_blocks(struct htr_writer *w)
 	return rc;
 }
 
+static void drop_mark(struct htr_writer *w, unsigned k)
+{
+	free(w->mark[k].frames);
+	memmove(&w->mark[k], &w->mark[k + 1],
+		(w->nmarks - k - 1) * sizeof(w->mark[0]));
+	w->nmarks--;
+}
+
+/* Block w->nblocks (@b, first ID @first) lands at position @pos of the
+ * pending subtrees: each mark with that many or more before its cut
+ * gets it as its bottom, and an ancestor's frame if it adopts some.  Once
+ * a mark has a frame, its bottom holds block at - 1: a block that adopts
+ * the bottom and nothing before the cut is an ancestor too, one that the
+ * pass does not find open at the cut (no children below it) but that
+ * counts for the levels. */
+static void mark_adopt(struct htr_writer *w, const struct htr_disk_block *b,
+		       uint64_t first, uint64_t pos)
+{
+	unsigned k;
+
+	/* Marks further up have at least as many subtrees below their cut
+	 * (those of a lower cut are below theirs too). */
+	for (k = w->nmarks; k-- > 0 && w->mark[k].below >= pos;) {
+		struct mark *m = &w->mark[k];
+
+		if (pos < m->below) {
+			bool seen = w->pending > m->below;
+			struct frame *f;
+
+			if (m->nframes == m->cap) {
+				size_t cap = m->cap ? m->cap * 2 : 16;
+
+				f = cap <= MARK_FRAMES_MAX ?
+				    realloc(m->frames, cap * sizeof(*f)) : NULL;
+				if (!f) {
+					drop_mark(w, k);
+					continue;
+				}
+				m->frames = f;
+				m->cap = cap;
+			}
+			f = &m->frames[m->nframes++];
+			memset(f, 0, sizeof(*f));
+			f->block = (uint32_t) w->nblocks;
+			f->remaining = (uint32_t) (m->below - pos);
+			f->last_seen = seen ? m->bottom : HTR_NONE;
+			f->seen_first = seen ? m->bottom_first : 0;
+			f->first_child = b->first_child;
+			f->first = first;
+			f->level = ++m->nanc;
+			m->below = pos;
+		} else if (m->nframes && w->pending > m->below) {
+			m->nanc++;
+		}
+		m->bottom = (uint32_t) w->nblocks;
+		m->bottom_first = first;
+	}
+}
+
+/* A mark at the cut after this block, w->nblocks + 1. */
+static void add_mark(struct htr_writer *w)
+{
+	uint64_t at = w->nblocks + 1;
+	uint64_t piece = (at + RESERVE_BLOCKS) / PIECE_BLOCKS;
+	unsigned k, j;
+
+	if (w->nmarks == MARKS_MAX) {
+		w->mark_every *= 2;
+		for (k = j = 0; k < w->nmarks; k++) {
+			if ((w->mark[k].at + RESERVE_BLOCKS) / PIECE_BLOCKS %
+			    w->mark_every)
+				free(w->mark[k].frames);
+			else
+				w->mark[j++] = w->mark[k];
+		}
+		w->nmarks = j;
+	}
+	w->next_mark = (piece / w->mark_every + 1) * w->mark_every *
+		       PIECE_BLOCKS - RESERVE_BLOCKS;
+	if (piece % w->mark_every)
+		return;
+	memset(&w->mark[w->nmarks], 0, sizeof(w->mark[0]));
+	w->mark[w->nmarks].at = at;
+	w->mark[w->nmarks].below = w->pending;
+	w->nmarks++;
+}
+
+/* Follow block w->nblocks for the marks: O(1) unless it lands at or below
+ * the last mark's cut. */
+static void follow_marks(struct htr_writer *w, const struct htr_disk_block *b,
+			 uint64_t first)
+{
+	uint64_t pos;
+
+	if (b->nchildren > w->pending) {
+		/* More children than subtrees before it: commit reports it,
+		 * from a pass in one range. */
+		while (w->nmarks)
+			drop_mark(w, w->nmarks - 1);
+		w->no_marks = true;
+		return;
+	}
+	pos = w->pending - b->nchildren;
+	if (w->nmarks && pos <= w->mark[w->nmarks - 1].below)
+		mark_adopt(w, b, first, pos);
+	w->pending = pos + 1;
+	if (w->nblocks + 1 == w->next_mark)
+		add_mark(w);
+}
+
 int htr_writer__block(struct htr_writer *w, const struct htr_disk_block *b,
 		      uint32_t *index)
 {
@@ -377,6 +526,8 @@ int htr_writer__block(struct htr_writer *w, const struct htr_disk_block *b,
 	rec->nchildren = b->nchildren;
 	rec->func_flags = b->func_flags;
 	w->buflen += sizeof(*rec);
+	if (!w->no_marks)
+		follow_marks(w, b, first);
 	if (index)
 		*index = (uint32_t) w->nblocks;
 	w->nblocks++;
@@ -619,27 +770,32 @@ int htr_writer__thread(struct htr_writer *w, const struct htr_disk_thread *t)
  * The linking pass.  Blocks are in post-order, so walking them backward
  * visits a block, then the subtrees of its children from the last child to
  * the first.  A stack of open parents (one frame per level) assigns each
- * block its parent and the next sibling seen just before it.
+ * block its parent and the next sibling seen just before it.  The pass may
+ * be cut into ranges linked at once (struct mark), each with a state of
+ * its own; nothing in it is the writer's.
  */
 struct link_state {
-	uint64_t hi;            /* blocks [0, hi) are still to link */
+	const char *path;       /* for messages */
+	uint64_t lo, hi;        /* blocks [lo, hi) are still to link */
 	struct frame *stack;
 	size_t depth, cap;
 	uint32_t max_depth;
 	uint32_t next_root;
 	uint64_t next_root_first;
 	uint64_t nroots;
+	struct htr_err err;     /* link_one()'s failure */
+	int io;                 /* io_at()'s, for what */
+	const char *what;
 };
 
-static int link_error(struct htr_writer *w, uint64_t i, const char *what)
+static int link_error(struct link_state *ls, uint64_t i, const char *what)
 {
-	return fail(w, htr_err__set(&w->err, HTR_ERR_CORRUPT,
-			"%s: block %llu: %s", w->path, (unsigned long long) i,
-			what));
+	return htr_err__set(&ls->err, HTR_ERR_CORRUPT, "%s: block %llu: %s",
+			    ls->path, (unsigned long long) i, what);
 }
 
-static int link_one(struct htr_writer *w, struct link_state *ls,
-		    struct htr_disk_block *b, uint32_t i)
+static int link_one(struct link_state *ls, struct htr_disk_block *b,
+		    uint32_t i)
 {
 	uint64_t first = htr_disk__get48(b->first);
 	uint64_t last = htr_disk__get48(b->last);
@@ -649,7 +805,7 @@ static int link_one(struct htr_writer *w, struct link_state *ls,
 		ls->max_depth = depth;
 	if (!ls->depth) {
 		if (ls->next_root != HTR_NONE && last >= ls->next_root_first)
-			return link_error(w, i, "overlaps the next root");
+			return link_error(ls, i, "overlaps the next root");
 		b->parent = HTR_NONE;
 		b->next_sibling = ls->next_root;
 		ls->next_root = i;
@@ -659,9 +815,9 @@ static int link_one(struct htr_writer *w, struct link_state *ls,
 		struct frame *f = &ls->stack[ls->depth - 1];
 
 		if (first < f->first)
-			return link_error(w, i, "starts before its parent");
+			return link_error(ls, i, "starts before its parent");
 		if (f->last_seen != HTR_NONE && last >= f->seen_first)
-			return link_error(w, i, "overlaps its next sibling");
+			return link_error(ls, i, "overlaps its next sibling");
 		b->parent = f->block;
 		b->next_sibling = f->last_seen;
 		f->last_seen = i;
@@ -669,7 +825,7 @@ static int link_one(struct htr_writer *w, struct link_state *ls,
 		if (--f->remaining == 0) {
 			/* That was the parent's first child. */
 			if (f->first_child != i)
-				return link_error(w, f->block,
+				return link_error(ls, f->block,
 						  "first_child does not match "
 						  "its children");
 			ls->depth--;
@@ -679,13 +835,15 @@ static int link_one(struct htr_writer *w, struct link_state *ls,
 		struct frame *f;
 
 		if (b->first_child >= i)
-			return link_error(w, i, "first_child after the block");
+			return link_error(ls, i, "first_child after the block");
 		if (ls->depth == ls->cap) {
 			size_t cap = ls->cap ? ls->cap * 2 : 256;
 			struct frame *s = realloc(ls->stack, cap * sizeof(*s));
 
 			if (!s)
-				return fail_nomem(w);
+				return htr_err__set(&ls->err, HTR_ERR_NOMEM,
+						    "%s: out of memory",
+						    ls->path);
 			ls->stack = s;
 			ls->cap = cap;
 		}
@@ -698,14 +856,72 @@ static int link_one(struct htr_writer *w, struct link_state *ls,
 		f->first = first;
 		f->seen_first = 0;
 	} else if (b->first_child != HTR_NONE) {
-		return link_error(w, i, "first_child without children");
+		return link_error(ls, i, "first_child without children");
 	}
 	return 0;
 }
 
+/* The frame at height @j of the stack at mark @m's cut. */
+static struct frame mark_frame(const struct mark *m, size_t j)
+{
+	struct frame f = m->frames[m->nframes - 1 - j];
+
+	/* The last ancestor to arrive is a root, at level 1. */
+	f.level = m->nanc - f.level + 1;
+	return f;
+}
+
+/* Set @ls (fresh, zeroed) to the state the pass has at @m's cut, given all
+ * the blocks (what is still pending then are the roots). */
+static int mark_state(const struct htr_writer *w, const struct mark *m,
+		      struct link_state *ls)
+{
+	size_t j;
+
+	ls->path = w->path;
+	ls->hi = m->at;
+	ls->next_root = HTR_NONE;
+	if (w->pending > m->below) {
+		ls->next_root = m->bottom;
+		ls->next_root_first = m->bottom_first;
+	}
+	if (!m->nframes)
+		return 0;
+	if (!(ls->stack = malloc(m->nframes * sizeof(*ls->stack))))
+		return htr_err__set(&ls->err, HTR_ERR_NOMEM,
+				    "%s: out of memory", w->path);
+	ls->cap = ls->depth = m->nframes;
+	for (j = 0; j < m->nframes; j++)
+		ls->stack[j] = mark_frame(m, j);
+	return 0;
+}
+
+/* Whether the pass reached @m's cut in the state mark_state() gave the
+ * range below it. */
+static bool at_mark(const struct htr_writer *w, const struct mark *m,
+		    const struct link_state *ls)
+{
+	size_t j;
+
+	if (ls->depth != m->nframes ||
+	    ls->next_root != (w->pending > m->below ? m->bottom : HTR_NONE))
+		return false;
+	for (j = 0; j < ls->depth; j++) {
+		struct frame f = mark_frame(m, j);
+		const struct frame *g = &ls->stack[j];
+
+		if (f.block != g->block || f.remaining != g->remaining ||
+		    f.last_seen != g->last_seen || f.level != g->level ||
+		    f.first_child != g->first_child)
+			return false;
+	}
+	return true;
+}
+
 /* Start writing back [@off, @off + @n) (@n 0: to the end) now, so that
  * the fsync at the end of the commit finds little left to do. */
-static void start_writeback(struct htr_writer *w, uint64_t off, uint64_t n)
+static void start_writeback(const struct htr_writer *w, uint64_t off,
+			    uint64_t n)
 {
 #ifdef SYNC_FILE_RANGE_WRITE
 	if (!(w->flags & HTR_WRITER_NO_FSYNC))
@@ -794,12 +1010,12 @@ static void piece_hash_stop(struct piece_hash *ph)
 	free(ph->spare);
 }
 
-/* Hash the piece in w->buf, on @ph's thread if there is one, which then
- * gives w->buf the other buffer. */
-static void hash_piece(struct htr_writer *w, struct htr_body_hash *bh,
+/* Hash the piece in *@buf, on @ph's thread if there is one, which then
+ * gives *@buf the other buffer. */
+static void hash_piece(uint8_t **buf, struct htr_body_hash *bh,
 		       struct piece_hash *ph, uint64_t off, size_t n)
 {
-	uint8_t *b = w->buf;
+	uint8_t *b = *buf;
 
 	if (!ph) {
 		htr_body_hash__feed(bh, off, b, n);
@@ -810,25 +1026,31 @@ static void hash_piece(struct htr_writer *w, struct htr_body_hash *bh,
 	ph->p = b;
 	ph->off = off;
 	ph->n = n;
-	w->buf = ph->spare;
+	*buf = ph->spare;
 	ph->spare = b;
 	pthread_cond_broadcast(&ph->cond);
 	pthread_mutex_unlock(&ph->lock);
 }
 
-/* Link the blocks backward from ls->hi, one body-hash piece at a time (the
- * pieces of the blocks section hold whole records: it starts at a multiple
- * of their size), hashing each piece once it is final (on @ph's thread,
- * if not NULL: piece_hash_stop() waits for the last); @max pieces at
- * most. */
-static int link_pieces(struct htr_writer *w, struct link_state *ls,
-		       struct htr_body_hash *bh, struct piece_hash *ph,
-		       uint64_t max)
+/* Link blocks backward from ls->hi down to ls->lo, one body-hash piece at
+ * a time (the pieces of the blocks section hold whole records: it starts
+ * at a multiple of their size; ls->lo is a piece boundary) in *@buf, of
+ * @cap >= HTR_BODY_PIECE bytes, hashing each piece once it is final: on
+ * @ph's thread, if not NULL (piece_hash_stop() waits for the last), else
+ * here, two at once if @cap allows.  @max pieces at most.  Only @w's file
+ * is touched.  Returns 0 or a negative htr_error, its message in ls->err
+ * (HTR_ERR_IO: ls->io and ls->what). */
+static int link_pieces(const struct htr_writer *w, struct link_state *ls,
+		       uint8_t **buf, size_t cap, struct htr_body_hash *bh,
+		       struct piece_hash *ph, uint64_t max)
 {
 	const uint64_t bsz = sizeof(struct htr_disk_block);
-	int rc = 0;
+	bool pairs = !ph && cap >= 2 * (size_t) HTR_BODY_PIECE;
+	uint64_t held = UINT64_MAX;     /* a piece in *buf to hash with the
+					 * next one (its offset) */
+	int rc;
 
-	for (; ls->hi > 0 && max > 0 && !rc; max--) {
+	for (; ls->hi > ls->lo && max > 0; max--) {
 		uint64_t hi = ls->hi;
 		uint64_t piece = (HTR_WRITER_RESERVE + hi * bsz - 1) /
 				 HTR_BODY_PIECE * HTR_BODY_PIECE;
@@ -836,28 +1058,183 @@ static int link_pieces(struct htr_writer *w, struct link_state *ls,
 			      (piece - HTR_WRITER_RESERVE) / bsz : 0;
 		uint64_t off = HTR_WRITER_RESERVE + lo * bsz;
 		size_t n = (size_t) ((hi - lo) * bsz);
-		struct htr_disk_block *blk;
+		uint8_t *p = held == UINT64_MAX ? *buf : *buf + HTR_BODY_PIECE;
+		struct htr_disk_block *blk = (struct htr_disk_block *) p;
 		uint64_t i;
 
-		if (!grow(&w->buf, &w->bufcap, n, HTR_WRITER_BUF))
-			return fail_nomem(w);
-		blk = (struct htr_disk_block *) w->buf;
-		rc = pread_all(w, w->fd, w->buf, n, off, "read blocks");
-		for (i = hi; !rc && i > lo; i--)
-			rc = link_one(w, ls, &blk[i - 1 - lo], (uint32_t) (i - 1));
-		if (!rc)
-			rc = pwrite_all(w, w->buf, n, off, "write links");
-		if (!rc) {
-			start_writeback(w, off, n);
-			hash_piece(w, bh, ph, off, n);
+		if ((ls->io = io_at(w->fd, p, n, off, false))) {
+			ls->what = "read blocks";
+			return HTR_ERR_IO;
+		}
+		for (i = hi; i > lo; i--)
+			if ((rc = link_one(ls, &blk[i - 1 - lo],
+					   (uint32_t) (i - 1))))
+				return rc;
+		if ((ls->io = io_at(w->fd, p, n, off, true))) {
+			ls->what = "write links";
+			return HTR_ERR_IO;
+		}
+		start_writeback(w, off, n);
+		if (held != UINT64_MAX) {
+			if (n == HTR_BODY_PIECE && off % HTR_BODY_PIECE == 0) {
+				htr_body_hash__feed2(bh, held, *buf, off, p);
+			} else {
+				htr_body_hash__feed(bh, held, *buf,
+						    HTR_BODY_PIECE);
+				htr_body_hash__feed(bh, off, p, n);
+			}
+			held = UINT64_MAX;
+		} else if (pairs && n == HTR_BODY_PIECE &&
+			   off % HTR_BODY_PIECE == 0 && lo > ls->lo && max > 1) {
+			held = off;
+		} else {
+			hash_piece(buf, bh, ph, off, n);
 		}
 		ls->hi = lo;
 	}
-	if (!rc && !ls->hi && ls->depth) {
+	if (held != UINT64_MAX)
+		htr_body_hash__feed(bh, held, *buf, HTR_BODY_PIECE);
+	if (!ls->lo && !ls->hi && ls->depth) {
 		/* Some block claims more children than precede it. */
-		rc = link_error(w, ls->stack[ls->depth - 1].block,
-				"has more children than blocks before it");
+		return link_error(ls, ls->stack[ls->depth - 1].block,
+				  "has more children than blocks before it");
 	}
+	return 0;
+}
+
+/* @ls's failure @rc as the writer's. */
+static int link_fail(struct htr_writer *w, const struct link_state *ls,
+		     int rc)
+{
+	if (rc == HTR_ERR_IO)
+		return io_fail(w, ls->io, ls->what);
+	w->err = ls->err;
+	return fail(w, rc);
+}
+
+/* Choose where to cut the pass into up to @n ranges of about the same
+ * size: cut[r] is the mark range r starts at (range 0 at block 0).
+ * Returns the number of ranges. */
+static unsigned pick_cuts(const struct htr_writer *w,
+			  const struct mark **cut, unsigned n)
+{
+	unsigned r = 1, j, k;
+
+	if (n > MARKS_MAX + 1)
+		n = MARKS_MAX + 1;
+	for (j = 1; j < n; j++) {
+		uint64_t want = w->nblocks * j / n, d = UINT64_MAX;
+		uint64_t prev = r > 1 ? cut[r - 1]->at : 0;
+
+		for (k = 0; k < w->nmarks; k++) {
+			const struct mark *m = &w->mark[k];
+			uint64_t dk = m->at > want ? m->at - want :
+						     want - m->at;
+
+			if (m->at > prev && m->at < w->nblocks && dk < d) {
+				cut[r] = m;
+				d = dk;
+			}
+		}
+		if (d != UINT64_MAX)
+			r++;
+	}
+	return r;
+}
+
+/* A range of the pass below the top one, on a thread of its own. */
+struct link_range {
+	struct link_state ls;
+	const struct htr_writer *w;
+	struct htr_body_hash *bh;
+	uint8_t *buf;
+	int rc;
+	bool started;
+	pthread_t thread;
+};
+
+static void *link_range(void *arg)
+{
+	struct link_range *r = arg;
+
+	r->rc = link_pieces(r->w, &r->ls, &r->buf, 2 * HTR_BODY_PIECE, r->bh,
+			    NULL, UINT64_MAX);
+	return NULL;
+}
+
+/* Start the ranges below @top's (cut[r]: where range r starts, range 0
+ * at block 0), each on a thread of its own (or, if none starts, on this
+ * one later).  Returns the ranges in *@out for link_cut_finish(), or a
+ * negative htr_error. */
+static int link_cut_start(struct htr_writer *w, struct htr_body_hash *bh,
+			  const struct mark **cut, unsigned nr,
+			  struct link_range **out)
+{
+	struct link_range *lr = calloc(nr - 1, sizeof(*lr));
+	unsigned r;
+	int rc = 0;
+
+	*out = lr;
+	if (!lr)
+		return fail_nomem(w);
+	for (r = 0; !rc && r + 1 < nr; r++) {
+		lr[r].w = w;
+		lr[r].bh = bh;
+		if ((rc = mark_state(w, cut[r + 1], &lr[r].ls)))
+			rc = link_fail(w, &lr[r].ls, rc);
+		else if (!(lr[r].buf = malloc(2 * HTR_BODY_PIECE)))
+			rc = fail_nomem(w);
+		lr[r].ls.lo = r ? cut[r]->at : 0;
+	}
+	for (r = 0; !rc && r + 1 < nr; r++)
+		lr[r].started = pthread_create(&lr[r].thread, NULL, link_range,
+					       &lr[r]) == 0;
+	return rc;
+}
+
+/* Link the rest of @top's range here (unless @rc), wait for the others,
+ * check that each ended in the state the one below began with, and
+ * gather the figures into @top.  An error is the highest block's, as the
+ * pass in one range would find it.  Frees @lr. */
+static int link_cut_finish(struct htr_writer *w, struct link_state *top,
+			   struct htr_body_hash *bh, const struct mark **cut,
+			   unsigned nr, struct link_range *lr, int rc)
+{
+	unsigned r;
+
+	if (!lr)
+		return rc;
+	/* Room to hash two pieces at once, if it can be had. */
+	(void) grow(&w->buf, &w->bufcap, 2 * HTR_BODY_PIECE,
+		    2 * HTR_BODY_PIECE);
+	if (!rc && (rc = link_pieces(w, top, &w->buf, w->bufcap, bh, NULL,
+				     UINT64_MAX)))
+		rc = link_fail(w, top, rc);
+	/* A thread that did not start: its range here. */
+	for (r = nr - 1; !rc && r-- > 0;)
+		if (!lr[r].started)
+			link_range(&lr[r]);
+	for (r = 0; r + 1 < nr; r++)
+		if (lr[r].started)
+			pthread_join(lr[r].thread, NULL);
+	for (r = nr - 1; !rc && r-- > 0;) {
+		if (!at_mark(w, cut[r + 1], r + 2 < nr ? &lr[r + 1].ls : top))
+			rc = fail(w, htr_err__set(&w->err, HTR_ERR_CORRUPT,
+				"%s: block %llu: the linking ranges do not "
+				"join up (a libhtr bug)", w->path,
+				(unsigned long long) cut[r + 1]->at));
+		else if (lr[r].rc)
+			rc = link_fail(w, &lr[r].ls, lr[r].rc);
+	}
+	for (r = 0; r + 1 < nr; r++) {
+		top->nroots += lr[r].ls.nroots;
+		if (lr[r].ls.max_depth > top->max_depth)
+			top->max_depth = lr[r].ls.max_depth;
+		free(lr[r].ls.stack);
+		free(lr[r].buf);
+	}
+	top->next_root = lr[0].ls.next_root;
+	free(lr);
 	return rc;
 }
 
@@ -926,10 +1303,13 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 	struct htr_disk_header h;
 	struct htr_body_hash bh;
 	struct link_state ls = { .next_root = HTR_NONE };
+	const struct mark *cut[MARKS_MAX + 1];
+	struct link_range *lr = NULL;
 	struct spool_copy sc;
 	struct piece_hash ph;
 	uint64_t off, infile = 0, body_hash = 0;
 	bool threaded, hashing;
+	unsigned nr;
 	int rc, i, dfd;
 
 	if ((rc = check_state(w)))
@@ -976,10 +1356,22 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 	memset(w->buf, 0, HTR_WRITER_RESERVE - body_start);
 	htr_body_hash__feed(&bh, body_start, w->buf,
 			    HTR_WRITER_RESERVE - body_start);
+	ls.path = w->path;
 	ls.hi = w->nblocks;
+	nr = m->threads > 1 && !w->no_marks ? pick_cuts(w, cut, m->threads) :
+					      1;
+	ls.lo = nr > 1 ? cut[nr - 1]->at : 0;
+	if (nr > 1)
+		rc = link_cut_start(w, &bh, cut, nr, &lr);
 	/* The first piece alone: it may hold the start of the spools, which
 	 * must not be hashed before it. */
-	rc = link_pieces(w, &ls, &bh, NULL, 1);
+	if (!rc && !grow(&w->buf, &w->bufcap, table[0].size < HTR_BODY_PIECE ?
+			 (size_t) table[0].size : HTR_BODY_PIECE,
+			 HTR_WRITER_BUF))
+		rc = fail_nomem(w);
+	else if (!rc && (rc = link_pieces(w, &ls, &w->buf, w->bufcap, &bh,
+					  NULL, 1)))
+		rc = link_fail(w, &ls, rc);
 	memset(&sc, 0, sizeof(sc));
 	sc.w = w;
 	sc.bh = &bh;
@@ -992,11 +1384,18 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 		rc = rc ? rc : fail_nomem(w);
 	threaded = !rc && ls.hi && infile >= HTR_WRITER_BUF &&
 		   pthread_create(&sc.thread, NULL, copy_spools, &sc) == 0;
-	hashing = !rc && ls.hi * sizeof(struct htr_disk_block) >=
+	/* In one range, a thread hashes the pieces as they are linked; cut,
+	 * each range's thread hashes its own. */
+	hashing = !rc && nr == 1 && ls.hi * sizeof(struct htr_disk_block) >=
 		  HTR_WRITER_BUF && piece_hash_start(&ph, w, &bh);
-	if (!rc)
-		rc = link_pieces(w, &ls, &bh, hashing ? &ph : NULL,
-				 UINT64_MAX);
+	if (nr > 1) {
+		rc = link_cut_finish(w, &ls, &bh, cut, nr, lr, rc);
+	} else if (!rc) {
+		rc = link_pieces(w, &ls, &w->buf, w->bufcap, &bh,
+				 hashing ? &ph : NULL, UINT64_MAX);
+		if (rc)
+			rc = link_fail(w, &ls, rc);
+	}
 	if (hashing)
 		piece_hash_stop(&ph);
 	if (threaded)
@@ -1054,6 +1453,7 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 					    w->tmp, w->path));
 	w->committed = true;
 	w->max_depth = ls.max_depth;
+	w->link_ranges = nr;
 	/* Make the rename durable; some filesystems refuse fsync on a
 	 * directory, which is not an error of ours. */
 	if (w->flags & HTR_WRITER_NO_FSYNC)
@@ -1086,6 +1486,8 @@ void htr_writer__free(struct htr_writer *w)
 			close(w->sp[i].fd);
 		free(w->sp[i].buf);
 	}
+	while (w->nmarks)
+		drop_mark(w, w->nmarks - 1);
 	free(w->buf);
 	free(w->path);
 	free(w->tmp);
@@ -1096,6 +1498,11 @@ void htr_writer__free(struct htr_writer *w)
 uint32_t htr_writer__max_depth(const struct htr_writer *w)
 {
 	return w && w->committed ? w->max_depth : 0;
+}
+
+unsigned htr_writer__link_ranges(const struct htr_writer *w)
+{
+	return w && w->committed ? w->link_ranges : 0;
 }
 
 const struct htr_err *htr_writer__err(const struct htr_writer *w)

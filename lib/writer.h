@@ -19,6 +19,10 @@ struct htr_writer_meta {
 	uint64_t ninsns;
 	uint64_t trace_size, trace_hash;
 	uint32_t libipt_version[4];
+	/* Threads the commit may link the tree on (0 or 1: one, with a
+	 * second hashing beside it): at most this many ranges, cut where
+	 * the blocks allowed (htr_writer__link_ranges()). */
+	unsigned threads;
 };
 
 /* Create the temporary output for @path.  Returns 0 or a negative
@@ -61,7 +65,8 @@ int htr_writer__image(struct htr_writer *w, uint32_t kind, uint64_t vaddr,
 int htr_writer__thread(struct htr_writer *w, const struct htr_disk_thread *t);
 
 /* Link the tree (parent, next_sibling, first_root: one backward pass with
- * O(depth) memory), write every section, the section table and the
+ * O(depth) memory, in up to m->threads ranges at once where the blocks
+ * allow it), write every section, the section table and the
  * header with its hashes, fsync and rename onto the final path.
  * Returns 0 or a negative htr_error (message in the writer's err):
  * HTR_ERR_CORRUPT when the blocks do not form a tree (a first_child or
@@ -74,6 +79,11 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m);
 /* After a successful commit: the deepest nesting (a root has depth 1),
  * found by the linking pass. */
 uint32_t htr_writer__max_depth(const struct htr_writer *w);
+
+/* After a successful commit: the ranges the tree was linked in at once
+ * (1: one pass; cuts sit on 1 MiB boundaries of the blocks, where
+ * the ancestors of the block below are at most 1024 deep). */
+unsigned htr_writer__link_ranges(const struct htr_writer *w);
 
 /* Free; an uncommitted output is removed.  NULL is fine. */
 void htr_writer__free(struct htr_writer *w);

@@ -961,6 +961,76 @@ Test(file, writer_rejects_bad_input)
 	cr_assert_eq(dir_entries(), 0);
 }
 
+/*
+ * @n leaf roots, each one instruction, but for the ones at @bad (HTR_NONE:
+ * none), which run into the next root; or, with @parent, all of them
+ * children of one last block whose first_child is off by one.  Committed
+ * on @threads: returns the error and its message in @msg.
+ */
+static int commit_roots(uint32_t n, const uint32_t *bad, int parent,
+			unsigned threads, char *msg, size_t size)
+{
+	struct htr_writer_meta m;
+	struct htr_writer *w;
+	struct htr_err err;
+	uint32_t i, k = 0;
+	int rc;
+
+	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
+	for (i = 0; i < n; i++) {
+		int over = bad && bad[k] == i;
+
+		k += over;
+		put_block(w, 2 * i + 1, 2 * i + 1 + 2 * over, HTR_NONE, 0, 0);
+	}
+	if (parent)
+		put_block(w, 0, 2 * n + 1, 1, n, 0);
+	memset(&m, 0, sizeof(m));
+	m.ninsns = 2 * n + 2;
+	m.threads = threads;
+	rc = htr_writer__commit(w, &m);
+	snprintf(msg, size, "%s", htr_writer__err(w)->msg);
+	htr_writer__free(w);
+	return rc;
+}
+
+/* A commit in ranges finds what one pass finds: the highest block's error,
+ * whichever range has it, and the same one when two ranges have one. */
+Test(file, writer_cut_errors)
+{
+	static const uint32_t lower[] = { 20000, HTR_NONE };
+	static const uint32_t both[] = { 20000, 90000, HTR_NONE };
+	char one[512], cut[512];
+	unsigned t;
+
+	for (t = 2; t <= 4; t++) {
+		cr_assert_eq(commit_roots(100000, lower, 0, 1, one,
+					  sizeof(one)), HTR_ERR_CORRUPT);
+		cr_assert(strstr(one, "block 20000: overlaps the next root"),
+			  "%s", one);
+		cr_assert_eq(commit_roots(100000, lower, 0, t, cut,
+					  sizeof(cut)), HTR_ERR_CORRUPT);
+		cr_assert_str_eq(cut, one);
+		cr_assert_eq(commit_roots(100000, both, 0, 1, one,
+					  sizeof(one)), HTR_ERR_CORRUPT);
+		cr_assert(strstr(one, "block 90000:"), "%s", one);
+		cr_assert_eq(commit_roots(100000, both, 0, t, cut,
+					  sizeof(cut)), HTR_ERR_CORRUPT);
+		cr_assert_str_eq(cut, one);
+		/* found at block 0, in the lowest range, of the parent
+		 * that the cut's state brought down */
+		cr_assert_eq(commit_roots(100000, NULL, 1, 1, one,
+					  sizeof(one)), HTR_ERR_CORRUPT);
+		cr_assert(strstr(one, "block 100000: first_child"), "%s", one);
+		cr_assert_eq(commit_roots(100000, NULL, 1, t, cut,
+					  sizeof(cut)), HTR_ERR_CORRUPT);
+		cr_assert_str_eq(cut, one);
+		cr_assert_eq(dir_entries(), 0);
+	}
+	/* and without errors, the same tree */
+	cr_assert_eq(commit_roots(100000, NULL, 0, 3, cut, sizeof(cut)), 0);
+}
+
 Test(file, large_spooled_sections)
 {
 	struct htr_writer_meta m;

@@ -60,6 +60,7 @@ struct gtree {
 	uint32_t *stack;
 	uint32_t depth, stack_cap;
 	struct htr_writer *w;
+	unsigned ranges;        /* the commit linked in this many at once */
 };
 
 #define NONE UINT32_MAX
@@ -149,7 +150,7 @@ static void ret(struct gtree *g)
 	n->post = idx;
 }
 
-enum shape { RANDOM, CHAIN, WIDE, FOREST, EMPTY };
+enum shape { RANDOM, CHAIN, WIDE, FOREST, EMPTY, COMB };
 
 static char tmpdir[256];
 
@@ -171,10 +172,11 @@ static void rm_tmpdir(const char *path)
  * Simulate a program of roughly @size blocks and write it to @path.
  * RANDOM: calls/returns with random depth drift; CHAIN: one chain of @size
  * nested calls; WIDE: one root with @size - 1 children; FOREST: several
- * roots separated by top-level code; EMPTY: instructions but no calls.
+ * roots separated by top-level code; EMPTY: instructions but no calls;
+ * COMB: @size / 2 nested calls, each of which first calls a leaf.
  */
 static void gen(struct gtree *g, const char *path, enum shape shape,
-		uint32_t size, uint64_t seed)
+		uint32_t size, uint64_t seed, unsigned threads)
 {
 	struct htr_writer_meta meta;
 	struct htr_err err;
@@ -244,6 +246,14 @@ static void gen(struct gtree *g, const char *path, enum shape shape,
 		for (i = 0; i < size; i++)
 			exec_insn(g);
 		break;
+	case COMB:
+		exec_insn(g);
+		for (i = 0; i < size / 2; i++) {
+			call(g);
+			call(g);
+			ret(g);
+		}
+		break;
 	}
 	while (g->depth)
 		ret(g);
@@ -286,9 +296,12 @@ static void gen(struct gtree *g, const char *path, enum shape shape,
 	meta.ninsns = g->ninsns;
 	meta.trace_size = 12345;
 	meta.trace_hash = 0xabcdef;
+	meta.threads = threads;
 	cr_assert_eq(htr_writer__commit(g->w, &meta), 0, "%s",
 		     htr_writer__err(g->w)->msg);
 	cr_assert_eq(htr_writer__max_depth(g->w), g->max_depth);
+	g->ranges = htr_writer__link_ranges(g->w);
+	cr_assert(g->ranges >= 1 && g->ranges <= (threads > 1 ? threads : 1));
 	htr_writer__free(g->w);
 	g->w = NULL;
 
@@ -628,8 +641,9 @@ static void check_insns(const struct gtree *g, const struct htr_file *f)
 	}
 }
 
-static void roundtrip(enum shape shape, uint32_t size, uint64_t seed,
-		      int full)
+/* Returns the ranges the commit linked in, on up to @threads. */
+static unsigned roundtrip_on(enum shape shape, uint32_t size, uint64_t seed,
+			     int full, unsigned threads)
 {
 	struct htr_open_opts o;
 	struct htr_file *f;
@@ -638,7 +652,7 @@ static void roundtrip(enum shape shape, uint32_t size, uint64_t seed,
 
 	mk_tmpdir();
 	snprintf(path, sizeof(path), "%s/t.htr", tmpdir);
-	gen(&g, path, shape, size, seed);
+	gen(&g, path, shape, size, seed, threads);
 	htr_open_opts_init(&o);
 	o.verify_body = 1;
 	cr_assert_eq(htr_file_open(&f, path, &o), 0, "%s", htr_last_error(f));
@@ -651,6 +665,13 @@ static void roundtrip(enum shape shape, uint32_t size, uint64_t seed,
 	htr_file_close(f);
 	gfree(&g);
 	rm_tmpdir(path);
+	return g.ranges;
+}
+
+static void roundtrip(enum shape shape, uint32_t size, uint64_t seed,
+		      int full)
+{
+	cr_assert_eq(roundtrip_on(shape, size, seed, full, 1), 1);
 }
 
 Test(tree, random_small_many_seeds)
@@ -719,4 +740,41 @@ Test(tree, null_and_failed_handles)
 				    NULL), HTR_ERR_INVALID);
 	cr_assert_str_eq(htr_last_error(NULL), "");
 	htr_file_close(NULL);
+}
+
+/*
+ * The commit links trees of over 2^15 blocks in ranges at once, one per
+ * thread, cut at 1 MiB boundaries of the blocks (32,768 records, less 128
+ * for the header) where the ancestors of the block below are at most 1024
+ * deep.  The tree must be the generator's all the same: parents, next
+ * siblings (across the cuts, and between roots), depth, roots.
+ */
+Test(tree, cut_random, .timeout = 120)
+{
+	unsigned t;
+
+	/* 300,000 blocks: nine pieces, cuts to choose from */
+	for (t = 2; t <= 4; t++)
+		cr_assert_eq(roundtrip_on(RANDOM, 300000, 0xc0ffee + t, 0, t),
+			     t);
+	cr_assert_eq(roundtrip_on(RANDOM, 120000, 0xbeef, 1, 2), 2);
+}
+
+Test(tree, cut_wide_and_forest, .timeout = 120)
+{
+	/* every cut inside one parent's children; between roots */
+	cr_assert_eq(roundtrip_on(WIDE, 200000, 21, 0, 3), 3);
+	cr_assert_eq(roundtrip_on(FOREST, 600000, 22, 0, 4), 4);
+}
+
+Test(tree, cut_deep, .timeout = 120)
+{
+	/* 100,000 nested calls: the pass finds one open frame at a cut
+	 * (the others have all their children above it), at its level */
+	cr_assert_eq(roundtrip_on(CHAIN, 100000, 23, 0, 2), 2);
+	/* 50,000 nested calls, each with a leaf before it: every level is
+	 * open at every cut, too many to keep */
+	cr_assert_eq(roundtrip_on(COMB, 100000, 24, 0, 2), 1);
+	/* fewer blocks than a piece: nowhere to cut */
+	cr_assert_eq(roundtrip_on(RANDOM, 30000, 25, 0, 4), 1);
 }

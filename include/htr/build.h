@@ -12,7 +12,9 @@
  * too whenever it has none to take.  A trace of more than 4 MiB is also
  * hashed on a helper thread while it decodes, and a large output's blocks
  * are hashed and its small sections copied on two more while the tree is
- * linked.  They join them before they return, on success, failure or
+ * linked (with N >= 2, the blocks are linked and hashed in up to N ranges
+ * at once, the calling thread and N - 1 helpers, beside the copy).  They
+ * join them before they return, on success, failure or
  * cancel alike.  Callbacks never run on a helper thread.  No thread
  * outlives the call; nothing is left running in the background.
  *
