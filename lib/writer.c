@@ -85,11 +85,12 @@ struct frame {
  * Where the linking pass may be cut.  The pass links backward from the last
  * block; blocks [lo, M) can be linked on a thread of their own, beside
  * those above M, given the state the pass has on reaching M: a frame for
- * each ancestor of block M - 1 (in post-order all come after it), with the
- * children it has before M and its first child from M on.  A mark gathers
- * that state as the blocks arrive, in O(1) a block: `pending` counts the
- * subtrees no block has adopted yet (a block with n children adopts the
- * last n), and a block that adopts some of those before M is an ancestor.
+ * each ancestor of block M - 1 (in post-order all come after it) that has
+ * children before M, with their number, its first child from M on and its
+ * level.  A mark gathers that state as the blocks arrive, in O(1) a block:
+ * `pending` counts the subtrees no block has adopted yet (a block with n
+ * children adopts the last n), and a block that adopts some of those
+ * before M is such an ancestor.
  * Marks sit on body-hash piece boundaries (a piece is linked and hashed by
  * one thread), every mark_every pieces; when there are MARKS_MAX, every
  * other one goes and mark_every doubles, so they stay spread over the
