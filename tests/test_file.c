@@ -965,10 +965,12 @@ Test(file, writer_rejects_bad_input)
  * @n leaf roots, each one instruction, but for the ones at @bad (HTR_NONE:
  * none), which run into the next root; or, with @parent, all of them
  * children of one last block whose first_child is off by one.  Committed
- * on @threads: returns the error and its message in @msg.
+ * on @threads: returns the error and its message in @msg, and the ranges
+ * linked at once in *@ranges (if not NULL).
  */
 static int commit_roots(uint32_t n, const uint32_t *bad, int parent,
-			unsigned threads, char *msg, size_t size)
+			unsigned threads, char *msg, size_t size,
+			unsigned *ranges)
 {
 	struct htr_writer_meta m;
 	struct htr_writer *w;
@@ -990,6 +992,8 @@ static int commit_roots(uint32_t n, const uint32_t *bad, int parent,
 	m.threads = threads;
 	rc = htr_writer__commit(w, &m);
 	snprintf(msg, size, "%s", htr_writer__err(w)->msg);
+	if (ranges)
+		*ranges = htr_writer__link_ranges(w);
 	htr_writer__free(w);
 	return rc;
 }
@@ -1000,35 +1004,41 @@ Test(file, writer_cut_errors)
 {
 	static const uint32_t lower[] = { 20000, HTR_NONE };
 	static const uint32_t both[] = { 20000, 90000, HTR_NONE };
+	static const struct {
+		const uint32_t *bad;
+		int parent;
+		const char *want;
+	} cases[] = {
+		{ lower, 0, "block 20000: overlaps the next root" },
+		{ both, 0, "block 90000: overlaps the next root" },
+		/* found at block 0, in the lowest range, of the parent that
+		 * the cut's state brought down */
+		{ NULL, 1, "block 100000: first_child does not match" },
+	};
 	char one[512], cut[512];
-	unsigned t;
+	unsigned c, t, ranges;
 
-	for (t = 2; t <= 4; t++) {
-		cr_assert_eq(commit_roots(100000, lower, 0, 1, one,
-					  sizeof(one)), HTR_ERR_CORRUPT);
-		cr_assert(strstr(one, "block 20000: overlaps the next root"),
-			  "%s", one);
-		cr_assert_eq(commit_roots(100000, lower, 0, t, cut,
-					  sizeof(cut)), HTR_ERR_CORRUPT);
-		cr_assert_str_eq(cut, one);
-		cr_assert_eq(commit_roots(100000, both, 0, 1, one,
-					  sizeof(one)), HTR_ERR_CORRUPT);
-		cr_assert(strstr(one, "block 90000:"), "%s", one);
-		cr_assert_eq(commit_roots(100000, both, 0, t, cut,
-					  sizeof(cut)), HTR_ERR_CORRUPT);
-		cr_assert_str_eq(cut, one);
-		/* found at block 0, in the lowest range, of the parent
-		 * that the cut's state brought down */
-		cr_assert_eq(commit_roots(100000, NULL, 1, 1, one,
-					  sizeof(one)), HTR_ERR_CORRUPT);
-		cr_assert(strstr(one, "block 100000: first_child"), "%s", one);
-		cr_assert_eq(commit_roots(100000, NULL, 1, t, cut,
-					  sizeof(cut)), HTR_ERR_CORRUPT);
-		cr_assert_str_eq(cut, one);
-		cr_assert_eq(dir_entries(), 0);
+	for (c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		cr_assert_eq(commit_roots(100000, cases[c].bad, cases[c].parent,
+					  1, one, sizeof(one), NULL),
+			     HTR_ERR_CORRUPT);
+		cr_assert(strstr(one, cases[c].want), "%s", one);
+		for (t = 2; t <= 4; t++) {
+			cr_assert_eq(commit_roots(100000, cases[c].bad,
+						  cases[c].parent, t, cut,
+						  sizeof(cut), NULL),
+				     HTR_ERR_CORRUPT);
+			cr_assert_str_eq(cut, one);
+		}
 	}
-	/* and without errors, the same tree */
-	cr_assert_eq(commit_roots(100000, NULL, 0, 3, cut, sizeof(cut)), 0);
+	cr_assert_eq(dir_entries(), 0);
+	/* Those blocks, well formed, are cut (the errors above came from
+	 * ranges). */
+	for (t = 2; t <= 4; t++) {
+		cr_assert_eq(commit_roots(100000, NULL, 0, t, cut, sizeof(cut),
+					  &ranges), 0, "%s", cut);
+		cr_assert_eq(ranges, t);
+	}
 }
 
 Test(file, large_spooled_sections)
