@@ -429,6 +429,7 @@ int htr_build__out_open(struct htr_builder *b, const char *out,
 	rc = htr_writer__open_flags(&o->w, out, wflags, &b->err);
 	if (rc < 0)
 		return rc;
+	htr_writer__threads(o->w, b->opts.threads);
 	for (i = 0; i < htr_image__count(b->img); i++) {
 		const struct htr_image_piece *p = htr_image__piece(b->img, i);
 
@@ -478,7 +479,6 @@ int htr_build__out_commit(struct htr_builder *b, struct htr_build_out *o,
 	meta.libipt_version[1] = v.minor;
 	meta.libipt_version[2] = v.patch;
 	meta.libipt_version[3] = v.build;
-	meta.threads = b->opts.threads;
 	rc = htr_writer__commit(o->w, &meta);
 	if (rc < 0)
 		return htr_build__out_fail(b, o, rc);

@@ -136,13 +136,15 @@ struct htr_writer {
 	uint64_t image_hash;
 	uint32_t max_depth;     /* found by commit */
 	unsigned link_ranges;   /* ditto: ranges linked at once */
+	unsigned threads;       /* htr_writer__threads() */
 
 	uint64_t pending;       /* see struct mark */
 	struct mark mark[MARKS_MAX];
 	unsigned nmarks;
 	uint64_t mark_every;    /* pieces between marks */
 	uint64_t next_mark;     /* the block count the next mark is for */
-	bool no_marks;          /* the blocks do not nest: one range */
+	bool no_marks;          /* one thread, or the blocks do not nest:
+				 * one range */
 };
 
 static int fail(struct htr_writer *w, int rc)
@@ -283,6 +285,8 @@ int htr_writer__open_flags(struct htr_writer **out, const char *path,
 	for (i = 0; i < SP_COUNT; i++)
 		w->sp[i].fd = -1;
 	w->image_hash = HTR_HASH_SEED;
+	w->threads = 1;
+	w->no_marks = true;
 	w->mark_every = 1;
 	w->next_mark = PIECE_BLOCKS - RESERVE_BLOCKS;
 
@@ -356,6 +360,16 @@ static int flush_blocks(struct htr_writer *w)
 	rc = write_all(w, w->fd, w->buf, w->buflen, "write blocks");
 	w->buflen = 0;
 	return rc;
+}
+
+void htr_writer__threads(struct htr_writer *w, unsigned threads)
+{
+	if (!w)
+		return;
+	if (!w->nblocks)
+		w->no_marks = threads < 2;
+	if (!w->nblocks || threads < w->threads)
+		w->threads = threads ? threads : 1;
 }
 
 static void drop_mark(struct htr_writer *w, unsigned k)
@@ -1359,7 +1373,7 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 			    HTR_WRITER_RESERVE - body_start);
 	ls.path = w->path;
 	ls.hi = w->nblocks;
-	nr = m->threads > 1 && !w->no_marks ? pick_cuts(w, cut, m->threads) :
+	nr = w->threads > 1 && !w->no_marks ? pick_cuts(w, cut, w->threads) :
 					      1;
 	ls.lo = nr > 1 ? cut[nr - 1]->at : 0;
 	if (nr > 1)

@@ -19,10 +19,6 @@ struct htr_writer_meta {
 	uint64_t ninsns;
 	uint64_t trace_size, trace_hash;
 	uint32_t libipt_version[4];
-	/* Threads the commit may link the tree on (0 or 1: one, with a
-	 * second hashing beside it): at most this many ranges, cut where
-	 * the blocks allowed (htr_writer__link_ranges()). */
-	unsigned threads;
 };
 
 /* Create the temporary output for @path.  Returns 0 or a negative
@@ -37,6 +33,14 @@ int htr_writer__open(struct htr_writer **out, const char *path,
 				   * "PATH.tmpPID" files alone */
 int htr_writer__open_flags(struct htr_writer **out, const char *path,
 			   unsigned flags, struct htr_err *err);
+
+/* The threads commit may link the tree on (default 1: one, with a second
+ * hashing beside it).  Set before the first block, 2 or more: the writer
+ * notes where the linking pass may be cut as the blocks arrive (O(1) a
+ * block), and commit links in up to @threads ranges at once where the
+ * blocks allow (htr_writer__link_ranges()).  Later, it only lowers the
+ * count. */
+void htr_writer__threads(struct htr_writer *w, unsigned threads);
 
 /* Append a completed block.  Only first, last, first_child, nchildren and
  * func_flags are read; parent and next_sibling are computed by commit.
@@ -65,8 +69,8 @@ int htr_writer__image(struct htr_writer *w, uint32_t kind, uint64_t vaddr,
 int htr_writer__thread(struct htr_writer *w, const struct htr_disk_thread *t);
 
 /* Link the tree (parent, next_sibling, first_root: one backward pass with
- * O(depth) memory, in up to m->threads ranges at once where the blocks
- * allow it), write every section, the section table and the
+ * O(depth) memory, in ranges at once: htr_writer__threads()), write every
+ * section, the section table and the
  * header with its hashes, fsync and rename onto the final path.
  * Returns 0 or a negative htr_error (message in the writer's err):
  * HTR_ERR_CORRUPT when the blocks do not form a tree (a first_child or

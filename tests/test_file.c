@@ -979,6 +979,7 @@ static int commit_roots(uint32_t n, const uint32_t *bad, int parent,
 	int rc;
 
 	cr_assert_eq(htr_writer__open(&w, path, &err), 0);
+	htr_writer__threads(w, threads);
 	for (i = 0; i < n; i++) {
 		int over = bad && bad[k] == i;
 
@@ -989,7 +990,6 @@ static int commit_roots(uint32_t n, const uint32_t *bad, int parent,
 		put_block(w, 0, 2 * n + 1, 1, n, 0);
 	memset(&m, 0, sizeof(m));
 	m.ninsns = 2 * n + 2;
-	m.threads = threads;
 	rc = htr_writer__commit(w, &m);
 	snprintf(msg, size, "%s", htr_writer__err(w)->msg);
 	if (ranges)
@@ -1063,6 +1063,7 @@ static int commit_random(const char *p, uint32_t n, uint64_t seed,
 	bad = alter ? (uint32_t) below(n) : UINT32_MAX;
 	how = (uint32_t) below(3);
 	cr_assert_eq(htr_writer__open(&w, p, &err), 0, "%s", err.msg);
+	htr_writer__threads(w, threads);
 	while (count < n || depth) {
 		if (below(3) == 0)
 			id++;
@@ -1100,7 +1101,6 @@ static int commit_random(const char *p, uint32_t n, uint64_t seed,
 	}
 	memset(&m, 0, sizeof(m));
 	m.ninsns = id + 1;
-	m.threads = threads;
 	rc = htr_writer__commit(w, &m);
 	snprintf(msg, size, "%s", htr_writer__err(w)->msg);
 	htr_writer__free(w);

@@ -187,6 +187,7 @@ static void gen(struct gtree *g, const char *path, enum shape shape,
 	g->first_root = g->last_root = NONE;
 	rng_state = seed;
 	cr_assert_eq(htr_writer__open(&g->w, path, &err), 0, "%s", err.msg);
+	htr_writer__threads(g->w, threads);
 	g->nfuncs = (uint32_t) below(50) + 1;
 	for (i = 0; i < g->nfuncs; i++)
 		cr_assert_eq(htr_writer__func(g->w, 0x400000 + 16 * i), 0);
@@ -296,7 +297,6 @@ static void gen(struct gtree *g, const char *path, enum shape shape,
 	meta.ninsns = g->ninsns;
 	meta.trace_size = 12345;
 	meta.trace_hash = 0xabcdef;
-	meta.threads = threads;
 	cr_assert_eq(htr_writer__commit(g->w, &meta), 0, "%s",
 		     htr_writer__err(g->w)->msg);
 	cr_assert_eq(htr_writer__max_depth(g->w), g->max_depth);
