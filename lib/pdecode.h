@@ -39,9 +39,10 @@
 #define HTR_PDECODE_DIVERGED 1
 
 /* Decode @cfg's trace over @img on @threads threads, in chunks of about
- * @chunk bytes (0: the default, 64 to 256 KiB, 16 chunks a thread): @threads - 1 helpers and the
- * calling thread, which decodes a chunk whenever no events are ready
- * (@threads 0 or 1: it decodes the whole trace, no chunks).  Each event
+ * @chunk bytes (0: the default, 64 to 256 KiB, 16 chunks a thread):
+ * @threads - 1 helpers and the calling thread, which decodes a chunk
+ * whenever no events are ready (@threads 0 or 1: it decodes the whole
+ * trace, no chunks).  Each event
  * goes to @apply(@ctx, event) on the calling thread, in trace order; every
  * 2^20 instructions or so @progress(@ctx, trace offset) runs there too.
  * A non-zero value from either stops everything and is returned (progress:

@@ -1100,7 +1100,8 @@ static int link_pieces(const struct htr_writer *w, struct link_state *ls,
 			}
 			held = UINT64_MAX;
 		} else if (pairs && n == HTR_BODY_PIECE &&
-			   off % HTR_BODY_PIECE == 0 && lo > ls->lo && max > 1) {
+			   off % HTR_BODY_PIECE == 0 && lo > ls->lo &&
+			   max > 1) {
 			held = off;
 		} else {
 			hash_piece(buf, bh, ph, off, n);

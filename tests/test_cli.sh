@@ -51,11 +51,12 @@ expect 1 "$dir/nodir/x.htr" "$htr" build "$T" --elf "$E" -o "$dir/nodir/x.htr"
 
 expect 0 '' "$htr" build -q $timing "$T" --elf "$E" -o "$dir/t.htr"
 # The synthesizer writes MTC and CYC: without the options that describe
-# them, or without those for MTC or for CYC, the build warns that time is coarse;
-# with them, or on a trace without those packets, it does not.
+# them, or without those for MTC or for CYC, the build warns that time is
+# coarse; with them, or on a trace without those packets, it does not.
 nomtc="--cpuid-0x15-eax 1 --cpuid-0x15-ebx 2 --mtc-freq 6"
 "$synth" -q --no-mtc --no-cyc -S mixed -s 5 -n 2e4 "$dir/notime" || exit 1
-for c in "1 $T" "1 $T $nomtc" "1 $T --nom-freq 16" "0 $T $timing" "0 $dir/notime.pt"; do
+for c in "1 $T" "1 $T $nomtc" "1 $T --nom-freq 16" "0 $T $timing" \
+	"0 $dir/notime.pt"; do
 	# shellcheck disable=SC2086
 	set -- $c
 	want=$1
