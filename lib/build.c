@@ -35,6 +35,20 @@ void htr_build_opts_init_size(struct htr_build_opts *opts, size_t size)
 	htr_abi__init(opts, size);
 }
 
+static bool filters_valid(const struct htr_build_opts *o)
+{
+	unsigned i;
+
+	if (o->nfilters > HTR_ADDR_FILTERS_MAX)
+		return false;
+	for (i = 0; i < o->nfilters; i++)
+		if (o->filters[i].start >= o->filters[i].end ||
+		    (o->filters[i].kind != HTR_FILTER_TRACE &&
+		     o->filters[i].kind != HTR_FILTER_STOP))
+			return false;
+	return true;
+}
+
 int htr_builder_alloc(struct htr_builder **out,
 		      const struct htr_build_opts *opts)
 {
@@ -47,7 +61,8 @@ int htr_builder_alloc(struct htr_builder **out,
 	*out = NULL;
 	if (htr_abi__in(&o, sizeof(o), opts, htr_abi__size_of(opts),
 			BUILD_OPTS_SIZE0) < 0 ||
-	    o.decoder < HTR_DECODER_DEFAULT || o.decoder > HTR_DECODER_WALK)
+	    o.decoder < HTR_DECODER_DEFAULT || o.decoder > HTR_DECODER_WALK ||
+	    !filters_valid(&o))
 		return HTR_ERR_INVALID;
 	b = calloc(1, sizeof(*b));
 	if (!b)
@@ -523,6 +538,8 @@ void htr_build__decode_cfg(const struct htr_builder *b,
 	cfg->cpuid_0x15_ebx = b->opts.cpuid_0x15_ebx;
 	cfg->mtc_freq = b->opts.mtc_freq;
 	cfg->nom_freq = b->opts.nom_freq;
+	cfg->filters = b->opts.filters;
+	cfg->nfilters = b->opts.nfilters;
 	cfg->walk = b->opts.decoder != HTR_DECODER_BLOCK;
 }
 

@@ -11,6 +11,7 @@
 #include "walk.h"
 #include "x86len.h"
 #include "image.h"
+#include "htr/build.h"
 #include "htr/tree.h"
 
 #include <intel-pt.h>
@@ -774,6 +775,7 @@ static int sync_next(struct dec *s, uint64_t from, int *status)
 static int fresh_decoder(struct dec *s, const struct pt_config *c,
 			 struct htr_image *img, int walk, struct htr_err *err)
 {
+	struct pt_config nofilter;
 	int status;
 
 	if (walk) {
@@ -787,7 +789,13 @@ static int fresh_decoder(struct dec *s, const struct pt_config *c,
 	pt_iscache_free(s->isc);
 	s->image = NULL;
 	s->isc = NULL;
-	s->d = pt_blk_alloc_decoder(c);
+	/* With end_on_call libipt 2.0.5's SKL014 workaround binds a disable
+	 * without an IP to the first direct call, even one that stays in the
+	 * filtered code (and every user-only syscall's disable has no IP):
+	 * without filters it binds where it would on any other CPU. */
+	nofilter = *c;
+	memset(&nofilter.addr_filter, 0, sizeof(nofilter.addr_filter));
+	s->d = pt_blk_alloc_decoder(&nofilter);
 	if (!s->d)
 		return htr_err__set(err, HTR_ERR_DECODE, "cannot set up the "
 				    "Intel PT decoder (bad configuration)");
@@ -801,8 +809,24 @@ static int fresh_decoder(struct dec *s, const struct pt_config *c,
 	return 0;
 }
 
+/* Range @n of @f, as IA32_RTIT_ADDRn (its end inclusive). */
+static void set_filter(struct pt_conf_addr_filter *f, unsigned n,
+		       const struct htr_addr_filter *r)
+{
+	uint64_t *a[4] = { &f->addr0_a, &f->addr1_a, &f->addr2_a,
+			   &f->addr3_a };
+	uint64_t *b[4] = { &f->addr0_b, &f->addr1_b, &f->addr2_b,
+			   &f->addr3_b };
+
+	f->config.addr_cfg |= (uint64_t) (r->kind & 15) << (4 * n);
+	*a[n] = r->start;
+	*b[n] = r->end - 1;
+}
+
 static void setup_config(struct pt_config *c, const struct htr_decode_cfg *cfg)
 {
+	unsigned i;
+
 	pt_config_init(c);
 	c->begin = (uint8_t *) (uintptr_t) cfg->trace;
 	c->end = c->begin + cfg->size;
@@ -813,6 +837,8 @@ static void setup_config(struct pt_config *c, const struct htr_decode_cfg *cfg)
 		c->cpu.stepping = (uint8_t) cfg->cpu_stepping;
 		(void) pt_cpu_errata(&c->errata, &c->cpu);
 	}
+	for (i = 0; i < cfg->nfilters && i < HTR_ADDR_FILTERS_MAX; i++)
+		set_filter(&c->addr_filter, i, &cfg->filters[i]);
 	c->cpuid_0x15_eax = cfg->cpuid_0x15_eax;
 	c->cpuid_0x15_ebx = cfg->cpuid_0x15_ebx;
 	c->mtc_freq = cfg->mtc_freq;

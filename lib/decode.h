@@ -12,6 +12,8 @@
 
 #include <stdint.h>
 
+struct htr_addr_filter;
+
 struct htr_image;   /* lib/image.h */
 struct htr_walk;    /* lib/walk.h */
 
@@ -115,6 +117,10 @@ struct htr_decode_cfg {
 	int cpu_family, cpu_model, cpu_stepping;   /* 0: no errata */
 	uint32_t cpuid_0x15_eax, cpuid_0x15_ebx;
 	uint8_t mtc_freq, nom_freq;
+	/* IP filter ranges of the recording (htr_build_opts.filters); only
+	 * the walk applies them (SKL014). */
+	const struct htr_addr_filter *filters;
+	unsigned nfilters;
 	int walk;                  /* 1: the walk (walk.h) decodes; where it
 				    * gives up, htr_decode__run() returns
 				    * HTR_DECODE_GAVE_UP */

@@ -12,7 +12,12 @@
  * event fetched right after the query that announced it.  Where the block
  * decoder binds an event (pt_blk_proceed_event and
  * pt_blk_proceed_trailing_event in libipt 2.0.5), the walk binds it by
- * the same rules.  Blocks need not end where libipt's do: decode.c joins
+ * the same rules, but for one: a disable without an IP on a CPU with
+ * SKL014 and IP filters binds to the first direct jump or call out of the
+ * filtered code, or a branch that needs trace before it, as libipt's
+ * instruction decoder binds it (its block decoder, with blocks ending at
+ * calls, binds it to the first direct call, wherever that goes; decode.c
+ * gives the block decoder no filters).  Blocks need not end where libipt's do: decode.c joins
  * blocks that end in an ordinary instruction, and takes the time after the
  * last one, so the walk hands over one block per call, return, far
  * transfer, event or end of trace.
@@ -99,6 +104,8 @@ struct htr_walk {
 	size_t cap, used;
 	uint32_t *hint;             /* the next[] to note the next entry in */
 	int skd022, bdm64;
+	int skl014;                 /* the erratum, and filters to apply */
+	struct pt_conf_addr_filter filter;
 
 	/* The block decoder's state, from @ip on: zero in a new walk. */
 	uint64_t ip;
@@ -598,16 +605,50 @@ static int with_trace(struct htr_walk *w, const struct insn *in)
 	return 0;
 }
 
-/* pt_blk_proceed_to_ip: 1 at @ip, 0 when a direct call ends the block,
- * -pte_bad_query at a branch that needs trace (the IP stays on it, *@in
- * is that branch). */
+/* Whether code at @ip is traced under the IP filters, as libipt's
+ * pt_filter_addr_check() has it (ranges inclusive): not in a TraceStop
+ * region, and in a FilterEn region if there is one. */
+static int filter_passes(const struct pt_conf_addr_filter *f, uint64_t ip)
+{
+	const uint64_t r[8] = { f->addr0_a, f->addr0_b, f->addr1_a,
+				f->addr1_b, f->addr2_a, f->addr2_b,
+				f->addr3_a, f->addr3_b };
+	int filters = 0, in = 0;
+	unsigned n;
+
+	for (n = 0; n < 4; n++) {
+		unsigned cfg = (unsigned) (f->config.addr_cfg >> (4 * n)) & 15;
+		int hit = r[2 * n] <= ip && ip <= r[2 * n + 1];
+
+		if (cfg == 2 && hit)            /* TraceStop */
+			return 0;
+		if (cfg == 1) {                 /* FilterEn */
+			filters = 1;
+			in |= hit;
+		}
+	}
+	return !filters || in;
+}
+
+/* Where to_ip() goes. */
+enum to {
+	TO_IP,        /* to @ip */
+	TO_BRANCH,    /* to the next branch that needs trace */
+	TO_SKL014,    /* the same, or a direct jump or call that leaves the
+		       * filtered code (pt_blk_proceed_skl014) */
+};
+
+/* pt_blk_proceed_to_ip (or _to_insn): 1 when there, 0 when a direct call
+ * ends the block, -pte_bad_query at a branch that needs trace (the IP
+ * stays on it, *@in is that branch).  A direct branch out of the filter
+ * leaves the IP on it, as libipt does. */
 static int to_ip(struct htr_walk *w, struct htr_walk_block *b, uint64_t ip,
-		 int any, struct insn *in)
+		 enum to to, struct insn *in)
 {
 	int rc;
 
 	for (;;) {
-		if (!any && w->ip == ip)
+		if (to == TO_IP && w->ip == ip)
 			return 1;
 		if ((rc = step(w, b, in)) < 0)
 			return rc;
@@ -616,11 +657,17 @@ static int to_ip(struct htr_walk *w, struct htr_walk_block *b, uint64_t ip,
 			w->ip += in->len;
 			break;
 		case K_JMP:
+			if (to == TO_SKL014 &&
+			    !filter_passes(&w->filter, in->target))
+				return 1;
 			w->ip = in->target;
 			break;
 		case K_CALL:
+			if (to == TO_SKL014 &&
+			    !filter_passes(&w->filter, in->target))
+				return 1;
 			w->ip = in->target;
-			return !any && w->ip == ip;
+			return to == TO_IP && w->ip == ip;
 		default:
 			return -pte_bad_query;
 		}
@@ -649,9 +696,12 @@ static int proceed_event(struct htr_walk *w, struct htr_walk_block *b)
 		break;
 	case ptev_disabled:
 		/* Without an IP it binds to the next branch that needs trace
-		 * (or changes CR3, which the walk gives up on); with one, to
-		 * that IP or such a branch before it. */
-		st = to_ip(w, b, ev->variant.disabled.ip, supp, &in);
+		 * (or changes CR3, which the walk gives up on), or with SKL014
+		 * to a direct one out of the filter; with an IP, to that IP or
+		 * a branch that needs trace before it. */
+		st = to_ip(w, b, ev->variant.disabled.ip,
+			   !supp ? TO_IP : w->skl014 ? TO_SKL014 : TO_BRANCH,
+			   &in);
 		if (st == -pte_bad_query) {
 			/* Tracing should resume after a call. */
 			w->ip = in.kind == K_ICALL || in.kind == K_FARCALL ?
@@ -678,7 +728,7 @@ static int proceed_event(struct htr_walk *w, struct htr_walk_block *b)
 			     ev->variant.async_branch.from :
 			     ev->variant.async_disabled.at;
 		}
-		st = to_ip(w, b, at, 0, &in);
+		st = to_ip(w, b, at, TO_IP, &in);
 		if (st <= 0)
 			return st;
 		if (ev->type == ptev_async_disabled && skd022(w))
@@ -699,7 +749,7 @@ static int proceed_event(struct htr_walk *w, struct htr_walk_block *b)
 		     ev->type == ptev_async_vmcs ? ev->variant.async_vmcs.ip :
 		     ev->variant.exec_mode.ip;
 		/* pt_blk_proceed_to_ip_with_trace */
-		st = to_ip(w, b, at, 0, &in);
+		st = to_ip(w, b, at, TO_IP, &in);
 		if (st == -pte_bad_query)
 			st = with_trace(w, &in);
 		if (st < 0)
@@ -968,6 +1018,8 @@ int htr_walk__alloc(struct htr_walk **out, const struct pt_config *c,
 			 ZYDIS_STACK_WIDTH_32);
 	w->skd022 = c->errata.skd022;
 	w->bdm64 = c->errata.bdm64;
+	w->filter = c->addr_filter;
+	w->skl014 = c->errata.skl014 && c->addr_filter.config.addr_cfg;
 	w->cap = TAB_MIN;
 	w->tab = calloc(w->cap, sizeof(*w->tab));
 	w->q = query_decoder(c);

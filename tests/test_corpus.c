@@ -149,14 +149,21 @@ static int build_one(const char *cdir, struct mrow *m, const char *cpu,
 			res = -1;
 			break;
 		}
-		if (!strncmp(tok, "--filter:", 9)) {
-			/* libipt 2.0.5's SKL014 workaround, given the
-			 * ranges, binds a disable without an IP (every
-			 * syscall's, user-only) to the first direct call
-			 * when blocks end at calls: htr passes none. */
-			snprintf(why, wlen, "IP filter ranges, which htr "
-				 "does not give libipt (%s)", tok);
-			res = -1;
+		if (!strncmp(tok, "--filter:addr", 13) && tok[13] >= '0' &&
+		    tok[13] <= '3' && (arg = strtok_r(NULL, " ", &save))) {
+			/* ptxed's IA32_RTIT_CTL.ADDRn_CFG and ADDRn_A/B
+			 * (B inclusive) */
+			struct htr_addr_filter *r = &bo.filters[tok[13] - '0'];
+			uint64_t v = strtoull(arg, NULL, 0);
+
+			if (!strcmp(tok + 14, "_cfg"))
+				r->kind = (int) v;
+			else if (!strcmp(tok + 14, "_a"))
+				r->start = v;
+			else if (!strcmp(tok + 14, "_b"))
+				r->end = v + 1;
+			if (bo.nfilters <= (unsigned) (tok[13] - '0'))
+				bo.nfilters = (unsigned) (tok[13] - '0') + 1;
 		} else if (strncmp(tok, "--", 2) ||
 			   !(arg = strtok_r(NULL, " ", &save))) {
 			snprintf(why, wlen, "a ptxed option that htr build "
@@ -210,6 +217,10 @@ static int build_one(const char *cdir, struct mrow *m, const char *cpu,
 
 		snprintf(out2, sizeof(out2), "%s.%u", out, i);
 		po.decoder = i < 2 ? HTR_DECODER_BLOCK : HTR_DECODER_WALK;
+		/* The block decoder gets no IP filters (decode.c says why):
+		 * with SKL014 it follows the code out of them. */
+		if (i < 2 && bo.nfilters)
+			continue;
 		po.threads = i % 2 ? 3 : 1;
 		po.chunk_size = 1;
 		memset(&st, 0, sizeof(st));

@@ -5,6 +5,7 @@
  */
 #include "decode.h"
 #include "image.h"
+#include "htr/build.h"
 #include "htr/tree.h"
 #include "synth.h"
 #include "truth.h"
@@ -532,6 +533,7 @@ static int corpus_one(const char *cdir, struct mrow *m, const char *cpu,
 	const char *name = m->f[0];
 	char path[2200], raw[256] = "", *opts = strdup(m->f[5]), *tok, *save;
 	struct htr_decode_cfg cfg;
+	struct htr_addr_filter filters[HTR_ADDR_FILTERS_MAX];
 	struct htr_image *img;
 	struct htr_err e = { 0, "" };
 	struct rec r;
@@ -554,6 +556,7 @@ static int corpus_one(const char *cdir, struct mrow *m, const char *cpu,
 	}
 	memset(&cfg, 0, sizeof(cfg));
 	memset(&r, 0, sizeof(r));
+	memset(filters, 0, sizeof(filters));
 	if (cpu && sscanf(cpu, "%d/%d", &cfg.cpu_family, &cfg.cpu_model) < 2)
 		cfg.cpu_family = 0;
 	for (tok = strtok_r(opts, " ", &save); tok;
@@ -576,10 +579,23 @@ static int corpus_one(const char *cdir, struct mrow *m, const char *cpu,
 			cfg.cpuid_0x15_eax = (uint32_t) strtoul(arg, NULL, 0);
 		else if (!strcmp(tok, "--cpuid-0x15.ebx") && arg)
 			cfg.cpuid_0x15_ebx = (uint32_t) strtoul(arg, NULL, 0);
-		else if (!strncmp(tok, "--filter:", 9)) {
-			snprintf(why, wlen, "needs address filtering (%s), "
-				 "which the decoder does not configure", tok);
-			res = -1;
+		else if (!strncmp(tok, "--filter:addr", 13) && arg &&
+			 tok[13] >= '0' && tok[13] <= '3') {
+			/* ADDRn_CFG, ADDRn_A/B (B inclusive): only the walk
+			 * applies them (decode.c says why) */
+			unsigned n = (unsigned) (tok[13] - '0');
+			uint64_t v = strtoull(arg, NULL, 0);
+
+			if (!strcmp(tok + 14, "_cfg"))
+				filters[n].kind = (int) v;
+			else if (!strcmp(tok + 14, "_a"))
+				filters[n].start = v;
+			else if (!strcmp(tok + 14, "_b"))
+				filters[n].end = v + 1;
+			if (cfg.nfilters <= n)
+				cfg.nfilters = n + 1;
+			cfg.filters = filters;
+			cfg.walk = 1;
 		}
 	}
 	free(opts);
@@ -724,8 +740,7 @@ Test(decode, corpus, .timeout = 120)
 	fclose(fp);
 	fprintf(stderr, "corpus: %d tests fully pass; %d decodes (test x cpu) "
 		"checked, %d failed, %d cpu variants skipped; %d tests skipped "
-		"(not in libipt 2.0.5, no ptxed expectation or needs address "
-		"filtering)\n", passed_tests, tested, failed, skip_variants,
+		"(not in libipt 2.0.5 or no ptxed expectation)\n", passed_tests, tested, failed, skip_variants,
 		skipped);
 	skips_print(&sk, "decode: corpus");
 	cr_assert_gt(tested, 100);

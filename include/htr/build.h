@@ -52,6 +52,17 @@ struct htr_build_progress {
 	uint64_t blocks;           /* blocks completed so far */
 };
 
+/* An IP filter range: [start, end). */
+#define HTR_ADDR_FILTERS_MAX 4     /* IA32_RTIT_ADDR0..3 */
+enum htr_addr_filter_kind {
+	HTR_FILTER_TRACE = 1,      /* traced inside (ADDRn_CFG 1) */
+	HTR_FILTER_STOP = 2,       /* TraceStop region (ADDRn_CFG 2) */
+};
+struct htr_addr_filter {
+	uint64_t start, end;
+	int kind;                  /* enum htr_addr_filter_kind */
+};
+
 /* Options of htr_builder_alloc() (the size rule: htr/common.h; first
  * version: through payload). */
 struct htr_build_opts {
@@ -93,6 +104,18 @@ struct htr_build_opts {
 				    * 256 KiB) */
 	/* Added later still (0: HTR_DECODER_WALK): */
 	int decoder;               /* enum htr_decoder */
+	/* Added later still (0: none): the IP filter ranges the trace was
+	 * recorded with (IA32_RTIT_ADDRn; perf record --filter), for the
+	 * SKL014 erratum of the CPU given above: on such a CPU a direct jump
+	 * or call out of the filter ranges may disable tracing without
+	 * saying where, and only the ranges tell which branch it was.  The
+	 * walk decoder applies them; libipt's block decoder does not (with
+	 * blocks ending at calls, libipt 2.0.5 binds such a disable to the
+	 * first direct call even inside the ranges).  htr_builder_alloc()
+	 * copies them; more than HTR_ADDR_FILTERS_MAX, an empty range or an
+	 * unknown kind is HTR_ERR_INVALID. */
+	unsigned nfilters;
+	struct htr_addr_filter filters[HTR_ADDR_FILTERS_MAX];
 };
 
 /* How the trace is decoded; the .htr is the same either way. */

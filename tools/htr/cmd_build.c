@@ -48,6 +48,14 @@ static const char usage_text[] =
 "      --nom-freq N        nominal core:bus ratio (for CYC)\n"
 "      --cpuid-0x15-eax N, --cpuid-0x15-ebx N\n"
 "                          the TSC:CTC ratio CPUID leaf 0x15 reports\n"
+"      --filter START-END, --trace-stop START-END\n"
+"                          an IP filter range (END excluded) or TraceStop\n"
+"                          region the trace was recorded with; up to 4\n"
+"                          (perf.data: default from the file).  With a\n"
+"                          --cpu that has erratum SKL014 (Skylake, Kaby\n"
+"                          Lake, ...) the walk needs them: a direct jump\n"
+"                          or call out of the ranges may stop tracing\n"
+"                          without saying where\n"
 "  -o, --output OUT        where to write the .htr file (perf.data: the\n"
 "                          prefix of the OUT.TID.htr files)\n"
 "      --tid N             perf.data: only the thread N\n"
@@ -901,10 +909,26 @@ static int parse_bytes(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* START-END, END excluded; 0 or -1. */
+static int parse_range(const char *s, struct htr_addr_filter *f)
+{
+	const char *dash = strchr(s, '-');
+	char a[32];
+
+	if (!dash || (size_t) (dash - s) >= sizeof(a))
+		return -1;
+	memcpy(a, s, (size_t) (dash - s));
+	a[dash - s] = 0;
+	if (parse_u64(a, &f->start) < 0 || parse_u64(dash + 1, &f->end) < 0 ||
+	    f->end <= f->start)
+		return -1;
+	return 0;
+}
+
 int cmd_build(int argc, char **argv)
 {
 	enum { O_CPU = 256, O_MTC, O_NOM, O_EAX, O_EBX, O_TID, O_SYMFS,
-	       O_BUILDID, O_CHUNK, O_DECODER };
+	       O_BUILDID, O_CHUNK, O_DECODER, O_FILTER, O_STOP };
 	static const struct option lopts[] = {
 		{ "elf", required_argument, NULL, 'e' },
 		{ "raw", required_argument, NULL, 'r' },
@@ -920,6 +944,8 @@ int cmd_build(int argc, char **argv)
 		{ "jobs", required_argument, NULL, 'j' },
 		{ "chunk-size", required_argument, NULL, O_CHUNK },
 		{ "decoder", required_argument, NULL, O_DECODER },
+		{ "filter", required_argument, NULL, O_FILTER },
+		{ "trace-stop", required_argument, NULL, O_STOP },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -982,6 +1008,20 @@ int cmd_build(int argc, char **argv)
 						 "'%s' (block or walk)", optarg);
 				goto done;
 			}
+			break;
+		case O_FILTER: case O_STOP:
+			if (opts.nfilters == HTR_ADDR_FILTERS_MAX ||
+			    parse_range(optarg, &opts.filters[opts.nfilters]) < 0) {
+				rc = usage_error("build", "--%s: %s '%s'",
+						 c == O_FILTER ? "filter" :
+						 "trace-stop", opts.nfilters ==
+						 HTR_ADDR_FILTERS_MAX ? "more "
+						 "than 4 ranges at" : "bad range",
+						 optarg);
+				goto done;
+			}
+			opts.filters[opts.nfilters++].kind =
+				c == O_FILTER ? HTR_FILTER_TRACE : HTR_FILTER_STOP;
 			break;
 		case 'e': elfs[nelf++] = optarg; break;
 		case 'r': raws[nraw++] = optarg; break;
