@@ -1523,3 +1523,123 @@ void htr_perfdata__unjoin(struct htr_perf_joined *j)
 		munmap(j->map, j->map_size);
 	memset(j, 0, sizeof(*j));
 }
+
+/* Whether the filter's @file is the module at @path: the same name, or
+ * the same file under another name (perf record keeps the name the user
+ * gave, the kernel records the mapping's full path). */
+static int same_module(const char *file, const char *path)
+{
+	struct stat a, b;
+
+	if (!strcmp(file, path))
+		return 1;
+	return stat(file, &a) == 0 && stat(path, &b) == 0 &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* Place [@off, @off + @size) of @file in @t's address space as the kernel
+ * does (perf_addr_filter_vma_adjust): in the last mapping of the file that
+ * holds part of it, clipped to that mapping.  0 if @t maps none. */
+static int place(const struct htr_perfdata *pd, const struct htr_perf_thread *t,
+		 const char *file, uint64_t off, uint64_t size,
+		 struct htr_addr_filter *r)
+{
+	const struct htr_perf_module *best = NULL;
+	size_t i;
+
+	for (i = 0; i < pd->nmodules; i++) {
+		const struct htr_perf_module *m = &pd->modules[i];
+
+		if (!m->path || !m->len || m->pgoff > UINT64_MAX - m->len ||
+		    m->addr > UINT64_MAX - m->len ||
+		    off >= m->pgoff + m->len || off + size <= m->pgoff ||
+		    !htr_perfdata__thread_has(pd, t, m) ||
+		    !same_module(file, m->path))
+			continue;
+		if (!best || m->seq > best->seq)
+			best = m;
+	}
+	if (!best)
+		return 0;
+	if (off < best->pgoff) {
+		r->start = best->addr;
+		size -= best->pgoff - off;
+	} else {
+		r->start = best->addr + (off - best->pgoff);
+	}
+	r->end = best->addr + best->len;
+	if (size < r->end - r->start)
+		r->end = r->start + size;
+	return 1;
+}
+
+int htr_perfdata__filters(const struct htr_perfdata *pd,
+			  const struct htr_perf_thread *t,
+			  struct htr_addr_filter *out, unsigned *unplaced,
+			  struct htr_err *err)
+{
+	char *s, *tok, *save = NULL;
+	unsigned n = 0;
+	int kind = 0, rc = 0;
+
+	*unplaced = 0;
+	if (!pd->pt.filter || !pd->pt.filter[0])
+		return 0;
+	s = strdup(pd->pt.filter);
+	if (!s)
+		return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
+	for (tok = strtok_r(s, " ,\n\t", &save); tok && rc == 0;
+	     tok = strtok_r(NULL, " ,\n\t", &save)) {
+		struct htr_addr_filter r;
+		uint64_t a, size = 0;
+		char *e, *file = NULL;
+
+		if (!kind) {
+			/* perf names TraceStop "tracestop", the kernel
+			 * "stop"; "start" is not Intel PT's */
+			if (!strcmp(tok, "filter"))
+				kind = HTR_FILTER_TRACE;
+			else if (!strcmp(tok, "stop") ||
+				 !strcmp(tok, "tracestop"))
+				kind = HTR_FILTER_STOP;
+			else
+				rc = HTR_ERR_FORMAT;
+			continue;
+		}
+		errno = 0;
+		a = strtoull(tok, &e, 0);
+		if (*e == '/')
+			size = strtoull(e + 1, &e, 0);
+		if (*e == '@' && e[1])
+			file = e + 1;
+		else if (*e)
+			rc = HTR_ERR_FORMAT;
+		if (rc || errno || !size || a > UINT64_MAX - size) {
+			rc = HTR_ERR_FORMAT;
+			break;
+		}
+		r.kind = kind;
+		kind = 0;
+		if (!file) {
+			r.start = a;
+			r.end = a + size;
+		} else if (!place(pd, t, file, a, size, &r)) {
+			++*unplaced;
+			continue;
+		}
+		if (n == HTR_ADDR_FILTERS_MAX) {
+			free(s);
+			return htr_err__set(err, HTR_ERR_FORMAT, "%s: more "
+					    "than %d address filter ranges in "
+					    "'%s'", pd->name,
+					    HTR_ADDR_FILTERS_MAX, pd->pt.filter);
+		}
+		out[n++] = r;
+	}
+	free(s);
+	if (rc || kind)
+		return htr_err__set(err, HTR_ERR_FORMAT, "%s: cannot read the "
+				    "address filter '%s'", pd->name,
+				    pd->pt.filter);
+	return (int) n;
+}

@@ -25,6 +25,7 @@
 #define HTR_LIB_PERFDATA_H
 
 #include "err.h"
+#include "htr/build.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -184,6 +185,22 @@ void htr_perfdata__unjoin(struct htr_perf_joined *j);
 int htr_perfdata__thread_has(const struct htr_perfdata *pd,
 			     const struct htr_perf_thread *t,
 			     const struct htr_perf_module *m);
+
+/*
+ * The IP filter ranges pt.filter gave thread @t.  The string is the
+ * kernel's syntax, which perf record stores: "filter" or "stop" (perf's
+ * "tracestop"), then OFFSET/SIZE@FILE or ADDRESS/SIZE, entries separated
+ * by spaces or commas.  An entry with a file is placed as the kernel
+ * places it, in the last mapping of the file in @t's address space that
+ * holds part of it; one that @t never mapped is left out and counted in
+ * *@unplaced.  Returns the number of ranges written to @out (room for
+ * HTR_ADDR_FILTERS_MAX), or HTR_ERR_FORMAT (a string it cannot read,
+ * more ranges than that) or HTR_ERR_NOMEM with the message in @err.
+ */
+int htr_perfdata__filters(const struct htr_perfdata *pd,
+			  const struct htr_perf_thread *t,
+			  struct htr_addr_filter *out, unsigned *unplaced,
+			  struct htr_err *err);
 
 /*
  * The ELF at @path mapped at @m->addr from file offset @m->pgoff: the

@@ -272,6 +272,23 @@ Test(abi, build_opts_and_stats)
 		b = NULL;
 		free(ob);
 	}
+	/* IP filters: an empty range, an unknown kind, one too many. */
+	for (k = 0; k < 4; k++) {
+		struct htr_build_opts o;
+
+		htr_build_opts_init(&o);
+		o.nfilters = 1;
+		o.filters[0].start = 0x1000;
+		o.filters[0].end = k == 0 ? 0x1000 : 0x2000;
+		o.filters[0].kind = k == 1 ? 3 : HTR_FILTER_STOP;
+		if (k == 2)
+			o.nfilters = HTR_ADDR_FILTERS_MAX + 1;
+		rc = htr_builder_alloc(&b, &o);
+		cr_assert_eq(rc, k < 3 ? HTR_ERR_INVALID : 0, "filters %zu: %d",
+			     k, rc);
+		htr_builder_free(b);
+		b = NULL;
+	}
 	snprintf(out, sizeof(out), "%s/s.htr", dir);
 	for (k = 0; k < 4; k++) {
 		unsigned char *sb = buf_of(ssizes[k]);

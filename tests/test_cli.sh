@@ -100,6 +100,10 @@ fi
 expect 2 "jobs: bad value '0'" "$htr" build -j0 "$T" --elf "$E"
 expect 2 "chunk-size: bad value 'x'" "$htr" build --chunk-size x "$T" --elf "$E"
 expect 2 "decoder: bad value 'foo'" "$htr" build --decoder foo "$T" --elf "$E"
+expect 2 "filter: bad range '0x2000-0x1000'" "$htr" build --filter 0x2000-0x1000 "$T" --elf "$E"
+expect 2 "trace-stop: more than 4 ranges at '9-10'" "$htr" build \
+	--filter 1-2 --filter 3-4 --filter 5-6 --trace-stop 7-8 \
+	--trace-stop 9-10 "$T" --elf "$E"
 expect 0 '' "$htr" build -q -j1 $timing "$T" --elf "$E" -o "$dir/j1.htr"
 for j in "-j2" "-j3 --chunk-size 1" "-j2 --chunk-size 2K" \
 	"-j1 --decoder block" "-j1 --decoder walk" \

@@ -27,6 +27,15 @@
  *                                        NUL-padded: records keep their
  *                                        sizes
  *
+ *   test_perfdata_check --filters FILE STRING
+ *                                        print the IP filter ranges
+ *                                        STRING, as the recording's filter
+ *                                        string, gives its first thread:
+ *                                        "KIND START END" a line (KIND 1
+ *                                        filter, 2 TraceStop; END
+ *                                        excluded), then "unplaced N"; or
+ *                                        the error
+ *
  * Each read is also checked: every thread's trace chunk lies in the file.
  * exit: 0 ok, 1 a failure
  */
@@ -243,6 +252,33 @@ static int rename_module(const char *in, const char *out, const char *from,
 	return 0;
 }
 
+static int filters(const char *path, const char *str)
+{
+	struct htr_perfdata *pd;
+	struct htr_addr_filter r[HTR_ADDR_FILTERS_MAX];
+	struct htr_err err;
+	unsigned unplaced = 0;
+	int n, i;
+
+	if (htr_perfdata__open(&pd, path, &err) < 0 || !pd->nthreads) {
+		printf("FAIL: %s: %s\n", path, err.msg);
+		return 1;
+	}
+	free(pd->pt.filter);
+	pd->pt.filter = strdup(str);
+	n = htr_perfdata__filters(pd, &pd->threads[0], r, &unplaced, &err);
+	if (n < 0)
+		printf("error %s\n", err.msg);
+	for (i = 0; i < n; i++)
+		printf("%d %#llx %#llx\n", r[i].kind,
+		       (unsigned long long) r[i].start,
+		       (unsigned long long) r[i].end);
+	if (n >= 0)
+		printf("unplaced %u\n", unplaced);
+	htr_perfdata__close(pd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	uint8_t *p, *q;
@@ -271,6 +307,8 @@ int main(int argc, char **argv)
 		free(p);
 		return 0;
 	}
+	if (argc == 4 && !strcmp(argv[1], "--filters"))
+		return filters(argv[2], argv[3]);
 	if (argc == 4 && !strcmp(argv[1], "--split"))
 		return split(argv[2], argv[3]);
 	if (argc == 4 && !strcmp(argv[1], "--no-switches"))

@@ -2,7 +2,8 @@
  * libFuzzer target: the perf.data reader (lib/perfdata.c), from memory.
  * Any bytes read or fail with a message; when they read, every thread's
  * and CPU's trace chunks must lie in the input, the context switches be
- * sorted, and every module query must answer.
+ * sorted, and every module query must answer; the address filter string
+ * reads, to non-empty ranges, or fails with a message.
  */
 #include "fuzz.h"
 
@@ -37,6 +38,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		for (j = 0; j < pd->nmodules; j++)
 			(void) htr_perfdata__thread_has(pd, t, &pd->modules[j]);
+		if (pd->pt.filter) {
+			struct htr_addr_filter r[HTR_ADDR_FILTERS_MAX];
+			unsigned unplaced;
+			int n = htr_perfdata__filters(pd, t, r, &unplaced, &err);
+
+			if (n > HTR_ADDR_FILTERS_MAX ||
+			    (n < 0 && (!err.msg[0] || strchr(err.msg, '\n'))))
+				abort();
+			for (j = 0; j < (size_t) (n > 0 ? n : 0); j++)
+				if (r[j].start >= r[j].end)
+					abort();
+		}
 	}
 	for (i = 0; i < pd->ncpus; i++) {
 		const struct htr_perf_cpu *c = &pd->cpus[i];

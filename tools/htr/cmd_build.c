@@ -274,6 +274,7 @@ struct perf_build {
 	int quiet;
 	char **warned;                       /* module paths warned of */
 	size_t nwarned;
+	int filter_warned;
 };
 
 /* One warning per missing module, whatever the number of threads. */
@@ -524,14 +525,37 @@ static void perf_thread_info(const struct htr_perfdata *pd,
 	}
 }
 
-/* The build options: the file's parameters, unless given on the command
- * line. */
-static void perf_opts(const struct perf_build *pb,
-		      const struct htr_perfdata *pd, struct htr_build_opts *o)
+/* The build options of thread @t: the file's parameters, unless given
+ * on the command line. */
+static void perf_opts(struct perf_build *pb, const struct htr_perfdata *pd,
+		      const struct htr_perf_thread *t,
+		      struct htr_build_opts *o)
 {
 	const struct htr_build_opts *u = pb->user;
+	struct htr_err err;
+	unsigned unplaced = 0;
+	int n;
 
 	*o = *u;
+	if (!u->nfilters && pd->pt.filter) {
+		n = htr_perfdata__filters(pd, t, o->filters, &unplaced, &err);
+		o->nfilters = n > 0 ? (unsigned) n : 0;
+		if ((n < 0 || unplaced) && !pb->filter_warned && !pb->quiet) {
+			if (n < 0)
+				fprintf(stderr, "htr: build: warning: %s", err.msg);
+			else
+				fprintf(stderr, "htr: build: warning: %s: "
+					"thread %u never mapped the file of "
+					"%u address filter entr%s in '%s'",
+					pb->trace, t->tid, unplaced,
+					unplaced == 1 ? "y" : "ies",
+					pd->pt.filter);
+			fprintf(stderr, " (give the ranges with --filter: on "
+				"a CPU with erratum SKL014 a disable may "
+				"otherwise be placed late)\n");
+		}
+		pb->filter_warned |= n < 0 || unplaced;
+	}
 	if (!u->cpu_family) {
 		o->cpu_family = pd->cpu_family;
 		o->cpu_model = pd->cpu_model;
@@ -601,7 +625,7 @@ static int perf_thread(struct perf_build *pb, const struct htr_perfdata *pd,
 	char name[128];
 	int err, rc = HTR_EXIT_FAIL;
 
-	perf_opts(pb, pd, &opts);
+	perf_opts(pb, pd, t, &opts);
 	snprintf(name, sizeof(name), "%s tid %u", pb->trace, t->tid);
 	if (same_file(pb->trace, out))
 		return usage_error("build", "%s: the output would overwrite "
@@ -707,7 +731,7 @@ static int cpuwide_pid(struct perf_build *pb, const struct htr_perfdata *pd,
 		goto done;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &start);
-	perf_opts(pb, pd, &opts);
+	perf_opts(pb, pd, rep, &opts);
 	err = htr_builder_alloc(&b, &opts);
 	if (err < 0) {
 		rc = fail("build", "%s", htr_errstr(err));

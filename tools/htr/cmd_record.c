@@ -8,6 +8,7 @@
 static const char usage_text[] =
 "usage: htr record [-o OUT] [--raw DIR] [--filter MODULE|START-END]...\n"
 "                  [--cpus N] [--psb-period N] [--no-ret-compression]\n"
+"                  [--skl014]\n"
 "                  -- PROG [ARGS...]\n"
 "\n"
 "Runs PROG under qemu-user (qemu-x86_64 -singlestep -d exec,nochain) and\n"
@@ -40,6 +41,10 @@ static const char usage_text[] =
 "      --filter START-END   trace only [START, END); repeatable\n"
 "      --psb-period N       bytes between PSB+ (default 4096, >= 256)\n"
 "      --no-ret-compression every return as a TIP\n"
+"      --skl014             as a CPU with erratum SKL014 (the perf.data\n"
+"                           names a Kaby Lake, which has it): a direct\n"
+"                           jump or call out of the --filter ranges\n"
+"                           disables tracing without its target\n"
 "      --tsc-gran N         ticks between TSC packets at least (default 64)\n"
 "      --qemu PATH          the qemu-x86_64 to run\n"
 "  -q, --quiet              no summary line\n"
@@ -105,6 +110,7 @@ int cmd_record(int argc, char **argv)
 		{ "no-ret-compression", no_argument, NULL, 'n' },
 		{ "tsc-gran", required_argument, NULL, 'g' },
 		{ "cpus", required_argument, NULL, 'c' },
+		{ "skl014", no_argument, NULL, 'S' },
 		{ "qemu", required_argument, NULL, 'Q' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -170,6 +176,9 @@ int cmd_record(int argc, char **argv)
 			}
 			o.cpus = (unsigned) v;
 			break;
+		case 'S':
+			o.skl014 = 1;
+			break;
 		case 'Q':
 			o.qemu = optarg;
 			break;
@@ -188,6 +197,10 @@ int cmd_record(int argc, char **argv)
 	if (optind >= argc) {
 		free(filters);
 		return usage_error("record", "no program to record");
+	}
+	if (o.skl014 && !nf) {
+		free(filters);
+		return usage_error("record", "--skl014 needs --filter");
 	}
 	if (o.cpus && o.raw_dir) {
 		free(filters);

@@ -692,6 +692,20 @@ static int write_raw_extras(const struct rec_ctx *c, const struct threads *ts,
 		fprintf(fp, "--elf %s@%#llx\n", c->im.mods[i]->path,
 			(unsigned long long) c->im.mods[i]->base);
 	fprintf(fp, "--cpuid-0x15-eax 1\n--cpuid-0x15-ebx 1\n");
+	/* What a decoder needs to place the disables SKL014 leaves without
+	 * an IP: the CPU perf.data names and the ranges. */
+	if (c->o->skl014)
+		fprintf(fp, "--cpu 6/142\n");
+	for (i = 0; c->o->skl014 && i < c->o->nfilters; i++)
+		if (!c->o->filters[i].module)
+			fprintf(fp, "--filter %#llx-%#llx\n",
+				(unsigned long long) c->o->filters[i].start,
+				(unsigned long long) c->o->filters[i].end);
+	for (i = 0; c->o->skl014 && i < c->im.nmods; i++)
+		if (c->im.mods[i]->filtered)
+			fprintf(fp, "--filter %#llx-%#llx\n",
+				(unsigned long long) c->im.mods[i]->lo,
+				(unsigned long long) c->im.mods[i]->hi);
 	if (fclose(fp) != 0)
 		return -1;
 	snprintf(p, sizeof(p), "%s/record.txt", c->tmpdir);

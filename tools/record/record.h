@@ -33,6 +33,9 @@ struct rec_opts {
 	int quiet;                      /* no summary on stderr */
 	unsigned cpus;                  /* --cpus N: a CPU-wide perf.data of
 					 * N modelled CPUs; 0: per-thread */
+	int skl014;                     /* a direct jump or call out of the
+					 * filters gives TIP.PGD without its
+					 * target, as erratum SKL014 may */
 };
 
 void rec_opts_init(struct rec_opts *o);

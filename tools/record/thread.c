@@ -8,7 +8,8 @@
  *  - a branch that stays traced gives TNT (conditional, compressed ret) or
  *    TIP (indirect, far, uncompressed ret) as a processor would;
  *  - a branch, or a fall-through, out of the traced ranges gives TIP.PGD
- *    with the target; syscall/int gives TIP.PGD with the IP suppressed
+ *    with the target (--skl014: none for a direct jump or call, as that
+ *    erratum may leave out); syscall/int gives TIP.PGD with the IP suppressed
  *    (the kernel is not traced); a signal delivered between instructions
  *    gives FUP + TIP.PGD (asynchronous);
  *  - the first traced instruction after any of these gives MODE.Exec +
@@ -466,14 +467,15 @@ static void flow(struct rec_thread *t, const struct rec_insn *in, uint64_t next,
 	if (traced) {
 		switch (in->kind) {
 		case RK_OTHER:
-		case RK_JMP:
 			if (!ntr)
 				disable(t, next, 0);
 			break;
 		case RK_CALL:
 			comp_push(t, in->pc + in->len);
+			/* fall through */
+		case RK_JMP:
 			if (!ntr)
-				disable(t, next, 0);
+				disable(t, next, t->c->o->skl014);
 			break;
 		case RK_COND:
 			if (ntr)
