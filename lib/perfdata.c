@@ -1526,11 +1526,22 @@ void htr_perfdata__unjoin(struct htr_perf_joined *j)
 
 /* Whether the filter's @file is the module at @path: the same name, or
  * the same file under another name (perf record keeps the name the user
- * gave, the kernel records the mapping's full path). */
-static int same_module(const char *file, const char *path)
+ * gave, the kernel records the mapping's full path).  @loose: a relative
+ * name that ends @path ("./prog" for "/home/u/prog", when this is not
+ * the directory perf record ran in). */
+static int same_module(const char *file, const char *path, int loose)
 {
 	struct stat a, b;
+	size_t fl, pl;
 
+	if (loose) {
+		while (!strncmp(file, "./", 2))
+			file += 2;
+		fl = strlen(file);
+		pl = strlen(path);
+		return file[0] != '/' && fl && fl < pl &&
+		       path[pl - fl - 1] == '/' && !strcmp(path + pl - fl, file);
+	}
 	if (!strcmp(file, path))
 		return 1;
 	return stat(file, &a) == 0 && stat(path, &b) == 0 &&
@@ -1539,25 +1550,34 @@ static int same_module(const char *file, const char *path)
 
 /* Place [@off, @off + @size) of @file in @t's address space as the kernel
  * does (perf_addr_filter_vma_adjust): in the last mapping of the file that
- * holds part of it, clipped to that mapping.  0 if @t maps none. */
+ * holds part of it, clipped to that mapping.  A relative name that is no
+ * file here stands for the one module whose path it ends.  0 if @t maps
+ * none (or, so named, more than one). */
 static int place(const struct htr_perfdata *pd, const struct htr_perf_thread *t,
 		 const char *file, uint64_t off, uint64_t size,
 		 struct htr_addr_filter *r)
 {
 	const struct htr_perf_module *best = NULL;
 	size_t i;
+	int loose;
 
-	for (i = 0; i < pd->nmodules; i++) {
-		const struct htr_perf_module *m = &pd->modules[i];
+	for (loose = 0; loose < 2 && !best; loose++) {
+		for (i = 0; i < pd->nmodules; i++) {
+			const struct htr_perf_module *m = &pd->modules[i];
 
-		if (!m->path || !m->len || m->pgoff > UINT64_MAX - m->len ||
-		    m->addr > UINT64_MAX - m->len ||
-		    off >= m->pgoff + m->len || off + size <= m->pgoff ||
-		    !htr_perfdata__thread_has(pd, t, m) ||
-		    !same_module(file, m->path))
-			continue;
-		if (!best || m->seq > best->seq)
-			best = m;
+			if (!m->path || !m->len ||
+			    m->pgoff > UINT64_MAX - m->len ||
+			    m->addr > UINT64_MAX - m->len ||
+			    off >= m->pgoff + m->len ||
+			    off + size <= m->pgoff ||
+			    !htr_perfdata__thread_has(pd, t, m) ||
+			    !same_module(file, m->path, loose))
+				continue;
+			if (best && loose && strcmp(best->path, m->path))
+				return 0;
+			if (!best || m->seq > best->seq)
+				best = m;
+		}
 	}
 	if (!best)
 		return 0;

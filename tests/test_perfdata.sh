@@ -185,7 +185,8 @@ if cc -O0 -g -no-pie -o "$work/skl014" "$src/skl014.c"; then
 	# Filter strings as perf record may store them, placed in the
 	# recording's mappings (test_perfdata_check --filters): a file offset
 	# at the address nm gives, perf's "tracestop" and commas, another
-	# name of the file, a range from before the mapping, an address, a
+	# name of the file, a relative one from another directory (perf
+	# keeps the name given), a range from before the mapping, an address, a
 	# file never mapped; what is not the kernel's syntax, 5 ranges.
 	lo=${range%-*} hi=${range#*-}
 	set -- $(readelf -lW "$work/skl014" |
@@ -205,6 +206,7 @@ if cc -O0 -g -no-pie -o "$work/skl014" "$src/skl014.c"; then
 	filt "filter $off/$size@$x" "1 $lo $hi unplaced 0 "
 	filt "tracestop $off/0x10@$x,filter $off/$size@$work/../${work##*/}/skl014" \
 		"2 $lo $(printf '0x%x' $((lo + 16))) 1 $lo $hi unplaced 0 "
+	filt "filter $off/$size@./skl014" "1 $lo $hi unplaced 0 "
 	filt "filter 0/$off@$x" "1 $seg $lo unplaced 0 "
 	filt "filter $lo/$size" "1 $lo $hi unplaced 0 "
 	filt "filter $off/$size@/nonexistent" "unplaced 1 "

@@ -77,6 +77,10 @@ if [ ! -d "$seeds" ]; then
 		build/tools/htr/htr record -q -o "$seeds/true.data" -- \
 			/bin/true >/dev/null 2>&1 &&
 			mv "$seeds/true.data" "$seeds/perfdata/" || true
+		# ... one with an address filter string (its own text)
+		build/tools/htr/htr record -q --filter 0x0-0x7fffffffffff \
+			-o "$seeds/filt.data" -- /bin/true >/dev/null 2>&1 &&
+			mv "$seeds/filt.data" "$seeds/perfdata/" || true
 		# ... and a CPU-wide one (per-CPU buffers, switches).
 		build/tools/htr/htr record -q --cpus 2 -o "$seeds/cw.data" \
 			-- /bin/true >/dev/null 2>&1 &&
@@ -86,7 +90,7 @@ if [ ! -d "$seeds" ]; then
 		[ -x build/tests/zperf ] && [ -f "$seeds/perfdata/cw.data" ] &&
 			build/tests/zperf "$seeds/perfdata/cw.data" \
 				"$seeds/perfdata/cw-z.data" 100 || true
-		rm -f "$seeds"/true.data* "$seeds"/cw.data*
+		rm -f "$seeds"/true.data* "$seeds"/cw.data* "$seeds"/filt.data*
 	fi
 fi
 
