@@ -58,6 +58,8 @@ struct htr_cursor {
 	uint64_t psb;              /* offset of the last PSB used */
 	uint64_t gap_next;         /* index of the next gap not passed */
 	uint64_t tsc_hint;
+	int off_seen;              /* since the last block: tracing stopped
+				    * or (re)started, or a sync */
 };
 
 static int fail(struct htr_cursor *c, int code, const char *fmt,
@@ -329,6 +331,7 @@ static void sync_at(struct htr_cursor *c, uint64_t k)
 	c->left = 0;
 	c->realign = 0;
 	c->psb = s.offset;
+	c->off_seen = 1;
 	c->status = pt_blk_sync_set(c->dec, s.offset);
 	c->synced = c->status >= 0;
 }
@@ -428,6 +431,33 @@ static void passed_psb(struct htr_cursor *c)
 	}
 }
 
+/* Whether the build saw tracing stop right before instruction @id. */
+static int disabled_at(const struct htr_cursor *c, uint64_t id)
+{
+	struct htr_gap_info g;
+	uint64_t lo = 0, hi = c->ngaps;
+
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		g.size = sizeof(g);
+		if (htr_gap_get(c->file, mid, &g, sizeof(g)) < 0)
+			return 0;
+		if (g.id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < c->ngaps; lo++) {
+		g.size = sizeof(g);
+		if (htr_gap_get(c->file, lo, &g, sizeof(g)) < 0 || g.id != id)
+			return 0;
+		if (g.kind == HTR_GAP_DISABLED)
+			return 1;
+	}
+	return 0;
+}
+
 /* The next block with instructions into c->blk, as the build saw it.
  * Returns 0 or HTR_ERR_ITEROVER. */
 static int next_block(struct htr_cursor *c)
@@ -443,6 +473,10 @@ static int next_block(struct htr_cursor *c)
 			c->status = pt_blk_event(c->dec, &ev, sizeof(ev));
 			if (c->status >= 0 && ev.status_update)
 				passed_psb(c);
+			if (c->status >= 0 && (ev.type == ptev_enabled ||
+					       ev.type == ptev_disabled ||
+					       ev.type == ptev_async_disabled))
+				c->off_seen = 1;
 		}
 		if (c->status < 0) {
 			c->synced = 0;
@@ -461,12 +495,21 @@ static int next_block(struct htr_cursor *c)
 			c->synced = 0;
 		if (!c->blk.ninsn)
 			continue;
-		c->left = c->blk.ninsn;
-		c->next_ip = c->blk.ip;
 		if (c->realign) {
 			c->realign = 0;
 			c->id = c->realign_id;
 		}
+		/* The build saw tracing stop before this instruction and the
+		 * decoder did not: it went on past a direct branch out of the
+		 * filtered code whose disable has no IP (erratum SKL014; the
+		 * build's walk places it, libipt's block decoder is given no
+		 * filters, decode.c says why).  What it decodes until it
+		 * reports the disable never ran traced. */
+		if (!c->off_seen && disabled_at(c, c->id))
+			continue;
+		c->off_seen = 0;
+		c->left = c->blk.ninsn;
+		c->next_ip = c->blk.ip;
 		return 0;
 	}
 }

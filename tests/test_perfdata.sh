@@ -342,8 +342,11 @@ if command -v perf >/dev/null 2>&1; then
 	for c in calls-O0 threads-O2; do
 		perf_agree "$work/c.$c" rec.data rec "$c"
 	done
-	for c in calls-O0 threads-O2; do
-		insns_agree "$work/c.$c" "$c"
+	# skl014: the cursor decodes with libipt's block decoder, which
+	# follows the SKL014 exits out of the filter; it must drop that code
+	# where the build (the walk) saw tracing stop.
+	for c in calls-O0 threads-O2 skl014; do
+		[ -d "$work/c.$c" ] && insns_agree "$work/c.$c" "$c"
 	done
 	# The chrome export of a perf.data build: on the thread's track,
 	# named as perf names it, each block starting at its start_ns (from
