@@ -491,6 +491,19 @@ static int next_block(struct htr_cursor *c)
 		if (st < 0 && c->blk.ninsn && st != -pte_nomap &&
 		    st != -pte_bad_insn)
 			c->blk.ninsn--;
+		if (st < 0 && !c->off_seen && disabled_at(c, c->id) &&
+		    (st == -pte_nomap || st == -pte_bad_insn)) {
+			/* Stopped in the code it followed past an SKL014
+			 * exit (below): the disable is still waiting. */
+			struct pt_event ev;
+			int est = pt_blk_event(c->dec, &ev, sizeof(ev));
+
+			if (est >= 0 && ev.type == ptev_disabled) {
+				c->status = est;
+				c->off_seen = 1;
+				continue;
+			}
+		}
 		if (st < 0)
 			c->synced = 0;
 		if (!c->blk.ninsn)

@@ -15,6 +15,7 @@
 #include "htr/tree.h"
 
 #include <intel-pt.h>
+#include <Zydis/Zydis.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,17 @@ struct dec {
 	int in_tail;             /* libipt reported pts_eos */
 	struct blk *tail;
 	size_t ntail, tail_cap;
+
+	/* SKL014 with the block decoder, which is given no filters
+	 * (fresh_decoder() says why): past a direct branch out of them it
+	 * follows the untraced code, without trace, to the next branch that
+	 * needs some, and only there reports the disable that has no IP.
+	 * The blocks it decodes on the way are held with the tail and
+	 * dropped when the disable comes (over_event()). */
+	int skl014;
+	struct pt_conf_addr_filter filter;
+	ZydisDecoder zd64, zd32;
+	int over;                /* blocks are held past such an exit */
 };
 
 static uint64_t cur_offset(const struct dec *s)
@@ -315,6 +327,8 @@ struct blk {
 	enum htr_icls cls;
 	int has_tsc;
 	int lone_branch;   /* one jump that read trace: tsc is its time */
+	int direct, exit;  /* SKL014: it ends in a direct jump or call (out
+			    * of the filters) */
 };
 
 static int dec_time(struct dec *s, uint64_t *tsc)
@@ -348,6 +362,42 @@ static NOINLINE int jump_read_trace(struct dec *s, const struct pt_block *b)
 	}
 }
 
+/* With SKL014: whether @b ends in a direct jump or call (*@exit: one out
+ * of the filters). */
+static NOINLINE int direct_branch(struct dec *s, const struct pt_block *b,
+				  int *exit)
+{
+	ZydisDecodedInstruction z;
+	uint8_t buf[pt_max_insn_size];
+	uint64_t to;
+	int n;
+
+	*exit = 0;
+	if (b->iclass != ptic_call && b->iclass != ptic_jump &&
+	    b->iclass != ptic_error)
+		return 0;
+	if (b->truncated) {
+		n = b->size;
+		memcpy(buf, b->raw, (size_t) n);
+	} else {
+		n = b->isid > 0 ? pt_iscache_read(s->isc, buf, sizeof(buf),
+						  b->isid, b->end_ip) : -1;
+	}
+	if (n <= 0 || (b->mode != ptem_64bit && b->mode != ptem_32bit) ||
+	    ZYAN_FAILED(ZydisDecoderDecodeInstruction(b->mode == ptem_64bit ?
+			&s->zd64 : &s->zd32, NULL, buf, (ZyanUSize) n, &z)) ||
+	    (z.mnemonic != ZYDIS_MNEMONIC_JMP &&
+	     z.mnemonic != ZYDIS_MNEMONIC_CALL) ||
+	    z.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR ||
+	    !z.raw.imm[0].is_relative)
+		return 0;
+	to = b->end_ip + z.length + (uint64_t) z.raw.imm[0].value.s;
+	if (b->mode == ptem_32bit)
+		to &= 0xffffffffu;
+	*exit = !htr_decode__filter_passes(&s->filter, to);
+	return 1;
+}
+
 /* The next block from the block decoder or the walk.  Returns libipt's
  * status. */
 static HOT int next_block(struct dec *s, struct blk *o)
@@ -355,6 +405,7 @@ static HOT int next_block(struct dec *s, struct blk *o)
 	struct pt_block b;
 	int st;
 
+	o->direct = o->exit = 0;
 	if (s->w) {
 		struct htr_walk_block wb;
 
@@ -384,6 +435,8 @@ static HOT int next_block(struct dec *s, struct blk *o)
 			o->cls = block_class(s, &b, &o->ret);
 			o->lone_branch = o->n == 1 && o->cls == HTR_IC_OTHER &&
 					 jump_read_trace(s, &b);
+			if (s->skl014)
+				o->direct = direct_branch(s, &b, &o->exit);
 		}
 	}
 	if (o->n)
@@ -670,6 +723,52 @@ static void loop_hit(struct dec *s)
 
 /* Decode from a synchronization point until an error or the end.  Returns a
  * callback's value (or HTR_ERR_CANCELED); libipt's status in *@status. */
+/* An event while blocks are held past an SKL014 exit: the disable drops
+ * them, an event that binds elsewhere shows that they ran traced, one that
+ * binds nowhere (a PSB+, timing) says nothing yet.  1 if still held. */
+static int over_event(struct dec *s, const struct pt_event *ev)
+{
+	if (ev->status_update || ev->type == ptev_tick ||
+	    ev->type == ptev_cbr || ev->type == ptev_mnt)
+		return 1;
+	s->over = 0;
+	if (ev->type == ptev_disabled)
+		s->ntail = 0;
+	return 0;
+}
+
+/* A block while held past an SKL014 exit: one that ends where trace was
+ * read (not a direct branch, no event waiting there) ran traced. */
+static int over_block(struct dec *s, const struct blk *b, int st)
+{
+	if (b->direct || (st & pts_event_pending) || st < 0)
+		return 0;
+	s->over = 0;
+	return s->in_tail ? 0 : tail_commit(s);
+}
+
+/* libipt stopped in the code it followed past an SKL014 exit (no code
+ * there, or none it can decode) with the disable still waiting: once
+ * that is taken, decoding goes on (*@handled, *@st its status).
+ * Otherwise the held blocks count, as before any exit was seen. */
+static int over_error(struct dec *s, int *st, int *handled)
+{
+	struct pt_event ev;
+	int est;
+
+	s->over = 0;
+	*handled = 0;
+	if ((*st == -pte_nomap || *st == -pte_bad_insn) &&
+	    (est = pt_blk_event(s->d, &ev, sizeof(ev))) >= 0 &&
+	    ev.type == ptev_disabled) {
+		s->ntail = 0;
+		*handled = 1;
+		*st = est;
+		return on_event(s, &ev);
+	}
+	return s->in_tail ? 0 : tail_commit(s);
+}
+
 static int decode_synced(struct dec *s, int *status)
 {
 	struct blk o;
@@ -677,6 +776,7 @@ static int decode_synced(struct dec *s, int *status)
 
 	s->in_tail = 0;
 	s->ntail = 0;
+	s->over = 0;
 	s->stall = 0;
 	s->stall_off = cur_offset(s);
 	s->loop_ip = UINT64_MAX;
@@ -692,8 +792,10 @@ static int decode_synced(struct dec *s, int *status)
 				  : pt_blk_event(s->d, &ev, sizeof(ev));
 			if (st < 0)
 				goto out;
-			if ((rc = tail_commit(s)) != 0 ||
-			    (rc = on_event(s, &ev)) != 0)
+			if (!(s->over && over_event(s, &ev)) &&
+			    (rc = tail_commit(s)) != 0)
+				return rc;
+			if ((rc = on_event(s, &ev)) != 0)
 				return rc;
 			s->loop_hits = 0;
 			if (st & pts_eos)
@@ -701,8 +803,13 @@ static int decode_synced(struct dec *s, int *status)
 		}
 		st = next_block(s, &o);
 		if (o.n) {
-			rc = s->in_tail ? tail_push(s, &o) : on_block(s, &o);
+			rc = s->in_tail || s->over ? tail_push(s, &o) :
+						     on_block(s, &o);
 			if (rc)
+				return rc;
+			if (o.exit)
+				s->over = 1;
+			else if (s->over && (rc = over_block(s, &o, st)) != 0)
 				return rc;
 			/* Held blocks are bounded too: none of them
 			 * consumed trace. */
@@ -721,6 +828,14 @@ static int decode_synced(struct dec *s, int *status)
 				*status = -pte_internal;
 				return 0;
 			}
+		}
+		if (st < 0 && s->over) {
+			int handled;
+
+			if ((rc = over_error(s, &st, &handled)) != 0)
+				return rc;
+			if (handled)
+				continue;
 		}
 		if (st < 0)
 			goto out;
@@ -792,7 +907,8 @@ static int fresh_decoder(struct dec *s, const struct pt_config *c,
 	/* With end_on_call libipt 2.0.5's SKL014 workaround binds a disable
 	 * without an IP to the first direct call, even one that stays in the
 	 * filtered code (and every user-only syscall's disable has no IP):
-	 * without filters it binds where it would on any other CPU. */
+	 * without filters it binds where it would on any other CPU, and
+	 * decode_synced() drops what it decodes past an exit (struct dec). */
 	nofilter = *c;
 	memset(&nofilter.addr_filter, 0, sizeof(nofilter.addr_filter));
 	s->d = pt_blk_alloc_decoder(&nofilter);
@@ -807,6 +923,29 @@ static int fresh_decoder(struct dec *s, const struct pt_config *c,
 		return htr_err__set(err, HTR_ERR_DECODE, "cannot set the "
 				    "image: %s", pt_errstr(pt_errcode(status)));
 	return 0;
+}
+
+int htr_decode__filter_passes(const struct pt_conf_addr_filter *f,
+			      uint64_t ip)
+{
+	const uint64_t r[8] = { f->addr0_a, f->addr0_b, f->addr1_a,
+				f->addr1_b, f->addr2_a, f->addr2_b,
+				f->addr3_a, f->addr3_b };
+	int filters = 0, in = 0;
+	unsigned n;
+
+	for (n = 0; n < 4; n++) {
+		unsigned cfg = (unsigned) (f->config.addr_cfg >> (4 * n)) & 15;
+		int hit = r[2 * n] <= ip && ip <= r[2 * n + 1];
+
+		if (cfg == 2 && hit)            /* TraceStop */
+			return 0;
+		if (cfg == 1) {                 /* FilterEn */
+			filters = 1;
+			in |= hit;
+		}
+	}
+	return !filters || in;
 }
 
 /* Range @n of @f, as IA32_RTIT_ADDRn (its end inclusive). */
@@ -871,6 +1010,13 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 	if (!s.cache)
 		return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
 	setup_config(&c, cfg);
+	s.skl014 = !cfg->walk && c.errata.skl014 &&
+		   c.addr_filter.config.addr_cfg;
+	s.filter = c.addr_filter;
+	ZydisDecoderInit(&s.zd64, ZYDIS_MACHINE_MODE_LONG_64,
+			 ZYDIS_STACK_WIDTH_64);
+	ZydisDecoderInit(&s.zd32, ZYDIS_MACHINE_MODE_LONG_COMPAT_32,
+			 ZYDIS_STACK_WIDTH_32);
 	if ((rc = fresh_decoder(&s, &c, img, cfg->walk, err)) != 0)
 		goto out;
 	if ((rc = sync_next(&s, cfg->begin, &status)) != 0)

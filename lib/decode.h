@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 struct htr_addr_filter;
+struct pt_conf_addr_filter;
 
 struct htr_image;   /* lib/image.h */
 struct htr_walk;    /* lib/walk.h */
@@ -104,6 +105,12 @@ uint64_t htr_decode__psb_before(const uint8_t *trace, uint64_t size,
  * rather than for what the decoder had seen before (bad packets, a return
  * its return stack does not hold, a runaway). */
 int htr_decode__error_is_local(int code);
+
+/* Whether code at @ip is traced under the IP filters @f, as libipt's
+ * pt_filter_addr_check() has it (ranges inclusive): not in a TraceStop
+ * region, and in a FilterEn region if there is one. */
+int htr_decode__filter_passes(const struct pt_conf_addr_filter *f,
+			      uint64_t ip);
 
 /* The offset of the first PSB at or after @from in @trace (@size bytes);
  * UINT64_MAX if none. */

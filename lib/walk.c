@@ -15,11 +15,10 @@
  * the same rules, but for one: a disable without an IP on a CPU with
  * SKL014 and IP filters binds to the first direct jump or call out of the
  * filtered code, or a branch that needs trace before it, as libipt's
- * instruction decoder binds it (its block decoder, with blocks ending at
- * calls, binds it to the first direct call, wherever that goes; decode.c
- * gives the block decoder no filters).  Blocks need not end where libipt's do: decode.c joins
- * blocks that end in an ordinary instruction, and takes the time after the
- * last one, so the walk hands over one block per call, return, far
+ * instruction decoder binds it (decode.c has the block decoder's blocks
+ * come out the same).  Blocks need not end where libipt's do: decode.c
+ * joins blocks that end in an ordinary instruction, and takes the time
+ * after the last one, so the walk hands over one block per call, return, far
  * transfer, event or end of trace.
  *
  * A query that fails (bad or missing trace) ends the block as it ends
@@ -605,31 +604,6 @@ static int with_trace(struct htr_walk *w, const struct insn *in)
 	return 0;
 }
 
-/* Whether code at @ip is traced under the IP filters, as libipt's
- * pt_filter_addr_check() has it (ranges inclusive): not in a TraceStop
- * region, and in a FilterEn region if there is one. */
-static int filter_passes(const struct pt_conf_addr_filter *f, uint64_t ip)
-{
-	const uint64_t r[8] = { f->addr0_a, f->addr0_b, f->addr1_a,
-				f->addr1_b, f->addr2_a, f->addr2_b,
-				f->addr3_a, f->addr3_b };
-	int filters = 0, in = 0;
-	unsigned n;
-
-	for (n = 0; n < 4; n++) {
-		unsigned cfg = (unsigned) (f->config.addr_cfg >> (4 * n)) & 15;
-		int hit = r[2 * n] <= ip && ip <= r[2 * n + 1];
-
-		if (cfg == 2 && hit)            /* TraceStop */
-			return 0;
-		if (cfg == 1) {                 /* FilterEn */
-			filters = 1;
-			in |= hit;
-		}
-	}
-	return !filters || in;
-}
-
 /* Where to_ip() goes. */
 enum to {
 	TO_IP,        /* to @ip */
@@ -658,13 +632,13 @@ static int to_ip(struct htr_walk *w, struct htr_walk_block *b, uint64_t ip,
 			break;
 		case K_JMP:
 			if (to == TO_SKL014 &&
-			    !filter_passes(&w->filter, in->target))
+			    !htr_decode__filter_passes(&w->filter, in->target))
 				return 1;
 			w->ip = in->target;
 			break;
 		case K_CALL:
 			if (to == TO_SKL014 &&
-			    !filter_passes(&w->filter, in->target))
+			    !htr_decode__filter_passes(&w->filter, in->target))
 				return 1;
 			w->ip = in->target;
 			return to == TO_IP && w->ip == ip;

@@ -217,10 +217,6 @@ static int build_one(const char *cdir, struct mrow *m, const char *cpu,
 
 		snprintf(out2, sizeof(out2), "%s.%u", out, i);
 		po.decoder = i < 2 ? HTR_DECODER_BLOCK : HTR_DECODER_WALK;
-		/* The block decoder gets no IP filters (decode.c says why):
-		 * with SKL014 it follows the code out of them. */
-		if (i < 2 && bo.nfilters)
-			continue;
 		po.threads = i % 2 ? 3 : 1;
 		po.chunk_size = 1;
 		memset(&st, 0, sizeof(st));

@@ -581,8 +581,7 @@ static int corpus_one(const char *cdir, struct mrow *m, const char *cpu,
 			cfg.cpuid_0x15_ebx = (uint32_t) strtoul(arg, NULL, 0);
 		else if (!strncmp(tok, "--filter:addr", 13) && arg &&
 			 tok[13] >= '0' && tok[13] <= '3') {
-			/* ADDRn_CFG, ADDRn_A/B (B inclusive): only the walk
-			 * applies them (decode.c says why) */
+			/* ADDRn_CFG, ADDRn_A/B (B inclusive) */
 			unsigned n = (unsigned) (tok[13] - '0');
 			uint64_t v = strtoull(arg, NULL, 0);
 
@@ -595,7 +594,6 @@ static int corpus_one(const char *cdir, struct mrow *m, const char *cpu,
 			if (cfg.nfilters <= n)
 				cfg.nfilters = n + 1;
 			cfg.filters = filters;
-			cfg.walk = 1;
 		}
 	}
 	free(opts);
@@ -740,7 +738,8 @@ Test(decode, corpus, .timeout = 120)
 	fclose(fp);
 	fprintf(stderr, "corpus: %d tests fully pass; %d decodes (test x cpu) "
 		"checked, %d failed, %d cpu variants skipped; %d tests skipped "
-		"(not in libipt 2.0.5 or no ptxed expectation)\n", passed_tests, tested, failed, skip_variants,
+		"(not in libipt 2.0.5 or no ptxed expectation)\n",
+		passed_tests, tested, failed, skip_variants,
 		skipped);
 	skips_print(&sk, "decode: corpus");
 	cr_assert_gt(tested, 100);

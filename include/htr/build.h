@@ -108,12 +108,10 @@ struct htr_build_opts {
 	 * recorded with (IA32_RTIT_ADDRn; perf record --filter), for the
 	 * SKL014 erratum of the CPU given above: on such a CPU a direct jump
 	 * or call out of the filter ranges may disable tracing without
-	 * saying where, and only the ranges tell which branch it was.  The
-	 * walk decoder applies them; libipt's block decoder does not (with
-	 * blocks ending at calls, libipt 2.0.5 binds such a disable to the
-	 * first direct call even inside the ranges).  htr_builder_alloc()
-	 * copies them; more than HTR_ADDR_FILTERS_MAX, an empty range or an
-	 * unknown kind is HTR_ERR_INVALID. */
+	 * saying where, and only the ranges tell which branch it was (with
+	 * either decoder).  htr_builder_alloc() copies them; more than
+	 * HTR_ADDR_FILTERS_MAX, an empty range or an unknown kind is
+	 * HTR_ERR_INVALID. */
 	unsigned nfilters;
 	struct htr_addr_filter filters[HTR_ADDR_FILTERS_MAX];
 };

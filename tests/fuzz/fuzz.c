@@ -66,13 +66,22 @@ void htr_fuzz_sample_opts(struct htr_build_opts *opts)
 /* Build @data into @out.  Returns the build's result, or 1 if no
  * builder. */
 static int build(const uint8_t *data, size_t size, const char *out,
-		 unsigned threads, int decoder)
+		 unsigned threads, int decoder, int skl014)
 {
 	struct htr_build_opts opts;
 	struct htr_builder *b = NULL;
 	int rc;
 
 	htr_fuzz_sample_opts(&opts);
+	if (skl014) {
+		/* A Skylake, tracing the sample's first 1 KiB of code. */
+		opts.cpu_family = 6;
+		opts.cpu_model = 78;
+		opts.nfilters = 1;
+		opts.filters[0].start = 0x401000;
+		opts.filters[0].end = 0x401400;
+		opts.filters[0].kind = HTR_FILTER_TRACE;
+	}
 	opts.threads = threads;
 	opts.chunk_size = threads > 1 ? 1 : 0;
 	opts.decoder = decoder;
@@ -85,7 +94,7 @@ static int build(const uint8_t *data, size_t size, const char *out,
 	return rc;
 }
 
-void htr_fuzz_same_builds(const uint8_t *data, size_t size,
+void htr_fuzz_same_builds(const uint8_t *data, size_t size, int skl014,
 			  unsigned threads_a, int decoder_a,
 			  unsigned threads_b, int decoder_b)
 {
@@ -94,10 +103,10 @@ void htr_fuzz_same_builds(const uint8_t *data, size_t size,
 
 	if (htr_fuzz_path("a.htr", a) < 0 || htr_fuzz_path("b.htr", b) < 0)
 		return;
-	rc = build(data, size, a, threads_a, decoder_a);
+	rc = build(data, size, a, threads_a, decoder_a, skl014);
 	if (rc == 1)
 		return;
-	if (build(data, size, b, threads_b, decoder_b) != rc ||
+	if (build(data, size, b, threads_b, decoder_b, skl014) != rc ||
 	    (rc == 0 && !htr_files_same(a, b)))
 		__builtin_trap();   /* the two builds differ */
 }

@@ -22,9 +22,11 @@ void htr_fuzz_sample_opts(struct htr_build_opts *opts);
 
 /* Build @data as a trace of the shipped sample twice: on @threads_a
  * decoding threads with @decoder_a, then with @threads_b and @decoder_b
- * (more than one thread: a chunk boundary at every PSB).  Traps unless
- * both fail alike or write the same .htr (but for the build time). */
-void htr_fuzz_same_builds(const uint8_t *data, size_t size,
+ * (more than one thread: a chunk boundary at every PSB); @skl014: as
+ * recorded on a CPU with that erratum, filtered to part of the code.
+ * Traps unless both fail alike or write the same .htr (but for the build
+ * time). */
+void htr_fuzz_same_builds(const uint8_t *data, size_t size, int skl014,
 			  unsigned threads_a, int decoder_a,
 			  unsigned threads_b, int decoder_b);
 

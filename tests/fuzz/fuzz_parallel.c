@@ -11,7 +11,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	htr_fuzz_same_builds(data, size, 1, HTR_DECODER_WALK,
+	htr_fuzz_same_builds(data, size, 0, 1, HTR_DECODER_WALK,
 			     3, HTR_DECODER_WALK);
 	return 0;
 }
