@@ -498,7 +498,8 @@ static int next_block(struct htr_cursor *c)
 			struct pt_event ev;
 			int est = pt_blk_event(c->dec, &ev, sizeof(ev));
 
-			if (est >= 0 && ev.type == ptev_disabled) {
+			if (est >= 0 && ev.type == ptev_disabled &&
+			    ev.ip_suppressed) {
 				c->status = est;
 				c->off_seen = 1;
 				continue;

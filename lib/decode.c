@@ -721,20 +721,12 @@ static void loop_hit(struct dec *s)
 	}
 }
 
-/* Decode from a synchronization point until an error or the end.  Returns a
- * callback's value (or HTR_ERR_CANCELED); libipt's status in *@status. */
-/* An event while blocks are held past an SKL014 exit: the disable drops
- * them, an event that binds elsewhere shows that they ran traced, one that
- * binds nowhere (a PSB+, timing) says nothing yet.  1 if still held. */
-static int over_event(struct dec *s, const struct pt_event *ev)
+/* Whether @ev, while blocks are held past an SKL014 exit, is the disable
+ * without an IP that drops them (any other event shows that they ran
+ * traced: that disable was the event libipt had waiting at the exit). */
+static int over_drops(const struct pt_event *ev)
 {
-	if (ev->status_update || ev->type == ptev_tick ||
-	    ev->type == ptev_cbr || ev->type == ptev_mnt)
-		return 1;
-	s->over = 0;
-	if (ev->type == ptev_disabled)
-		s->ntail = 0;
-	return 0;
+	return ev->type == ptev_disabled && ev->ip_suppressed;
 }
 
 /* A block while held past an SKL014 exit: one that ends where trace was
@@ -748,27 +740,31 @@ static int over_block(struct dec *s, const struct blk *b, int st)
 }
 
 /* libipt stopped in the code it followed past an SKL014 exit (no code
- * there, or none it can decode) with the disable still waiting: once
- * that is taken, decoding goes on (*@handled, *@st its status).
- * Otherwise the held blocks count, as before any exit was seen. */
-static int over_error(struct dec *s, int *st, int *handled)
+ * there, or none it can decode) with the disable still waiting: once that
+ * is taken, decoding goes on.  1 (*@st its status) if so; 0 if not, *@st
+ * the error to report. */
+static int over_error(struct dec *s, int *st, int *rc)
 {
 	struct pt_event ev;
 	int est;
 
+	if (*st != -pte_nomap && *st != -pte_bad_insn)
+		return 0;
+	ev.type = ptev_enabled;             /* unless filled */
+	est = pt_blk_event(s->d, &ev, sizeof(ev));
+	if (!over_drops(&ev))
+		return 0;
 	s->over = 0;
-	*handled = 0;
-	if ((*st == -pte_nomap || *st == -pte_bad_insn) &&
-	    (est = pt_blk_event(s->d, &ev, sizeof(ev))) >= 0 &&
-	    ev.type == ptev_disabled) {
-		s->ntail = 0;
-		*handled = 1;
-		*st = est;
-		return on_event(s, &ev);
-	}
-	return s->in_tail ? 0 : tail_commit(s);
+	s->ntail = 0;
+	*st = est;
+	if (est < 0)
+		return 0;
+	*rc = on_event(s, &ev);
+	return 1;
 }
 
+/* Decode from a synchronization point until an error or the end.  Returns a
+ * callback's value (or HTR_ERR_CANCELED); libipt's status in *@status. */
 static int decode_synced(struct dec *s, int *status)
 {
 	struct blk o;
@@ -788,14 +784,20 @@ static int decode_synced(struct dec *s, int *status)
 		while (st & pts_event_pending) {
 			struct pt_event ev;
 
+			ev.type = ptev_enabled;     /* unless filled */
 			st = s->w ? htr_walk__event(s->w, &ev)
 				  : pt_blk_event(s->d, &ev, sizeof(ev));
+			/* (An error may come after the event, as the next
+			 * one is fetched: the disable still counts.) */
+			if (s->over && over_drops(&ev)) {
+				s->over = 0;
+				s->ntail = 0;
+			}
 			if (st < 0)
 				goto out;
-			if (!(s->over && over_event(s, &ev)) &&
-			    (rc = tail_commit(s)) != 0)
-				return rc;
-			if ((rc = on_event(s, &ev)) != 0)
+			s->over = 0;
+			if ((rc = tail_commit(s)) != 0 ||
+			    (rc = on_event(s, &ev)) != 0)
 				return rc;
 			s->loop_hits = 0;
 			if (st & pts_eos)
@@ -823,24 +825,31 @@ static int decode_synced(struct dec *s, int *status)
 			else if (s->stall >= HTR_DECODE_RUNAWAY)
 				runaway(s);
 			if (s->runaway) {
+				if (s->over && !s->in_tail &&
+				    (rc = tail_commit(s)) != 0)
+					return rc;
+				s->over = 0;
 				s->ntail = 0;
 				s->in_tail = 0;
 				*status = -pte_internal;
 				return 0;
 			}
 		}
-		if (st < 0 && s->over) {
-			int handled;
-
-			if ((rc = over_error(s, &st, &handled)) != 0)
+		if (st < 0 && s->over && over_error(s, &st, &rc)) {
+			if (rc)
 				return rc;
-			if (handled)
-				continue;
+			continue;
 		}
 		if (st < 0)
 			goto out;
 	}
 out:
+	/* Any other error while blocks were held: they ran. */
+	if (s->over) {
+		s->over = 0;
+		if (!s->in_tail && (rc = tail_commit(s)) != 0)
+			return rc;
+	}
 	if (s->in_tail && st != HTR_WALK_UNSURE) {
 		if (st == -pte_eos && (rc = tail_commit(s)) != 0)
 			return rc;
