@@ -515,10 +515,10 @@ static int next_block(struct htr_cursor *c)
 		}
 		/* The build saw tracing stop before this instruction and the
 		 * decoder did not: it went on past a direct branch out of the
-		 * filtered code whose disable has no IP (erratum SKL014; the
-		 * build's walk places it, libipt's block decoder is given no
-		 * filters, decode.c says why).  What it decodes until it
-		 * reports the disable never ran traced. */
+		 * filtered code whose disable has no IP (erratum SKL014:
+		 * libipt's block decoder is given no filters, decode.c says
+		 * why).  What it decodes until it reports the disable never
+		 * ran traced. */
 		if (!c->off_seen && disabled_at(c, c->id))
 			continue;
 		c->off_seen = 0;
