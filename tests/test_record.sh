@@ -181,14 +181,17 @@ run() {
 		judge "$name $opt $mode $t" \
 			"$("$cmp" --tsc "$out/$t.truth" "$out/$t.htr" 2>&1)"
 		# Three threads, a chunk boundary at every PSB, either
-		# decoder, and a processor with erratum SKL014 (6/142): the
-		# same file.  (Every syscall gives a TIP.PGD without an IP;
-		# libipt 2.0.5's SKL014 workaround, given filter ranges, binds
-		# such a disable to the first direct call inside the range
-		# when blocks end at calls, as htr's do: htr passes none.)
+		# decoder, and a processor with erratum SKL014 (6/142), with
+		# the filtered module's range when there is one: the same
+		# file.  (Every syscall gives a TIP.PGD without an IP, bound
+		# at the syscall: the recorder leaves the range by direct
+		# branches with the target, as a CPU without the erratum.)
+		ranges=$(awk '$1 == "module" && $7 == "filtered" {
+			printf " --filter %s", $6 }' "$out/record.txt")
 		for j in "-j3 --chunk-size 1" "-j1 --decoder block" \
 			"-j3 --chunk-size 1 --decoder block" \
-			"-j1 --decoder walk" "-j1 --cpu 6/142"; do
+			"-j1 --decoder walk" "-j1 --cpu 6/142$ranges" \
+			"-j1 --cpu 6/142 --decoder block$ranges"; do
 			# shellcheck disable=SC2086
 			if "$htr" build -q $j "$pt" $(cat "$out/build.args") \
 				-o "$out/$t.jn.htr" 2>/dev/null &&
