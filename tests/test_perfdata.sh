@@ -219,6 +219,18 @@ if cc -O0 -g -no-pie -o "$work/skl014" "$src/skl014.c"; then
 	filt "filter $lo/$size" "1 $lo $hi unplaced 0 "
 	filt "filter $off/$size@/nonexistent" "unplaced 1 "
 	filt "filter work @ $x" "error $d/rec.data: cannot read the address filter 'filter work @ $x' "
+	# htr build on a filter string it cannot read: one warning naming
+	# the file, the build goes on (without the ranges).
+	"$check" --rename "$d/rec.data" "$d/bad.data" "filter $off/$size@$x" \
+		"filter work @ x" &&
+		"$htr" build -o "$d/bad" "$d/bad.data" >/dev/null 2>"$d/bad.err"
+	st=$?
+	if [ $st -eq 0 ] && [ "$(grep -c warning "$d/bad.err")" -eq 1 ] &&
+	   grep -q "warning: $d/bad.data: cannot read the address filter 'filter work @ x'" "$d/bad.err"; then
+		echo "ok      skl014: a filter string it cannot read: $(grep warning "$d/bad.err" | cut -c1-100)..."
+	else
+		fail "skl014: bad filter string: exit $st, '$(head -1 "$d/bad.err")'"
+	fi
 	filt "filter 1/1 filter 2/1 filter 3/1 filter 4/1 stop 5/1" \
 		"error $d/rec.data: more than 4 address filter ranges in 'filter 1/1 filter 2/1 filter 3/1 filter 4/1 stop 5/1' "
 else
