@@ -447,7 +447,9 @@ fi
 # frames of 100 and 4096 bytes, cut anywhere, so records straddle
 # COMPRESSED records; AUXTRACE plain, as perf writes them): perf script
 # must read it as it reads the plain file (the same instructions, times
-# and side band), and htr build must give the same trees.
+# and side band, as sets: where perf flushes its queue of ordered events
+# depends on the records it decompressed, and lines of one time may come
+# in another order), and htr build must give the same trees.
 if [ -z "$zperf" ]; then
 	echo "SKIP    compressed perf.data (htr was built without libzstd)"
 elif command -v perf >/dev/null 2>&1; then
@@ -466,7 +468,7 @@ elif command -v perf >/dev/null 2>&1; then
 					-F tid,ip,time --ns &&
 				  perf script -f -i "$f.data" --no-itrace \
 					--show-mmap-events --show-task-events \
-					--show-switch-events; } 2>&1 | cksum
+					--show-switch-events; } 2>&1 | sort | cksum
 			done >"$z.perf"
 			what="$c: -z layout, ${piece}-byte frames"
 			if [ "$(sort -u "$z.perf" | wc -l)" -ne 1 ]; then
