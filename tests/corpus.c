@@ -1,4 +1,5 @@
 #include "corpus.h"
+#include "htr/build.h"
 
 #include <intel-pt.h>
 #include <stdio.h>
@@ -102,6 +103,28 @@ int has_errata(const char *cpu)
 	return memcmp(&er, &none, sizeof(er)) != 0;
 }
 
+
+int ptxed_filter(const char *opt, const char *arg, struct htr_addr_filter *f,
+		 unsigned *nf)
+{
+	unsigned n;
+	uint64_t v;
+
+	if (strncmp(opt, "--filter:addr", 13) || !arg || opt[13] < '0' ||
+	    opt[13] > '3')
+		return 0;
+	n = (unsigned) (opt[13] - '0');
+	v = strtoull(arg, NULL, 0);
+	if (!strcmp(opt + 14, "_cfg"))
+		f[n].kind = (int) v;
+	else if (!strcmp(opt + 14, "_a"))
+		f[n].start = v;
+	else if (!strcmp(opt + 14, "_b"))
+		f[n].end = v + 1;
+	if (*nf <= n)
+		*nf = n + 1;
+	return 1;
+}
 
 void skips_add(struct skips *s, const char *why)
 {

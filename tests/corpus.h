@@ -37,4 +37,11 @@ void skips_print(const struct skips *s, const char *tag);
 /* Whether libipt knows any erratum for cpu "F/M". */
 int has_errata(const char *cpu);
 
+struct htr_addr_filter;
+/* ptxed's --filter:addrN_cfg, _a or _b option @opt with value @arg
+ * (IA32_RTIT_CTL.ADDRn_CFG, IA32_RTIT_ADDRn_A/B, B inclusive) into
+ * @f[n], *@nf past it.  1 if @opt is one, else 0. */
+int ptxed_filter(const char *opt, const char *arg, struct htr_addr_filter *f,
+		 unsigned *nf);
+
 #endif

@@ -149,26 +149,13 @@ static int build_one(const char *cdir, struct mrow *m, const char *cpu,
 			res = -1;
 			break;
 		}
-		if (!strncmp(tok, "--filter:addr", 13) && tok[13] >= '0' &&
-		    tok[13] <= '3' && (arg = strtok_r(NULL, " ", &save))) {
-			/* ptxed's IA32_RTIT_CTL.ADDRn_CFG and ADDRn_A/B
-			 * (B inclusive) */
-			struct htr_addr_filter *r = &bo.filters[tok[13] - '0'];
-			uint64_t v = strtoull(arg, NULL, 0);
-
-			if (!strcmp(tok + 14, "_cfg"))
-				r->kind = (int) v;
-			else if (!strcmp(tok + 14, "_a"))
-				r->start = v;
-			else if (!strcmp(tok + 14, "_b"))
-				r->end = v + 1;
-			if (bo.nfilters <= (unsigned) (tok[13] - '0'))
-				bo.nfilters = (unsigned) (tok[13] - '0') + 1;
-		} else if (strncmp(tok, "--", 2) ||
-			   !(arg = strtok_r(NULL, " ", &save))) {
+		if (strncmp(tok, "--", 2) ||
+		    !(arg = strtok_r(NULL, " ", &save))) {
 			snprintf(why, wlen, "a ptxed option that htr build "
 				 "lacks (%s)", tok);
 			res = -1;
+		} else if (ptxed_filter(tok, arg, bo.filters, &bo.nfilters)) {
+			continue;
 		} else if (!strcmp(tok, "--raw")) {
 			/* ptxed's FILE:OFFSET:VADDR or FILE:VADDR */
 			char *c1 = strchr(arg, ':'), *c2;

@@ -579,22 +579,8 @@ static int corpus_one(const char *cdir, struct mrow *m, const char *cpu,
 			cfg.cpuid_0x15_eax = (uint32_t) strtoul(arg, NULL, 0);
 		else if (!strcmp(tok, "--cpuid-0x15.ebx") && arg)
 			cfg.cpuid_0x15_ebx = (uint32_t) strtoul(arg, NULL, 0);
-		else if (!strncmp(tok, "--filter:addr", 13) && arg &&
-			 tok[13] >= '0' && tok[13] <= '3') {
-			/* ADDRn_CFG, ADDRn_A/B (B inclusive) */
-			unsigned n = (unsigned) (tok[13] - '0');
-			uint64_t v = strtoull(arg, NULL, 0);
-
-			if (!strcmp(tok + 14, "_cfg"))
-				filters[n].kind = (int) v;
-			else if (!strcmp(tok + 14, "_a"))
-				filters[n].start = v;
-			else if (!strcmp(tok + 14, "_b"))
-				filters[n].end = v + 1;
-			if (cfg.nfilters <= n)
-				cfg.nfilters = n + 1;
+		else if (ptxed_filter(tok, arg, filters, &cfg.nfilters))
 			cfg.filters = filters;
-		}
 	}
 	free(opts);
 	if (res < 0)
