@@ -123,6 +123,21 @@ static HOT int enters(enum htr_icls c)
 	return c == HTR_IC_CALL || c == HTR_IC_FAR_CALL;
 }
 
+/* The bytes of @b's last instruction: its own if libipt gave them
+ * (truncated), else read into @buf (pt_max_insn_size bytes).  Returns
+ * how many there are at *@p, 0 or less if none could be read. */
+static int last_insn(const struct dec *s, const struct pt_block *b,
+		     uint8_t *buf, const uint8_t **p)
+{
+	if (b->truncated) {
+		*p = b->raw;
+		return b->size;
+	}
+	*p = buf;
+	return b->isid > 0 ? pt_iscache_read(s->isc, buf, pt_max_insn_size,
+					     b->isid, b->end_ip) : -1;
+}
+
 /* Class of @b's last instruction and, for calls, its return address. */
 static NOINLINE enum htr_icls block_class_slow(struct dec *s,
 						 const struct pt_block *b,
@@ -130,6 +145,7 @@ static NOINLINE enum htr_icls block_class_slow(struct dec *s,
 {
 	struct cls_slot *slot;
 	uint8_t buf[pt_max_insn_size];
+	const uint8_t *p;
 	enum htr_icls cls;
 	int n, len;
 
@@ -139,10 +155,8 @@ static NOINLINE enum htr_icls block_class_slow(struct dec *s,
 		slot = &s->cache[(b->end_ip ^ (b->end_ip >> CLS_CACHE_BITS)) &
 				 (CLS_CACHE_SIZE - 1)];
 		if (slot->ip != b->end_ip + 1) {
-			n = b->isid > 0 ? pt_iscache_read(s->isc, buf,
-							  sizeof(buf), b->isid,
-							  b->end_ip) : -1;
-			cls = n > 0 ? htr_x86__classify(buf, (size_t) n,
+			n = last_insn(s, b, buf, &p);
+			cls = n > 0 ? htr_x86__classify(p, (size_t) n,
 							 b->mode == ptem_64bit, &len) :
 				HTR_IC_OTHER;
 			if (n <= 0)
@@ -341,7 +355,8 @@ static int dec_time(struct dec *s, uint64_t *tsc)
 static NOINLINE int jump_read_trace(struct dec *s, const struct pt_block *b)
 {
 	uint8_t buf[pt_max_insn_size];
-	int is64 = b->mode == ptem_64bit, n;
+	const uint8_t *p;
+	int n;
 
 	switch (b->iclass) {
 	case ptic_cond_jump:
@@ -351,12 +366,9 @@ static NOINLINE int jump_read_trace(struct dec *s, const struct pt_block *b)
 	case ptic_error:
 		/* libipt gives direct and indirect jumps the same class, and
 		 * none to an indirect one from its block cache. */
-		if (b->truncated)
-			return htr_x86__jump_reads_trace(b->raw, b->size, is64);
-		n = b->isid > 0 ? pt_iscache_read(s->isc, buf, sizeof(buf),
-						  b->isid, b->end_ip) : -1;
-		return n > 0 &&
-		       htr_x86__jump_reads_trace(buf, (size_t) n, is64);
+		n = last_insn(s, b, buf, &p);
+		return n > 0 && htr_x86__jump_reads_trace(p, (size_t) n,
+							  b->mode == ptem_64bit);
 	default:
 		return 0;
 	}
@@ -369,6 +381,7 @@ static NOINLINE int direct_branch(struct dec *s, const struct pt_block *b,
 {
 	ZydisDecodedInstruction z;
 	uint8_t buf[pt_max_insn_size];
+	const uint8_t *p;
 	uint64_t to;
 	int n;
 
@@ -376,16 +389,10 @@ static NOINLINE int direct_branch(struct dec *s, const struct pt_block *b,
 	if (b->iclass != ptic_call && b->iclass != ptic_jump &&
 	    b->iclass != ptic_error)
 		return 0;
-	if (b->truncated) {
-		n = b->size;
-		memcpy(buf, b->raw, (size_t) n);
-	} else {
-		n = b->isid > 0 ? pt_iscache_read(s->isc, buf, sizeof(buf),
-						  b->isid, b->end_ip) : -1;
-	}
+	n = last_insn(s, b, buf, &p);
 	if (n <= 0 || (b->mode != ptem_64bit && b->mode != ptem_32bit) ||
 	    ZYAN_FAILED(ZydisDecoderDecodeInstruction(b->mode == ptem_64bit ?
-			&s->zd64 : &s->zd32, NULL, buf, (ZyanUSize) n, &z)) ||
+			&s->zd64 : &s->zd32, NULL, p, (ZyanUSize) n, &z)) ||
 	    (z.mnemonic != ZYDIS_MNEMONIC_JMP &&
 	     z.mnemonic != ZYDIS_MNEMONIC_CALL) ||
 	    z.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR ||
