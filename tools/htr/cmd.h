@@ -43,6 +43,9 @@ int usage_error(const char *cmd, const char *fmt, ...)
 	;
 /* Parse an unsigned number (0x.. hex or decimal).  Returns 0 or -1. */
 int parse_u64(const char *s, uint64_t *out);
+/* Parse two such numbers as START-END.  Returns 0 or -1 (the order is
+ * the caller's to check). */
+int parse_range(const char *s, uint64_t *start, uint64_t *end);
 /* Human-readable flags: "late,truncated" or "-". */
 const char *block_flags_str(uint32_t flags, char *buf, size_t size);
 

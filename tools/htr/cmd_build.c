@@ -933,22 +933,6 @@ static int parse_bytes(const char *s, uint64_t *out)
 	return 0;
 }
 
-/* START-END, END excluded; 0 or -1. */
-static int parse_range(const char *s, struct htr_addr_filter *f)
-{
-	const char *dash = strchr(s, '-');
-	char a[32];
-
-	if (!dash || (size_t) (dash - s) >= sizeof(a))
-		return -1;
-	memcpy(a, s, (size_t) (dash - s));
-	a[dash - s] = 0;
-	if (parse_u64(a, &f->start) < 0 || parse_u64(dash + 1, &f->end) < 0 ||
-	    f->end <= f->start)
-		return -1;
-	return 0;
-}
-
 int cmd_build(int argc, char **argv)
 {
 	enum { O_CPU = 256, O_MTC, O_NOM, O_EAX, O_EBX, O_TID, O_SYMFS,
@@ -1033,9 +1017,12 @@ int cmd_build(int argc, char **argv)
 				goto done;
 			}
 			break;
-		case O_FILTER: case O_STOP:
+		case O_FILTER: case O_STOP: {
+			struct htr_addr_filter *f = &opts.filters[opts.nfilters];
+
 			if (opts.nfilters == HTR_ADDR_FILTERS_MAX ||
-			    parse_range(optarg, &opts.filters[opts.nfilters]) < 0) {
+			    parse_range(optarg, &f->start, &f->end) < 0 ||
+			    f->end <= f->start) {
 				rc = usage_error("build", "--%s: %s '%s'",
 						 c == O_FILTER ? "filter" :
 						 "trace-stop", opts.nfilters ==
@@ -1044,9 +1031,11 @@ int cmd_build(int argc, char **argv)
 						 optarg);
 				goto done;
 			}
-			opts.filters[opts.nfilters++].kind =
-				c == O_FILTER ? HTR_FILTER_TRACE : HTR_FILTER_STOP;
+			f->kind = c == O_FILTER ? HTR_FILTER_TRACE :
+						  HTR_FILTER_STOP;
+			opts.nfilters++;
 			break;
+		}
 		case 'e': elfs[nelf++] = optarg; break;
 		case 'r': raws[nraw++] = optarg; break;
 		case 'o': out = optarg; break;

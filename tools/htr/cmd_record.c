@@ -78,23 +78,16 @@ int cmd_record(int argc, char **argv)
 
 static int parse_filter(const char *s, struct rec_filter *f)
 {
-	const char *dash = strchr(s, '-');
-	char a[64];
+	uint64_t lo, hi;
 
 	memset(f, 0, sizeof(f[0]));
-	if (dash && (size_t) (dash - s) < sizeof(a) && s[0] >= '0' &&
-	    s[0] <= '9' && !strchr(s, '/')) {
-		uint64_t lo, hi;
-
-		memcpy(a, s, (size_t) (dash - s));
-		a[dash - s] = 0;
-		if (parse_u64(a, &lo) == 0 && parse_u64(dash + 1, &hi) == 0) {
-			if (hi <= lo)
-				return -1;
-			f->start = lo;
-			f->end = hi;
-			return 0;
-		}
+	if (s[0] >= '0' && s[0] <= '9' && !strchr(s, '/') &&
+	    parse_range(s, &lo, &hi) == 0) {
+		if (hi <= lo)
+			return -1;
+		f->start = lo;
+		f->end = hi;
+		return 0;
 	}
 	f->module = s;
 	return 0;

@@ -82,6 +82,18 @@ int parse_u64(const char *s, uint64_t *out)
 	return 0;
 }
 
+int parse_range(const char *s, uint64_t *start, uint64_t *end)
+{
+	const char *dash = strchr(s, '-');
+	char a[64];
+
+	if (!dash || (size_t) (dash - s) >= sizeof(a))
+		return -1;
+	memcpy(a, s, (size_t) (dash - s));
+	a[dash - s] = 0;
+	return parse_u64(a, start) < 0 || parse_u64(dash + 1, end) < 0 ? -1 : 0;
+}
+
 const char *block_flags_str(uint32_t flags, char *buf, size_t size)
 {
 	static const struct { uint32_t bit; const char *name; } names[] = {
