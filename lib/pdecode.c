@@ -15,14 +15,23 @@
 #define CHUNK_BATCHES 48u         /* full batches a chunk may hold before
 				   * its decoder waits for the consumer
 				   * (6 MiB; a default chunk makes ~4 MiB) */
-/* The default chunk: at least 16 a thread, so that the last chunks leave
- * the threads idle for little of the build (a 3.4 MB trace in chunks of
- * 256 KiB: 13 chunks, -j2 1.3x -j1; of 106 KiB: 1.5x), and at most
- * 256 KiB, and at least 64 KiB: each chunk decodes a PSB interval or two
- * twice (before its start, past its end). */
+/* The default chunk sizes.  Each chunk decodes a PSB interval or two
+ * twice (the warm-up before its start, the seam past its end), so fewer,
+ * larger chunks cost less; but a chunk's events wait in memory until the
+ * tree builder reaches them (CHUNK_BATCHES batches, then its decoder
+ * waits), and the last chunks must be small for the threads to finish
+ * together.  So a chunk is 1/CHUNK_SHARE of what is left of the trace a
+ * thread, at most what makes CHUNK_EVENTS events at the rate the chunks
+ * decoded so far made them, within CHUNK_MIN and CHUNK_MAX; before any
+ * rate is known, 1/CHUNK_FIRST of the trace a thread.  (10^7
+ * instructions in 2.3 MB: 15 chunks, where 32 of 1/CHUNK_FIRST made -j2
+ * do 5 % more work; a recording of call-dense code, 3.4 MB: without the
+ * event bound its decoder waited for the builder a fifth of the time.) */
 #define CHUNK_MAX (256u << 10)
 #define CHUNK_MIN (64u << 10)
-#define CHUNKS_PER_THREAD 16
+#define CHUNK_SHARE 2
+#define CHUNK_FIRST 16
+#define CHUNK_EVENTS (CHUNK_BATCHES * BATCH * 3 / 4)
 #define STOP 1                    /* a chunk's decoder reached the next */
 #define PROGRESS_STEP (1u << 20)  /* instructions between reports */
 #define NONE UINT64_MAX
@@ -57,6 +66,7 @@ struct chunk {
 	struct batch *cur;            /* being filled (decoder thread only) */
 	struct batch *full, *last;    /* full batches, oldest first */
 	unsigned nfull;
+	uint64_t nev;                 /* events queued so far */
 	int done, rc;
 	int mine;                     /* the consuming thread decodes it */
 	_Atomic uint64_t at;          /* the decoder's last offset */
@@ -81,7 +91,9 @@ struct pdec {
 	const struct htr_decode_cfg *cfg;
 	struct consumer *k;
 	struct htr_image *img;
-	uint64_t chunk;
+	uint64_t chunk;               /* the caller's size; 0: see CHUNK_MAX */
+	unsigned threads;
+	uint64_t done_bytes, done_events;   /* of the chunks decoded */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;          /* any change; waiters re-check */
 	struct chunk *ring;           /* chunk k in ring[k % window] */
@@ -154,6 +166,7 @@ static void queue(struct chunk *c)
 		c->full = c->cur;
 	c->last = c->cur;
 	c->nfull++;
+	c->nev += c->cur->n;
 	c->cur = NULL;
 }
 
@@ -307,6 +320,23 @@ static uint64_t psb_from(const struct htr_decode_cfg *cfg, uint64_t from)
 							 from);
 }
 
+/* The size of the chunk at @start (lock held). */
+static uint64_t chunk_len(const struct pdec *p, uint64_t start)
+{
+	uint64_t n, most = CHUNK_MAX;
+
+	if (p->chunk)
+		return p->chunk;
+	n = (p->cfg->size - start) / (CHUNK_SHARE * p->threads);
+	if (!p->done_events)
+		n = p->cfg->size / (p->threads * CHUNK_FIRST);
+	else if (p->done_events > CHUNK_EVENTS * p->done_bytes / CHUNK_MAX)
+		most = CHUNK_EVENTS * p->done_bytes / p->done_events;
+	if (n > most)
+		n = most;
+	return n < CHUNK_MIN ? CHUNK_MIN : n;
+}
+
 /* Hand out the next chunk (lock held). */
 static struct chunk *take_chunk(struct pdec *p)
 {
@@ -318,7 +348,7 @@ static struct chunk *take_chunk(struct pdec *p)
 	c->head.from = c->tail.from = c->head.to = c->tail.to = NONE;
 	c->head.hash = c->tail.hash = HTR_HASH_SEED;
 	c->start = start;
-	c->end = psb_from(p->cfg, start + p->chunk);
+	c->end = psb_from(p->cfg, start + chunk_len(p, start));
 	c->at = start;
 	if (k == 0) {
 		c->begin = 0;
@@ -361,6 +391,13 @@ static void chunk_done(struct chunk *c, int rc)
 	c->head.done = c->tail.done = 1;
 	c->done = 1;
 	c->rc = rc == STOP ? 0 : rc;
+	if (!c->rc) {
+		struct pdec *p = c->p;
+
+		p->done_bytes += (c->end == NONE ? p->cfg->size : c->end) -
+				 c->start;
+		p->done_events += c->nev;
+	}
 	pthread_cond_broadcast(&c->p->cond);
 }
 
@@ -565,11 +602,8 @@ int htr_pdecode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 		sink.progress = solo_progress;
 		return htr_decode__run(cfg, img, &sink, err);
 	}
-	p.chunk = chunk ? chunk : cfg->size / threads / CHUNKS_PER_THREAD;
-	if (!chunk && p.chunk > CHUNK_MAX)
-		p.chunk = CHUNK_MAX;
-	else if (!chunk && p.chunk < CHUNK_MIN)
-		p.chunk = CHUNK_MIN;
+	p.chunk = chunk;
+	p.threads = threads;
 	memset(&k, 0, sizeof(k));
 	k.apply = apply;
 	k.progress = progress;

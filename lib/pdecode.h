@@ -39,7 +39,8 @@
 #define HTR_PDECODE_DIVERGED 1
 
 /* Decode @cfg's trace over @img on @threads threads, in chunks of about
- * @chunk bytes (0: the default, 64 to 256 KiB, 16 chunks a thread):
+ * @chunk bytes (0: 64 to 256 KiB, shrinking towards the end: see
+ * CHUNK_MAX in pdecode.c):
  * @threads - 1 helpers and the calling thread, which decodes a chunk
  * whenever no events are ready (@threads 0 or 1: it decodes the whole
  * trace, no chunks).  Each event

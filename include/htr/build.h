@@ -100,8 +100,9 @@ struct htr_build_opts {
 				    * (htr/cpuwide.h) decode on the calling
 				    * thread. */
 	uint64_t chunk_size;       /* trace bytes per chunk with threads >= 2
-				    * (0: 16 a thread, within 64 KiB to
-				    * 256 KiB) */
+				    * (0: half of what is left a thread,
+				    * within 64 KiB to 256 KiB, less where
+				    * events are dense) */
 	/* Added later still (0: HTR_DECODER_WALK): */
 	int decoder;               /* enum htr_decoder */
 	/* Added later still (0: none): the IP filter ranges the trace was
