@@ -481,7 +481,11 @@ int htr_build__out_commit(struct htr_builder *b, struct htr_build_out *o,
 	struct htr_writer_meta meta;
 	const struct htr_decode_gap *first;
 	struct pt_version v;
-	int rc = htr_tb__finish(o->tb);
+	struct timespec t0, t1;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = htr_tb__finish(o->tb);
 
 	if (rc < 0)
 		return htr_build__out_fail(b, o, rc);
@@ -497,7 +501,10 @@ int htr_build__out_commit(struct htr_builder *b, struct htr_build_out *o,
 	rc = htr_writer__commit(o->w, &meta);
 	if (rc < 0)
 		return htr_build__out_fail(b, o, rc);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
 	memset(s, 0, sizeof(*s));
+	s->commit_ns = (uint64_t) (t1.tv_sec - t0.tv_sec) * 1000000000u +
+		       (uint64_t) t1.tv_nsec - (uint64_t) t0.tv_nsec;
 	s->size = sizeof(*s);
 	s->insns = meta.ninsns;
 	s->blocks = htr_writer__nblocks(o->w);

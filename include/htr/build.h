@@ -163,6 +163,12 @@ struct htr_build_stats {
 	uint64_t errors, runaways;
 	uint64_t first_error_offset;
 	int first_error_code;
+	/* Added later (the size rule): the wall-clock nanoseconds of the
+	 * commit, after the last instruction was decoded: linking the tree,
+	 * writing and hashing the sections, fsync and rename (on one thread
+	 * or several, whatever opts.threads; the rest of the build is
+	 * decoding and building the tree). */
+	uint64_t commit_ns;
 };
 
 /**

@@ -5,7 +5,9 @@
 # trace: M insns/s of the bare loop, of htr build -j1 (one thread) with each
 # decoder (--decoder block, --decoder walk) and of -j2 (two threads, the
 # walk), their ratios to the bare loop, -j2 against -j1 (walk), peak RSS
-# and bytes per block.  A walk figure marked '*' is the block decoder's:
+# and bytes per block; where -j1 and -j2 spend their time: the commit's
+# share of the build (htr build's summary) and the CPU time of -j2 against
+# -j1's (user + system: above 1, the work threads add).  A walk figure marked '*' is the block decoder's:
 # the walk gave up on that trace (htr build's note).  Each figure is the
 # best of RUNS runs (default 3).
 #
@@ -28,8 +30,9 @@ same() {
 			END { exit bad }'
 }
 
-# best_of OUT CMD...: run CMD $runs times; "SECONDS PEAK_KIB" of the
-# fastest.  OUT (the file CMD writes, or "") is removed before each run:
+# best_of OUT CMD...: run CMD $runs times; "SECONDS PEAK_KIB CPU_SECONDS
+# COMMIT_SECONDS" of the fastest (the commit's from htr build's summary,
+# 0 for other commands).  OUT (the file CMD writes, or "") is removed before each run:
 # replacing a file frees the old one's blocks, which costs the file system
 # more than it costs the build (30 ms for 17 MB with online discard).
 best_of() {
@@ -39,13 +42,16 @@ best_of() {
 	while [ $i -lt "$runs" ]; do
 		[ -z "$out" ] || rm -f "$out"
 		t0=$(date +%s%N)
-		/usr/bin/time -f '%M' -o "$dir/time" "$@" >/dev/null
+		/usr/bin/time -f '%M %U %S' -o "$dir/time" "$@" >/dev/null \
+			2>"$dir/err"
 		t1=$(date +%s%N)
-		read -r m < "$dir/time"
+		read -r m u k < "$dir/time"
+		c=$(sed -n 's/.* s (commit \([0-9.]*\) s).*/\1/p' "$dir/err")
 		s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) / 1e9 }')
-		if [ -z "$best" ] || awk -v a="$s" -v b="${best% *}" \
+		if [ -z "$best" ] || awk -v a="$s" -v b="${best%% *}" \
 			'BEGIN { exit !(a < b) }'; then
-			best="$s $m"
+			best="$s $m $(awk -v u="$u" -v k="$k" \
+				'BEGIN { print u + k }') ${c:-0}"
 		fi
 		i=$((i + 1))
 	done
@@ -72,10 +78,10 @@ measure() {
 	blk=$(best_of "$dir/blk.htr" "$htr" build -q -j1 --decoder block $opts \
 		$elfs -o "$dir/blk.htr" "$trace")
 	# shellcheck disable=SC2086
-	walk=$(best_of "$dir/walk.htr" "$htr" build -q -j1 --decoder walk $opts \
+	walk=$(best_of "$dir/walk.htr" "$htr" build -j1 --decoder walk $opts \
 		$elfs -o "$dir/walk.htr" "$trace")
 	# shellcheck disable=SC2086
-	j2=$(best_of "$dir/j2.htr" "$htr" build -q -j2 --decoder walk $opts \
+	j2=$(best_of "$dir/j2.htr" "$htr" build -j2 --decoder walk $opts \
 		$elfs -o "$dir/j2.htr" "$trace")
 	# Once more without -q: whether the walk gave up (its note).
 	# shellcheck disable=SC2086
@@ -98,18 +104,22 @@ measure() {
 		split(j2, J2, " ")
 		rb = n / B[1] / 1e6; rk = n / K[1] / 1e6; rw = n / W[1] / 1e6
 		r2 = n / J2[1] / 1e6
-		printf "%-14s %6.0fM %7.1f %7.1f %6.1f%s %7.1f %8.2f %9.2f %7.2f %7.2f %7.1f %8.1f %7.1f %6.1f\n",
+		printf "%-14s %6.0fM %7.1f %7.1f %6.1f%s %7.1f %8.2f %9.2f %7.2f %7.2f %7.1f %8.1f %7.1f %6.1f %7.0f%% %7.0f%% %7.2f\n",
 			name, n / 1e6, rb, rk, rw, fell ? "*" : " ", r2,
 			rk / rb, rw / rb, r2 / rb, r2 / rw, K[2] / 1024,
-			W[2] / 1024, J2[2] / 1024, blocks ? size / blocks : 0
+			W[2] / 1024, J2[2] / 1024, blocks ? size / blocks : 0,
+			100 * W[4] / W[1], 100 * J2[4] / J2[1],
+			(W[3] > 0 ? J2[3] / W[3] : 0)
 	}'
 }
 
 echo "build-speed: best of $runs runs; M insns/s over wall time;" \
-	"RSS in MiB; walk '*': the walk gave up, the block decoder decoded" >&2
-printf "%-14s %7s %7s %7s %7s %7s %8s %9s %7s %7s %7s %8s %7s %6s\n" \
+	"RSS in MiB; walk '*': the walk gave up, the block decoder decoded;" \
+	"cmt: the commit's share of the build; cpu-j2/1: -j2's CPU time" \
+	"over -j1's (walk)" >&2
+printf "%-14s %7s %7s %7s %7s %7s %8s %9s %7s %7s %7s %8s %7s %6s %8s %8s %7s\n" \
 	trace insns bare blk walk j2 blk/bare walk/bare j2/bare j2/walk \
-	rss-blk rss-walk rss-j2 B/blk
+	rss-blk rss-walk rss-j2 B/blk cmt-walk cmt-j2 cpu-j2/1
 for n in $sizes; do
 	for sc in basic mixed nocomp; do
 		"$synth" -q --no-truth --no-bundle -S "$sc" -n "$n" "$dir/t"

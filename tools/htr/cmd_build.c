@@ -605,9 +605,9 @@ static void perf_summary(const struct perf_build *pb, const char *name,
 		return;
 	fprintf(stderr, "htr: build: %s (pid %u, %s) -> %s: %" PRIu64
 		" insns, %" PRIu64 " blocks, depth %u, %" PRIu64 " gaps, %"
-		PRIu64 " bytes, %.2f s\n", name, t->pid,
+		PRIu64 " bytes, %.2f s (commit %.2f s)\n", name, t->pid,
 		t->comm[0] ? t->comm : "?", out, st->insns, st->blocks,
-		st->max_depth, st->gaps, fsize, sec);
+		st->max_depth, st->gaps, fsize, sec, st->commit_ns / 1e9);
 	if (!cpuwide)
 		fallback_note(pb->user, st);
 }
@@ -1223,11 +1223,12 @@ int cmd_build(int argc, char **argv)
 
 		fprintf(stderr, "htr: build: %s -> %s: %" PRIu64 " insns, %"
 			PRIu64 " blocks, depth %u, %" PRIu64 " gaps, %" PRIu64
-			" bytes (%.1f per block), %.2f s, %.1f M insns/s\n",
-			argv[optind], out, st.insns, st.blocks, st.max_depth,
-			st.gaps, fsize,
+			" bytes (%.1f per block), %.2f s (commit %.2f s), %.1f M"
+			" insns/s\n", argv[optind], out, st.insns, st.blocks,
+			st.max_depth, st.gaps, fsize,
 			st.blocks ? (double) fsize / (double) st.blocks : 0.0,
-			t, t > 0 ? (double) st.insns / t / 1e6 : 0.0);
+			t, st.commit_ns / 1e9,
+			t > 0 ? (double) st.insns / t / 1e6 : 0.0);
 		fallback_note(&opts, &st);
 	}
 	warn_result(argv[optind], out, &st, 0);
