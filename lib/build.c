@@ -297,11 +297,11 @@ static int on_progress(void *ctx, uint64_t offset)
 }
 
 /* The decoders' events, in trace order, on this thread. */
-static int apply(void *ctx, const struct htr_ev *e)
+static int apply(void *ctx, const struct htr_ev *ev, size_t n)
 {
 	struct glue *g = ctx;
 
-	return g->apply_rc = htr_ev__apply(g->o->tb, e);
+	return g->apply_rc = htr_ev__apply_n(g->o->tb, ev, n);
 }
 
 /* One thread: the decoder's callbacks straight into the tree builder (as

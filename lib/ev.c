@@ -1,6 +1,6 @@
 #include "ev.h"
 
-int htr_ev__apply(struct htr_tb *tb, const struct htr_ev *e)
+static inline int apply_one(struct htr_tb *tb, const struct htr_ev *e)
 {
 	switch (e->type) {
 	case HTR_EV_RUN: {
@@ -27,6 +27,25 @@ int htr_ev__apply(struct htr_tb *tb, const struct htr_ev *e)
 		return htr_tb__sync(tb, e->a);
 	}
 	return HTR_ERR_INVALID;
+}
+
+int htr_ev__apply(struct htr_tb *tb, const struct htr_ev *e)
+{
+	return apply_one(tb, e);
+}
+
+/* A batch at a time: a call and a switch an event in one loop (one call
+ * through a pointer and two more an event, with the counting around
+ * them, were 8 % of a two-thread build of call-dense code). */
+int htr_ev__apply_n(struct htr_tb *tb, const struct htr_ev *ev, size_t n)
+{
+	size_t i;
+	int rc;
+
+	for (i = 0; i < n; i++)
+		if ((rc = apply_one(tb, &ev[i])) != 0)
+			return rc;
+	return 0;
 }
 
 /* One packer per decoder callback, handing each event to k->put. */

@@ -52,6 +52,10 @@ static inline void htr_ev__fill(struct htr_ev *e, uint8_t type, uint8_t cls,
 /* Feed @e to @tb.  Returns the builder's result. */
 int htr_ev__apply(struct htr_tb *tb, const struct htr_ev *e);
 
+/* Feed @ev[0..@n) to @tb in order, up to the first that fails.  Returns
+ * 0 or that one's result. */
+int htr_ev__apply_n(struct htr_tb *tb, const struct htr_ev *ev, size_t n);
+
 /* Where a packing sink hands its events. */
 struct htr_ev_sink {
 	int (*put)(void *ctx, const struct htr_ev *e);

@@ -33,12 +33,13 @@
 #define CHUNK_FIRST 16
 #define CHUNK_EVENTS (CHUNK_BATCHES * BATCH * 3 / 4)
 #define STOP 1                    /* a chunk's decoder reached the next */
-#define PROGRESS_STEP (1u << 20)  /* instructions between reports */
+#define REPORT_BATCHES 8u         /* batches between progress reports */
 #define NONE UINT64_MAX
 
 struct batch {
 	struct batch *next;
 	uint32_t n;
+	uint64_t sync;                /* its last sync's offset (NONE: none) */
 	struct htr_ev ev[BATCH];
 };
 
@@ -61,6 +62,8 @@ struct chunk {
 				       * the one at end (NONE: the last) */
 	int on;                       /* reporting (decoder thread only) */
 	int past;                     /* past end: hashing the seam */
+	int fast;                     /* on, not past, no seam to hash: a run
+				       * goes straight into the batch */
 	struct seam head, tail;       /* the interval at start (reported),
 				       * the one at end (not reported) */
 	struct batch *cur;            /* being filled (decoder thread only) */
@@ -76,10 +79,10 @@ struct chunk {
 /* The calling thread: it takes the events in order and, when none are
  * ready, decodes a chunk itself. */
 struct consumer {
-	int (*apply)(void *ctx, const struct htr_ev *e);
+	int (*apply)(void *ctx, const struct htr_ev *ev, size_t n);
 	int (*progress)(void *ctx, uint64_t offset);
 	void *ctx;
-	uint64_t insns, next_report, offset;
+	uint64_t batches, offset;
 	struct seam last;             /* the tail of the last chunk taken */
 	int checked;                  /* the head chunk's start agrees */
 	int rc;                       /* why a drain stopped everything */
@@ -131,6 +134,7 @@ static struct batch *get_batch(struct pdec *p)
 	}
 	b->next = NULL;
 	b->n = 0;
+	b->sync = NONE;
 	return b;
 }
 
@@ -250,6 +254,8 @@ static int chunk_put(void *ctx, const struct htr_ev *e)
 			c->on = 1;
 			c->head.from = e->a;
 		}
+		c->fast = c->on && !c->past &&
+			  (c->head.done || c->head.from == NONE);
 	}
 	if (c->past) {
 		seam_add(&c->tail, e);
@@ -267,6 +273,8 @@ static int chunk_put(void *ctx, const struct htr_ev *e)
 			return HTR_ERR_NOMEM;
 	}
 	c->cur->ev[c->cur->n++] = *e;
+	if (e->type == HTR_EV_SYNC)
+		c->cur->sync = e->a;
 	return c->cur->n == BATCH ? publish(c) : 0;
 }
 
@@ -281,8 +289,7 @@ static int chunk_run(void *ctx, uint64_t ip, uint32_t ninsn,
 	struct chunk *c = ctx;
 	struct htr_ev e;
 
-	if (c->on && !c->past && c->cur &&
-	    (c->head.done || c->head.from == NONE)) {
+	if (c->fast && c->cur) {
 		htr_ev__fill(&c->cur->ev[c->cur->n++], HTR_EV_RUN,
 			     (uint8_t) cls, 0, ninsn, ip, ret_ip, timed, tsc);
 		return c->cur->n == BATCH ? publish(c) : 0;
@@ -352,7 +359,7 @@ static struct chunk *take_chunk(struct pdec *p)
 	c->at = start;
 	if (k == 0) {
 		c->begin = 0;
-		c->on = 1;
+		c->on = c->fast = 1;
 	} else {
 		/* The warm-up starts at the PSB before this chunk's; the
 		 * previous chunk's start is one, if none is nearer. */
@@ -436,24 +443,15 @@ static void *worker(void *arg)
 
 static int consume(struct consumer *k, const struct batch *b)
 {
-	uint32_t i;
-	int rc;
+	int rc = k->apply(k->ctx, b->ev, b->n);
 
-	for (i = 0; i < b->n; i++) {
-		const struct htr_ev *e = &b->ev[i];
-
-		if ((rc = k->apply(k->ctx, e)) != 0)
-			return rc;
-		if (e->type == HTR_EV_RUN)
-			k->insns += e->n;
-		else if (e->type == HTR_EV_SYNC)
-			k->offset = e->a;
-	}
-	if (k->insns >= k->next_report) {
-		k->next_report = k->insns + PROGRESS_STEP;
-		if (k->progress && k->progress(k->ctx, k->offset))
-			return HTR_ERR_CANCELED;
-	}
+	if (rc)
+		return rc;
+	if (b->sync != NONE)
+		k->offset = b->sync;
+	if (++k->batches % REPORT_BATCHES == 0 && k->progress &&
+	    k->progress(k->ctx, k->offset))
+		return HTR_ERR_CANCELED;
 	return 0;
 }
 
@@ -564,9 +562,17 @@ static int consume_all(struct pdec *p, struct consumer *k,
 /* One thread: the events go straight to the caller. */
 struct solo {
 	struct htr_ev_sink ek;        /* first: the decoder's sink context */
+	int (*apply)(void *ctx, const struct htr_ev *ev, size_t n);
 	int (*progress)(void *ctx, uint64_t offset);
 	void *ctx;
 };
+
+static int solo_put(void *ctx, const struct htr_ev *e)
+{
+	const struct solo *s = ctx;
+
+	return s->apply(s->ctx, e, 1);
+}
 
 static int solo_progress(void *ctx, uint64_t offset)
 {
@@ -577,7 +583,7 @@ static int solo_progress(void *ctx, uint64_t offset)
 
 int htr_pdecode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 		     unsigned threads, uint64_t chunk,
-		     int (*apply)(void *ctx, const struct htr_ev *e),
+		     int (*apply)(void *ctx, const struct htr_ev *ev, size_t n),
 		     int (*progress)(void *ctx, uint64_t offset), void *ctx,
 		     struct htr_err *err)
 {
@@ -594,9 +600,10 @@ int htr_pdecode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 	if (p.next_start == NONE || threads < 2) {
 		/* One thread, or no PSB (the one-thread decoder says so, as
 		 * it would). */
-		struct solo so = { { apply, ctx }, progress, ctx };
+		struct solo so = { { solo_put, NULL }, apply, progress, ctx };
 		struct htr_decode_sink sink;
 
+		so.ek.ctx = &so;
 		memset(&sink, 0, sizeof(sink));
 		htr_ev__sink(&sink, &so.ek);     /* sink.ctx = &so */
 		sink.progress = solo_progress;
@@ -608,7 +615,6 @@ int htr_pdecode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 	k.apply = apply;
 	k.progress = progress;
 	k.ctx = ctx;
-	k.next_report = PROGRESS_STEP;
 	k.last.from = k.last.to = NONE;
 	k.checked = 1;
 	k.err = err;

@@ -43,9 +43,9 @@
  * CHUNK_MAX in pdecode.c):
  * @threads - 1 helpers and the calling thread, which decodes a chunk
  * whenever no events are ready (@threads 0 or 1: it decodes the whole
- * trace, no chunks).  Each event
- * goes to @apply(@ctx, event) on the calling thread, in trace order; every
- * 2^20 instructions or so @progress(@ctx, trace offset) runs there too.
+ * trace, no chunks).  The events go to @apply(@ctx, events, how many) on
+ * the calling thread, in trace order, a batch at a time; every 32768
+ * events or so @progress(@ctx, trace offset) runs there too.
  * A non-zero value from either stops everything and is returned (progress:
  * HTR_ERR_CANCELED).  Memory: a bounded number of chunks in flight, each
  * holding at most a fixed number of events.  Returns what
@@ -53,7 +53,7 @@
  * All threads are joined before it returns. */
 int htr_pdecode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 		     unsigned threads, uint64_t chunk,
-		     int (*apply)(void *ctx, const struct htr_ev *e),
+		     int (*apply)(void *ctx, const struct htr_ev *ev, size_t n),
 		     int (*progress)(void *ctx, uint64_t offset), void *ctx,
 		     struct htr_err *err);
 
