@@ -605,7 +605,7 @@ static void perf_summary(const struct perf_build *pb, const char *name,
 		return;
 	fprintf(stderr, "htr: build: %s (pid %u, %s) -> %s: %" PRIu64
 		" insns, %" PRIu64 " blocks, depth %u, %" PRIu64 " gaps, %"
-		PRIu64 " bytes, %.2f s (commit %.2f s)\n", name, t->pid,
+		PRIu64 " bytes, %.3f s (commit %.3f s)\n", name, t->pid,
 		t->comm[0] ? t->comm : "?", out, st->insns, st->blocks,
 		st->max_depth, st->gaps, fsize, sec, st->commit_ns / 1e9);
 	if (!cpuwide)
@@ -1223,7 +1223,7 @@ int cmd_build(int argc, char **argv)
 
 		fprintf(stderr, "htr: build: %s -> %s: %" PRIu64 " insns, %"
 			PRIu64 " blocks, depth %u, %" PRIu64 " gaps, %" PRIu64
-			" bytes (%.1f per block), %.2f s (commit %.2f s), %.1f M"
+			" bytes (%.1f per block), %.3f s (commit %.3f s), %.1f M"
 			" insns/s\n", argv[optind], out, st.insns, st.blocks,
 			st.max_depth, st.gaps, fsize,
 			st.blocks ? (double) fsize / (double) st.blocks : 0.0,
