@@ -14,7 +14,8 @@
 #define BATCH 4096u               /* events per batch (128 KiB) */
 #define CHUNK_BATCHES 48u         /* full batches a chunk may hold before
 				   * its decoder waits for the consumer
-				   * (6 MiB; a default chunk makes ~4 MiB) */
+				   * (6 MiB; a default chunk makes at most
+				   * 3/4 of it, CHUNK_EVENTS) */
 /* The default chunk sizes.  Each chunk decodes a PSB interval or two
  * twice (the warm-up before its start, the seam past its end), so fewer,
  * larger chunks cost less; but a chunk's events wait in memory until the
