@@ -73,9 +73,11 @@ struct htr_build_opts {
 	 * IA32_RTIT_CTL.MTCFreq and the nominal frequency ratio. */
 	uint32_t cpuid_0x15_eax, cpuid_0x15_ebx;
 	uint8_t mtc_freq, nom_freq;
-	/* Called about every 2^20 instructions (and while searching for a
-	 * PSB) on the thread that called htr_builder_run(), never on the
-	 * builder's helper thread.  It must return (no longjmp, no C++
+	/* Called about every 2^20 instructions (with threads >= 2, every
+	 * 32768 events: from 2^18 instructions on call-dense code to a few
+	 * times 2^20), and while searching for a PSB, on the thread that
+	 * called htr_builder_run(), never on the builder's helper
+	 * threads.  It must return (no longjmp, no C++
 	 * exception through libhtr: the helper thread, the temporary output
 	 * and the mapped trace would leak).  0 goes on; a positive value
 	 * cancels the build: htr_builder_run() returns HTR_ERR_CANCELED and
