@@ -7,9 +7,9 @@
 # walk), their ratios to the bare loop, -j2 against -j1 (walk), peak RSS
 # and bytes per block; where -j1 and -j2 spend their time: the commit's
 # share of the build (htr build's summary) and the CPU time of -j2 against
-# -j1's (user + system: above 1, the work threads add).  A walk figure marked '*' is the block decoder's:
-# the walk gave up on that trace (htr build's note).  Each figure is the
-# best of RUNS runs (default 3).
+# -j1's (user + system: above 1, the work threads add).  A walk figure
+# marked '*' is the block decoder's: the walk gave up on that trace (htr
+# build's note).  Each figure is the best of RUNS runs (default 3).
 #
 # usage: build_speed.sh HTR_SYNTH HTR BARE_BLK [SIZES]
 #        (SIZES default "1e7 1e8"; "1e9" shows RSS at scale)
@@ -32,9 +32,10 @@ same() {
 
 # best_of OUT CMD...: run CMD $runs times; "SECONDS PEAK_KIB CPU_SECONDS
 # COMMIT_SECONDS" of the fastest (the commit's from htr build's summary,
-# 0 for other commands).  OUT (the file CMD writes, or "") is removed before each run:
-# replacing a file frees the old one's blocks, which costs the file system
-# more than it costs the build (30 ms for 17 MB with online discard).
+# 0 for other commands).  OUT (the file CMD writes, or "") is removed
+# before each run: replacing a file frees the old one's blocks, which costs
+# the file system more than it costs the build (30 ms for 17 MB with
+# online discard).
 best_of() {
 	best="" out=$1
 	shift
