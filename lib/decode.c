@@ -736,14 +736,21 @@ static int over_drops(const struct pt_event *ev)
 	return ev->type == ptev_disabled && ev->ip_suppressed;
 }
 
+/* The blocks held past an SKL014 exit ran traced after all: they are
+ * reported (unless the tail buffer holds them for its own reason). */
+static int over_ran(struct dec *s)
+{
+	s->over = 0;
+	return s->in_tail ? 0 : tail_commit(s);
+}
+
 /* A block while held past an SKL014 exit: one that ends where trace was
  * read (not a direct branch, no event waiting there) ran traced. */
 static int over_block(struct dec *s, const struct blk *b, int st)
 {
 	if (b->direct || (st & pts_event_pending) || st < 0)
 		return 0;
-	s->over = 0;
-	return s->in_tail ? 0 : tail_commit(s);
+	return over_ran(s);
 }
 
 /* libipt stopped in the code it followed past an SKL014 exit (no code
@@ -832,10 +839,8 @@ static int decode_synced(struct dec *s, int *status)
 			else if (s->stall >= HTR_DECODE_RUNAWAY)
 				runaway(s);
 			if (s->runaway) {
-				if (s->over && !s->in_tail &&
-				    (rc = tail_commit(s)) != 0)
+				if (s->over && (rc = over_ran(s)) != 0)
 					return rc;
-				s->over = 0;
 				s->ntail = 0;
 				s->in_tail = 0;
 				*status = -pte_internal;
@@ -852,11 +857,8 @@ static int decode_synced(struct dec *s, int *status)
 	}
 out:
 	/* Any other error while blocks were held: they ran. */
-	if (s->over) {
-		s->over = 0;
-		if (!s->in_tail && (rc = tail_commit(s)) != 0)
-			return rc;
-	}
+	if (s->over && (rc = over_ran(s)) != 0)
+		return rc;
 	if (s->in_tail && st != HTR_WALK_UNSURE) {
 		if (st == -pte_eos && (rc = tail_commit(s)) != 0)
 			return rc;
