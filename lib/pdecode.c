@@ -335,11 +335,13 @@ static uint64_t chunk_len(const struct pdec *p, uint64_t start)
 
 	if (p->chunk)
 		return p->chunk;
-	n = (p->cfg->size - start) / (CHUNK_SHARE * p->threads);
-	if (!p->done_events)
+	if (!p->done_events) {
 		n = p->cfg->size / (p->threads * CHUNK_FIRST);
-	else if (p->done_events > CHUNK_EVENTS * p->done_bytes / CHUNK_MAX)
-		most = CHUNK_EVENTS * p->done_bytes / p->done_events;
+	} else {
+		n = (p->cfg->size - start) / (CHUNK_SHARE * p->threads);
+		if (p->done_events > CHUNK_EVENTS * p->done_bytes / CHUNK_MAX)
+			most = CHUNK_EVENTS * p->done_bytes / p->done_events;
+	}
 	if (n > most)
 		n = most;
 	return n < CHUNK_MIN ? CHUNK_MIN : n;
