@@ -42,11 +42,14 @@ static uint32_t slot_of(const struct htr_block_info *b, uint64_t nfuncs)
 
 /* Version of the stored results; bump on any change of their meaning or
  * layout.  (A new "tsc" makes them stale by itself: a dependency.) */
-#define HTR_SYM_VERSION 6u   /* 3: MODULE!name with several modules;
+#define HTR_SYM_VERSION 7u   /* 3: MODULE!name with several modules;
 			      * 4: ~name for late blocks;
 			      * 5: PLT stubs as NAME@plt;
 			      * 6: the record counts images without a
-			      *    debug file */
+			      *    debug file;
+			      * 7: PLT stubs named after their target,
+			      *    MODULE+0xOFFSET in the file's own
+			      *    addresses */
 /* Block lists are stored in pieces of this many entries. */
 #define HTR_SYM_PIECE 16384u
 /* Longest name used as a key as is; longer ones are shortened. */

@@ -49,11 +49,17 @@ struct sym {
 	uint32_t name;          /* pool offset */
 	uint32_t mod;
 	uint32_t rank;          /* 0 global, 1 weak, 2 local: lower wins */
+	uint32_t stub;          /* a PLT stub: pool offset of "NAME@plt",
+				 * which names its inside; else UINT32_MAX */
+	uint32_t stub_mod;      /* the stub's module (@mod: its target's) */
 };
 
 struct range {
 	uint64_t lo, hi;        /* [lo, hi) */
+	uint64_t base;          /* address - base: the module's own address
+				 * ("MODULE+0xOFFSET") */
 	uint32_t mod;
+	uint32_t kind;          /* of the image record */
 };
 
 struct module {
@@ -62,6 +68,25 @@ struct module {
 	uint32_t name;          /* pool offset of the base name */
 	uint64_t lowest;
 	int elf;                /* has ELF records */
+	int exe;                /* load only: an executable (PT_INTERP or
+				 * ET_EXEC), searched first by bindings */
+};
+
+/* Load only: a PLT stub, and a function a module exports (strings:
+ * offsets into the loader's tpool, UINT32_MAX for none). */
+struct stub {
+	uint64_t addr, size;    /* where it was loaded */
+	uint32_t mod;
+	uint32_t label;         /* objdump's name without "@plt" */
+	uint32_t import;        /* the symbol it binds to; none: IRELATIVE */
+	uint32_t version;       /* the version the symbol requires */
+	uint32_t ifunc;         /* IRELATIVE: the IFUNC at its resolver */
+};
+
+struct export {
+	uint32_t name, version, mod;
+	int hidden;             /* not the default version */
+	const char *sname;      /* the name, once tpool stopped growing */
 };
 
 struct htr_syms {
@@ -81,6 +106,13 @@ struct loader {
 	const char *htr_path;   /* the .htr: moved images are looked for
 				 * next to it */
 	size_t cap_syms, cap_mods, cap_pool, cap_ranges;
+	struct stub *stubs;
+	size_t nstubs, cap_stubs;
+	struct export *exports;
+	size_t nexports, cap_exports;
+	char *tpool;            /* the stubs' and exports' strings */
+	size_t tpool_len, cap_tpool;
+	char *interp;           /* base name of an executable's PT_INTERP */
 	unsigned nskipped;
 	struct htr_err *err;
 };
@@ -457,15 +489,25 @@ static long dwarf_funcs(Elf *elf, Dwarf **dw, struct htr_elf_func **c, long n)
 }
 #endif
 
-/* x86-64 PLT stubs, named as objdump and perf name them: "NAME@plt".  A
- * call through the PLT enters the stub, which jumps on to the function:
- * its block is the stub's.  Each stub of .plt, .plt.sec and .plt.got
- * holds a jmp *GOT(%rip); the relocation of that GOT slot (JUMP_SLOT,
- * or GLOB_DAT for .plt.got) names the function.  Layout-independent:
- * lazy or -z now, with or without IBT (endbr64, bnd). */
+/*
+ * x86-64 PLT stubs.  A call through the PLT enters a stub that jumps on
+ * to the function through a GOT slot: each stub of .plt, .plt.sec and
+ * .plt.got holds a jmp *GOT(%rip), and the relocation of that slot says
+ * where it leads (layout-independent: lazy or -z now, with or without
+ * IBT's endbr64 and bnd).  JUMP_SLOT, or GLOB_DAT for .plt.got, names a
+ * symbol (and the version it requires): resolve_stubs() binds it to the
+ * module that defines it, as the dynamic loader would, and the stub's
+ * block is that function's, "libc.so.6!qsort".  IRELATIVE names the
+ * IFUNC resolver that picks the code at load time: the stub is named
+ * after the IFUNC symbol at the resolver, "libc.so.6!strnlen".  A stub
+ * nothing resolves keeps objdump's name in its own module, "NAME@plt"
+ * ("*ABS*+0xADDR@plt" for IRELATIVE).
+ */
 struct got_name {
 	uint64_t got;
-	const char *name;       /* in libelf's data */
+	const char *name;       /* in libelf's data; NULL: IRELATIVE */
+	const char *version;    /* the version the symbol requires, or NULL */
+	uint64_t addend;        /* IRELATIVE: the resolver's address */
 };
 
 static int cmp_got(const void *a, const void *b)
@@ -475,8 +517,116 @@ static int cmp_got(const void *a, const void *b)
 	return x->got < y->got ? -1 : x->got > y->got;
 }
 
-/* The JUMP_SLOT and GLOB_DAT relocations of @elf into *@out (sorted by GOT
- * address; the caller frees it).  Returns the count or HTR_ERR_NOMEM. */
+/* The version names of a dynamic symbol table, by version index (its
+ * .gnu.version entries), from .gnu.version_d and .gnu.version_r. */
+struct versions {
+	Elf_Data *versym;       /* NULL: the table is not versioned */
+	const char **name;      /* in libelf's data; NULL where unknown */
+	size_t nname;
+};
+
+static int version_set(struct versions *v, size_t ndx, const char *name)
+{
+	if (ndx >= v->nname) {
+		const char **q = realloc(v->name, (ndx + 1) * sizeof(*q));
+
+		if (!q)
+			return HTR_ERR_NOMEM;
+		memset(q + v->nname, 0, (ndx + 1 - v->nname) * sizeof(*q));
+		v->name = q;
+		v->nname = ndx + 1;
+	}
+	v->name[ndx] = name;
+	return 0;
+}
+
+/* The versions of symbol table section @symndx of @elf into @v (free
+ * v->name).  Returns 0 or HTR_ERR_NOMEM; a damaged table names nothing. */
+static int versions_load(Elf *elf, size_t symndx, struct versions *v)
+{
+	Elf_Scn *scn = NULL;
+
+	memset(v, 0, sizeof(*v));
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+		size_t off = 0, k;
+
+		if (!gelf_getshdr(scn, &sh) || !(d = elf_getdata(scn, NULL)) ||
+		    !d->d_buf)
+			continue;
+		if (sh.sh_type == SHT_GNU_versym && sh.sh_link == symndx)
+			v->versym = d;
+		if (sh.sh_type == SHT_GNU_verdef)
+			for (k = 0; k < 0x8000 && off <= INT_MAX; k++) {
+				GElf_Verdef vd;
+				GElf_Verdaux va;
+				const char *s;
+
+				if (!gelf_getverdef(d, (int) off, &vd))
+					break;
+				if (vd.vd_cnt && off + vd.vd_aux <= INT_MAX &&
+				    gelf_getverdaux(d, (int) (off + vd.vd_aux),
+						    &va) &&
+				    (s = elf_strptr(elf, sh.sh_link,
+						    va.vda_name)) &&
+				    version_set(v, vd.vd_ndx & 0x7fff, s))
+					return HTR_ERR_NOMEM;
+				if (!vd.vd_next)
+					break;
+				off += vd.vd_next;
+			}
+		if (sh.sh_type == SHT_GNU_verneed)
+			for (k = 0; k < 0x8000 && off <= INT_MAX; k++) {
+				GElf_Verneed vn;
+				GElf_Vernaux na;
+				size_t aoff, i;
+
+				if (!gelf_getverneed(d, (int) off, &vn))
+					break;
+				aoff = off + vn.vn_aux;
+				for (i = 0; i < vn.vn_cnt && aoff <= INT_MAX;
+				     i++) {
+					const char *s;
+
+					if (!gelf_getvernaux(d, (int) aoff, &na))
+						break;
+					s = elf_strptr(elf, sh.sh_link,
+						       na.vna_name);
+					if (s && version_set(v, na.vna_other &
+							     0x7fff, s))
+						return HTR_ERR_NOMEM;
+					if (!na.vna_next)
+						break;
+					aoff += na.vna_next;
+				}
+				if (!vn.vn_next)
+					break;
+				off += vn.vn_next;
+			}
+	}
+	return 0;
+}
+
+/* The version of symbol @k (NULL: none) and whether it is hidden (not
+ * the default version of a definition: "memcpy@GLIBC_2.2.5"). */
+static const char *version_of(const struct versions *v, size_t k,
+			      int *hidden)
+{
+	GElf_Versym vs;
+
+	*hidden = 0;
+	if (!v->versym || k > INT_MAX ||
+	    !gelf_getversym(v->versym, (int) k, &vs))
+		return NULL;
+	*hidden = !!(vs & 0x8000);
+	vs &= 0x7fff;
+	return vs >= 2 && vs < v->nname ? v->name[vs] : NULL;
+}
+
+/* The JUMP_SLOT, GLOB_DAT and IRELATIVE relocations of @elf into *@out
+ * (sorted by GOT address; the caller frees it).  Returns the count or
+ * HTR_ERR_NOMEM. */
 static long got_names(Elf *elf, struct got_name **out)
 {
 	Elf_Scn *scn = NULL;
@@ -490,6 +640,7 @@ static long got_names(Elf *elf, struct got_name **out)
 		GElf_Shdr sh, ssh, strsh;
 		Elf_Scn *sym_scn, *str_scn;
 		Elf_Data *data, *syms, *strs;
+		struct versions ver;
 		size_t i, nrel;
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA ||
@@ -504,37 +655,54 @@ static long got_names(Elf *elf, struct got_name **out)
 		    !(syms = elf_getdata(sym_scn, NULL)) || !syms->d_buf ||
 		    !(strs = elf_getdata(str_scn, NULL)) || !strs->d_buf)
 			continue;
+		if (versions_load(elf, sh.sh_link, &ver))
+			goto nomem;
 		nrel = data->d_size / sizeof(Elf64_Rela);
 		if (nrel > INT_MAX)
 			nrel = INT_MAX;
 		for (i = 0; i < nrel; i++) {
-			const char *name;
+			const char *name = NULL, *version = NULL;
 			GElf_Rela r;
 			GElf_Sym sym;
 			unsigned long t;
 			size_t k;
+			int hidden;
 
 			if (!gelf_getrela(data, (int) i, &r))
 				break;
 			t = GELF_R_TYPE(r.r_info);
 			k = GELF_R_SYM(r.r_info);
-			if ((t != R_X86_64_JUMP_SLOT && t != R_X86_64_GLOB_DAT) ||
-			    !k || k > INT_MAX || !gelf_getsym(syms, (int) k, &sym) ||
-			    !(name = sym_name(&sym, strs)))
+			if (t == R_X86_64_IRELATIVE) {
+				if (k || r.r_addend <= 0)
+					continue;
+			} else if ((t != R_X86_64_JUMP_SLOT &&
+				    t != R_X86_64_GLOB_DAT) || !k ||
+				   k > INT_MAX ||
+				   !gelf_getsym(syms, (int) k, &sym) ||
+				   !(name = sym_name(&sym, strs))) {
 				continue;
+			} else {
+				version = version_of(&ver, k, &hidden);
+			}
 			if (grow((void **) &v, &cap, n + 1, sizeof(*v))) {
-				free(v);
-				return HTR_ERR_NOMEM;
+				free(ver.name);
+				goto nomem;
 			}
 			v[n].got = r.r_offset;
 			v[n].name = name;
+			v[n].version = version;
+			v[n].addend = (uint64_t) r.r_addend;
 			n++;
 		}
+		free(ver.name);
 	}
 	if (n)
 		qsort(v, n, sizeof(*v), cmp_got);
 	*out = v;
 	return (long) n;
+nomem:
+	free(v);
+	return HTR_ERR_NOMEM;
 }
 
 /* The GOT slot a stub's bytes @p (@len of them, at @addr) jump through:
@@ -555,28 +723,95 @@ static uint64_t stub_got(const uint8_t *p, size_t len, uint64_t addr)
 	return addr + k + 6 + (uint64_t) (int64_t) disp;
 }
 
-/* Append the PLT stubs of @elf to *@c (@n entries) as functions, their
- * names in *@names (the caller frees it, after the last use of *@c).
- * Returns the new count or HTR_ERR_NOMEM. */
-static long plt_funcs(Elf *elf, struct htr_elf_func **c, long n, char **names)
+/* The best-bound IFUNC symbol of @elf's table of @type at @value, or
+ * NULL. */
+static const char *ifunc_at(Elf *elf, Elf64_Word type, uint64_t value)
+{
+	Elf_Data *data, *strdata;
+	Elf_Scn *scn, *strscn;
+	GElf_Shdr sh, strsh;
+	const char *best = NULL, *name;
+	uint32_t rank = UINT32_MAX;
+	size_t n, i, shnum;
+	GElf_Sym sym;
+
+	scn = find_section(elf, type, &sh);
+	if (!scn || elf_getshdrnum(elf, &shnum) != 0 || !sh.sh_link ||
+	    sh.sh_link >= shnum || !(strscn = elf_getscn(elf, sh.sh_link)) ||
+	    !gelf_getshdr(strscn, &strsh) || strsh.sh_type != SHT_STRTAB ||
+	    !(data = elf_getdata(scn, NULL)) || !data->d_buf ||
+	    !(strdata = elf_getdata(strscn, NULL)) || !strdata->d_buf ||
+	    !strdata->d_size)
+		return NULL;
+	n = data->d_size / sizeof(Elf64_Sym);
+	for (i = 0; i < n && i <= INT_MAX; i++)
+		if (gelf_getsym(data, (int) i, &sym) &&
+		    GELF_ST_TYPE(sym.st_info) == STT_GNU_IFUNC &&
+		    sym.st_value == value && sym.st_shndx != SHN_UNDEF &&
+		    bind_rank(GELF_ST_BIND(sym.st_info)) < rank &&
+		    (name = sym_name(&sym, strdata))) {
+			best = name;
+			rank = bind_rank(GELF_ST_BIND(sym.st_info));
+		}
+	return best;
+}
+
+/* The segments of a module that its records matched. */
+struct segs {
+	const GElf_Phdr *seg;
+	const struct htr_disk_image **recs;
+	size_t n;
+};
+
+/* Where file address @v of a matched segment was loaded, into *@out.
+ * Returns 0 if no matched segment holds it. */
+static int relocate(const struct segs *sg, size_t j, uint64_t v, uint64_t *out)
+{
+	const GElf_Phdr *s = &sg->seg[j];
+
+	if (v < s->p_vaddr || v - s->p_vaddr >= s->p_filesz)
+		return 0;
+	*out = v + (sg->recs[j]->vaddr - s->p_vaddr);   /* modular */
+	return 1;
+}
+
+static int tpool_add(struct loader *ld, const char *str, uint32_t *off)
+{
+	size_t len = str ? strlen(str) : 0;
+
+	if (!str) {
+		*off = UINT32_MAX;
+		return 0;
+	}
+	if (len > UINT32_MAX - 2 || ld->tpool_len > UINT32_MAX - 2 - len ||
+	    grow((void **) &ld->tpool, &ld->cap_tpool, ld->tpool_len + len + 1,
+		 1))
+		return HTR_ERR_NOMEM;
+	memcpy(ld->tpool + ld->tpool_len, str, len + 1);
+	*off = (uint32_t) ld->tpool_len;
+	ld->tpool_len += len + 1;
+	return 0;
+}
+
+/* Remember the PLT stubs of @elf, module @mod, where @sg loaded them;
+ * @syms is its symbol file (a debug file's .symtab may name an IFUNC
+ * that .dynsym does not).  Returns their count or HTR_ERR_NOMEM. */
+static long plt_stubs(struct loader *ld, Elf *elf, Elf *syms, uint32_t mod,
+		      const struct segs *sg)
 {
 	struct got_name *g = NULL;
-	size_t shstrndx, pool_len = 0, pool_cap = 0, cap = (size_t) n;
-	long ng, nc = n;
+	size_t shstrndx, j;
+	long ng, nadd = 0;
 	Elf_Scn *scn = NULL;
-	char *pool = NULL;
-	struct plt { uint64_t addr, size, name; } *stubs = NULL;
-	size_t nstubs = 0, stubs_cap = 0, i;
 	GElf_Ehdr eh;
 
-	*names = NULL;
 	if (!gelf_getehdr(elf, &eh) || eh.e_machine != EM_X86_64 ||
 	    gelf_getclass(elf) != ELFCLASS64 ||
 	    elf_getshdrstrndx(elf, &shstrndx) != 0)
-		return n;
+		return 0;
 	ng = got_names(elf, &g);
 	if (ng <= 0)
-		return ng < 0 ? ng : n;
+		return ng;
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
 		Elf_Data *d;
@@ -594,7 +829,10 @@ static long plt_funcs(Elf *elf, struct htr_elf_func **c, long n, char **names)
 		     strcmp(sname, ".plt.got") ? 16 : 8;
 		for (off = 0; off + es <= d->d_size; off += es) {
 			struct got_name key, *hit;
-			size_t len;
+			const char *ifunc = NULL;
+			char label[40];
+			struct stub *st;
+			uint64_t at, res = 0;
 
 			key.got = stub_got((const uint8_t *) d->d_buf + off,
 					   (size_t) es, sh.sh_addr + off);
@@ -602,39 +840,106 @@ static long plt_funcs(Elf *elf, struct htr_elf_func **c, long n, char **names)
 						sizeof(*g), cmp_got) : NULL;
 			if (!hit)
 				continue;
-			len = strlen(hit->name);
-			if (grow((void **) &pool, &pool_cap,
-				 pool_len + len + 5, 1) ||
-			    grow((void **) &stubs, &stubs_cap, nstubs + 1,
-				 sizeof(*stubs)))
-				goto nomem;
-			stubs[nstubs].addr = sh.sh_addr + off;
-			stubs[nstubs].size = es;
-			stubs[nstubs].name = pool_len;
-			nstubs++;
-			memcpy(pool + pool_len, hit->name, len);
-			memcpy(pool + pool_len + len, "@plt", 5);
-			pool_len += len + 5;
+			if (!hit->name) {
+				snprintf(label, sizeof(label), "*ABS*+0x%llx",
+					 U64(hit->addend));
+				ifunc = ifunc_at(elf, SHT_DYNSYM, hit->addend);
+				if (!ifunc && syms != elf)
+					ifunc = ifunc_at(syms, SHT_SYMTAB,
+							 hit->addend);
+			}
+			for (j = 0; j < sg->n; j++) {
+				if (!relocate(sg, j, sh.sh_addr + off, &at))
+					continue;
+				if (!hit->name && ifunc)
+					for (res = 0; j < sg->n; j++)
+						if (relocate(sg, j, hit->addend,
+							     &res))
+							break;
+				if (grow((void **) &ld->stubs, &ld->cap_stubs,
+					 ld->nstubs + 1, sizeof(*ld->stubs)))
+					goto nomem;
+				st = &ld->stubs[ld->nstubs];
+				st->addr = at;
+				st->size = es;
+				st->mod = mod;
+				if (tpool_add(ld, hit->name ? hit->name : label,
+					      &st->label) ||
+				    tpool_add(ld, hit->name, &st->import) ||
+				    tpool_add(ld, hit->version, &st->version) ||
+				    tpool_add(ld, ifunc, &st->ifunc))
+					goto nomem;
+				ld->nstubs++;
+				nadd++;
+				break;
+			}
 		}
 	}
-	if (nstubs && grow((void **) c, &cap, (size_t) n + nstubs,
-			   sizeof(**c)))
-		goto nomem;
-	for (i = 0; i < nstubs; i++, nc++) {
-		(*c)[nc].value = stubs[i].addr;
-		(*c)[nc].size = stubs[i].size;
-		(*c)[nc].name = pool + stubs[i].name;
-		(*c)[nc].rank = 3;
-	}
-	free(stubs);
 	free(g);
-	*names = pool;
-	return nc;
+	return nadd;
 nomem:
-	free(stubs);
-	free(pool);
 	free(g);
 	return HTR_ERR_NOMEM;
+}
+
+/* Remember the functions @elf's .dynsym defines for other modules to
+ * bind to: global or weak, not hidden or internal. */
+static int exports(struct loader *ld, Elf *elf, uint32_t mod)
+{
+	Elf_Data *data, *strdata;
+	Elf_Scn *scn, *strscn;
+	GElf_Shdr sh, strsh;
+	struct versions ver;
+	size_t n, i, shnum;
+	GElf_Sym sym;
+	int rc = 0;
+
+	scn = find_section(elf, SHT_DYNSYM, &sh);
+	if (!scn || elf_getshdrnum(elf, &shnum) != 0 || !sh.sh_link ||
+	    sh.sh_link >= shnum || !(strscn = elf_getscn(elf, sh.sh_link)) ||
+	    !gelf_getshdr(strscn, &strsh) || strsh.sh_type != SHT_STRTAB ||
+	    !(data = elf_getdata(scn, NULL)) || !data->d_buf ||
+	    !(strdata = elf_getdata(strscn, NULL)) || !strdata->d_buf ||
+	    !strdata->d_size)
+		return 0;
+	if (versions_load(elf, elf_ndxscn(scn), &ver))
+		return HTR_ERR_NOMEM;
+	n = data->d_size / sizeof(Elf64_Sym);
+	for (i = 1; i < n && i <= INT_MAX && !rc; i++) {
+		unsigned type, bind, vis;
+		const char *name, *version;
+		struct export *e;
+		int hidden;
+
+		if (!gelf_getsym(data, (int) i, &sym))
+			break;
+		type = GELF_ST_TYPE(sym.st_info);
+		bind = GELF_ST_BIND(sym.st_info);
+		vis = GELF_ST_VISIBILITY(sym.st_other);
+		if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
+		    sym.st_shndx == SHN_UNDEF ||
+		    (bind != STB_GLOBAL && bind != STB_WEAK &&
+		     bind != STB_GNU_UNIQUE) ||
+		    (vis != STV_DEFAULT && vis != STV_PROTECTED) ||
+		    !(name = sym_name(&sym, strdata)))
+			continue;
+		version = version_of(&ver, i, &hidden);
+		if (grow((void **) &ld->exports, &ld->cap_exports,
+			 ld->nexports + 1, sizeof(*ld->exports))) {
+			rc = HTR_ERR_NOMEM;
+			break;
+		}
+		e = &ld->exports[ld->nexports];
+		e->mod = mod;
+		e->hidden = hidden;
+		rc = tpool_add(ld, name, &e->name);
+		if (!rc)
+			rc = tpool_add(ld, version, &e->version);
+		if (!rc)
+			ld->nexports++;
+	}
+	free(ver.name);
+	return rc;
 }
 
 #ifdef HTR_HAVE_LIBDW
@@ -675,7 +980,7 @@ Elf *htr_syms__debug_elf(Elf *elf, int *fd)
 }
 #endif
 
-/* Add @name (demangled if it can be) as a symbol. */
+/* Add @c's name (demangled if it can be) as a symbol at @addr. */
 static int add_sym(struct loader *ld, uint64_t addr, const struct htr_elf_func *c,
 		   uint32_t mod)
 {
@@ -701,8 +1006,125 @@ static int add_sym(struct loader *ld, uint64_t addr, const struct htr_elf_func *
 	e->size = c->size;
 	e->mod = mod;
 	e->rank = c->rank;
+	e->stub = UINT32_MAX;
+	e->stub_mod = mod;
 	s->nsyms++;
 	return 0;
+}
+
+static int cmp_export(const void *a, const void *b)
+{
+	const struct export *x = a, *y = b;
+	int c = strcmp(x->sname, y->sname);
+
+	if (c)
+		return c;
+	return x->mod < y->mod ? -1 : x->mod > y->mod;
+}
+
+/* Whether export @e satisfies a reference to a symbol of version @want
+ * (NULL: none), as the dynamic loader binds: the version asked for, else
+ * an unversioned definition or the default version. */
+static int binds(const struct loader *ld, const struct export *e,
+		 const char *want)
+{
+	if (e->version == UINT32_MAX)
+		return 1;
+	if (want && !strcmp(ld->tpool + e->version, want))
+		return 1;
+	return !e->hidden;
+}
+
+/*
+ * Name every PLT stub (plt_stubs) after the function it leads to: bind
+ * its symbol in the order the dynamic loader searches (the executable,
+ * the libraries, the loader itself last), or its IRELATIVE resolver's
+ * IFUNC; else "NAME@plt" in its own module.  Each becomes a symbol of
+ * rank 3 (any symbol at the same address wins) whose inside keeps the
+ * stub's name, "qsort@plt+0x6".
+ */
+static int resolve_stubs(struct loader *ld)
+{
+	struct htr_syms *s = ld->s;
+	uint32_t *order = NULL;
+	size_t i, k;
+	int rc = 0;
+
+	if (!ld->nstubs)
+		return 0;
+	order = malloc(s->nmods * sizeof(*order));
+	if (!order)
+		return HTR_ERR_NOMEM;
+	/* Search rank per module: executables 0, libraries 1, loader 2. */
+	for (k = 0; k < s->nmods; k++)
+		order[k] = s->mods[k].exe ? 0 :
+			   ld->interp && !strcmp(s->pool + s->mods[k].name,
+						 ld->interp) ? 2 : 1;
+	for (i = 0; i < ld->nexports; i++)
+		ld->exports[i].sname = ld->tpool + ld->exports[i].name;
+	if (ld->nexports)
+		qsort(ld->exports, ld->nexports, sizeof(*ld->exports),
+		      cmp_export);
+	for (i = 0; i < ld->nstubs && !rc; i++) {
+		const struct stub *st = &ld->stubs[i];
+		const char *label = ld->tpool + st->label, *name = NULL;
+		const char *want = st->version == UINT32_MAX ? NULL :
+				   ld->tpool + st->version;
+		uint32_t mod = st->mod, best = UINT32_MAX;
+		struct htr_elf_func c;
+		char *plt;
+		size_t lo = 0, hi = ld->nexports, len = strlen(label);
+
+		if (st->import != UINT32_MAX) {
+			const char *imp = ld->tpool + st->import;
+
+			while (lo < hi) {
+				size_t mid = lo + (hi - lo) / 2;
+
+				if (strcmp(ld->exports[mid].sname, imp) < 0)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			for (; lo < ld->nexports &&
+			     !strcmp(ld->exports[lo].sname, imp); lo++) {
+				const struct export *e = &ld->exports[lo];
+
+				if (binds(ld, e, want) && (best == UINT32_MAX ||
+				    order[e->mod] < order[best] ||
+				    (order[e->mod] == order[best] &&
+				     e->mod < best)))
+					best = e->mod;
+			}
+			if (best != UINT32_MAX) {
+				name = imp;
+				mod = best;
+			}
+		} else if (st->ifunc != UINT32_MAX) {
+			name = ld->tpool + st->ifunc;
+		}
+		plt = malloc(len + 5);
+		if (!plt) {
+			rc = HTR_ERR_NOMEM;
+			break;
+		}
+		memcpy(plt, label, len);
+		memcpy(plt + len, "@plt", 5);
+		c.value = st->addr;
+		c.size = st->size;
+		c.name = name ? name : plt;
+		c.rank = 3;
+		rc = add_sym(ld, st->addr, &c, mod);
+		if (!rc) {
+			struct sym *e = &s->syms[s->nsyms - 1];
+
+			e->stub_mod = st->mod;
+			rc = pool_add(ld, plt, len + 4, &e->stub);
+		}
+		free(plt);
+	}
+	free(order);
+	return rc;
 }
 
 /*
@@ -822,7 +1244,9 @@ static int load_elf(struct loader *ld, uint32_t mod,
 	const struct module *m = &ld->s->mods[mod];
 	GElf_Phdr *seg = NULL;
 	struct htr_elf_func *c = NULL;
-	char *plt_names = NULL;
+	struct segs sg;
+	GElf_Ehdr eh;
+	long nstubs = 0;
 #ifdef HTR_HAVE_LIBDW
 	Dwarf *dw = NULL;
 	Elf *dbg = NULL;
@@ -886,6 +1310,38 @@ static int load_elf(struct loader *ld, uint32_t mod,
 			goto out;
 		}
 	}
+	/* Where this file's own addresses begin in each of its ranges. */
+	for (j = 0; j < nrecs; j++)
+		for (i = 0; i < ld->s->nranges; i++) {
+			struct range *r = &ld->s->ranges[i];
+
+			if (r->mod == mod && r->kind == 1 &&
+			    r->lo == recs[j]->vaddr)
+				r->base = recs[j]->vaddr - seg[j].p_vaddr;
+		}
+	/* An executable, and the loader it names (which binds last). */
+	for (i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+		size_t len;
+		char *q;
+
+		if (!gelf_getphdr(elf, (int) i, &ph) || ph.p_type != PT_INTERP)
+			continue;
+		ld->s->mods[mod].exe = 1;
+		q = ld->interp ? NULL : elf_rawfile(elf, &len);
+		if (q && ph.p_offset < len && ph.p_filesz <= len - ph.p_offset &&
+		    ph.p_filesz && memchr(q + ph.p_offset, 0, ph.p_filesz)) {
+			const char *ip = q + ph.p_offset, *b = strrchr(ip, '/');
+
+			ld->interp = strdup(b ? b + 1 : ip);
+			if (!ld->interp) {
+				rc = nomem(ld);
+				goto out;
+			}
+		}
+	}
+	if (gelf_getehdr(elf, &eh) && eh.e_type == ET_EXEC)
+		ld->s->mods[mod].exe = 1;
 	syms = elf;
 #ifdef HTR_HAVE_LIBDW
 	if (stripped(elf, &dbg, &dbg_fd) && dbg)
@@ -898,13 +1354,16 @@ static int load_elf(struct loader *ld, uint32_t mod,
 	if (nc >= 0)
 		nc = dwarf_funcs(syms, &dw, &c, nc);
 #endif
+	sg.seg = seg;
+	sg.recs = recs;
+	sg.n = nrecs;
 	if (nc >= 0)
-		nc = plt_funcs(elf, &c, nc, &plt_names);
-	if (nc < 0) {
+		nstubs = plt_stubs(ld, elf, syms, mod, &sg);
+	if (nc < 0 || nstubs < 0 || exports(ld, elf, mod)) {
 		rc = nomem(ld);
 		goto out;
 	}
-	if (!nc) {
+	if (!nc && !nstubs) {
 		skip(ld, path, "no function symbols");
 		goto out;
 	}
@@ -924,7 +1383,6 @@ static int load_elf(struct loader *ld, uint32_t mod,
 	}
 out:
 	free(c);
-	free(plt_names);
 	free(seg);
 #ifdef HTR_HAVE_LIBDW
 	if (dw)
@@ -1043,9 +1501,18 @@ int htr_syms__load(struct htr_syms **out, const struct htr_file *file,
 		}
 		s->ranges[s->nranges].lo = im.rec->vaddr;
 		s->ranges[s->nranges].hi = hi;
+		/* An ELF file that cannot be read counts from its file
+		 * offsets: the addresses of a shared library or PIE as
+		 * linkers lay them out (load_elf sets the true ones). */
+		s->ranges[s->nranges].base = im.rec->kind == 1 ?
+			im.rec->vaddr - im.rec->offset : 0;
 		s->ranges[s->nranges].mod = mod;
+		s->ranges[s->nranges].kind = im.rec->kind;
 		s->nranges++;
 	}
+	for (i = 0; i < s->nranges; i++)
+		if (s->ranges[i].kind != 1)
+			s->ranges[i].base = s->mods[s->ranges[i].mod].lowest;
 	if (s->nranges)
 		qsort(s->ranges, s->nranges, sizeof(*s->ranges), cmp_range);
 
@@ -1069,6 +1536,10 @@ int htr_syms__load(struct htr_syms **out, const struct htr_file *file,
 		if (rc)
 			goto out;
 	}
+	if (resolve_stubs(&ld)) {
+		rc = nomem(&ld);
+		goto out;
+	}
 
 	/* Sort; one entry per address, the best-bound first. */
 	if (s->nsyms)
@@ -1082,6 +1553,10 @@ int htr_syms__load(struct htr_syms **out, const struct htr_file *file,
 out:
 	free(recs);
 	free(recmod);
+	free(ld.stubs);
+	free(ld.exports);
+	free(ld.tpool);
+	free(ld.interp);
 	if (nskipped)
 		*nskipped = ld.nskipped;
 	if (rc) {
@@ -1181,6 +1656,13 @@ static int describe(const struct htr_syms *syms, uint64_t addr, char *buf,
 				 syms->pool + e->name);
 			return 1;
 		}
+		if (inside && e->stub != UINT32_MAX) {
+			mod = syms->nmods > 1 ?
+			      syms->pool + syms->mods[e->stub_mod].name : "";
+			snprintf(buf, size, "%s%s%s+0x%llx", mod, *mod ? "!" : "",
+				 syms->pool + e->stub, U64(addr - e->addr));
+			return 0;
+		}
 		if (inside) {
 			snprintf(buf, size, "%s%s%s+0x%llx", mod, *mod ? "!" : "",
 				 syms->pool + e->name, U64(addr - e->addr));
@@ -1188,10 +1670,9 @@ static int describe(const struct htr_syms *syms, uint64_t addr, char *buf,
 		}
 	}
 	if (r) {
-		const struct module *m = &syms->mods[r->mod];
-
-		snprintf(buf, size, "%s+0x%llx", syms->pool + m->name,
-			 U64(addr - m->lowest));
+		snprintf(buf, size, "%s+0x%llx",
+			 syms->pool + syms->mods[r->mod].name,
+			 U64(addr - r->base));
 		return 0;
 	}
 	snprintf(buf, size, "0x%llx", U64(addr));

@@ -2,8 +2,11 @@
  * Symbols: names for code addresses, from the ELF symbol tables of the
  * image an .htr file was built with (its HTR_SEC_IMAGES list, relocated the
  * same way).  C++ names are demangled.  An address no symbol covers is
- * named "MODULE+0xOFFSET" (MODULE: the file's base name, OFFSET from the
- * lowest loaded address of that file); one outside every module "0xADDR".
+ * named "MODULE+0xOFFSET" (MODULE: the file's base name, OFFSET the
+ * address in the file's own terms, what addr2line -e FILE takes; for an
+ * ELF file that cannot be read its file offset, for other images the
+ * distance from their lowest loaded address); one outside every module
+ * "0xADDR".  A PLT stub is named after the function it leads to.
  *
  * Memory: one entry per function symbol of the image (not per block).
  * A loaded table is read-only; it may be shared between threads.
