@@ -345,9 +345,11 @@ static int direct_sync(void *ctx, uint64_t offset)
 }
 
 static int func_extent(void *ctx, uint64_t addr, uint64_t *start,
-		       uint64_t *end)
+		       uint64_t *func)
 {
-	return htr_image__func_extent(ctx, addr, start, end);
+	uint64_t end;
+
+	return htr_image__func_extent(ctx, addr, start, &end, func);
 }
 
 static int map_trace(struct htr_builder *b, const char *path,

@@ -175,6 +175,8 @@ static NOINLINE enum htr_icls block_class_slow(struct dec *s,
 		cls = HTR_IC_FAR_CALL;
 	if (len && enters(cls))
 		*ret_ip = b->end_ip + (uint64_t) len;
+	else if (cls == HTR_IC_JUMP)
+		*ret_ip = b->end_ip;
 	return cls;
 }
 
@@ -189,6 +191,7 @@ static HOT enum htr_icls block_class(struct dec *s, const struct pt_block *b,
 		return HTR_IC_FAR_RET;
 	case ptic_call:
 	case ptic_far_call:
+	case ptic_jump:
 	case ptic_error:
 		return block_class_slow(s, b, ret_ip);
 	default:
@@ -440,7 +443,9 @@ static HOT int next_block(struct dec *s, struct blk *o)
 		o->lone_branch = 0;
 		if (o->n) {
 			o->cls = block_class(s, &b, &o->ret);
-			o->lone_branch = o->n == 1 && o->cls == HTR_IC_OTHER &&
+			o->lone_branch = o->n == 1 &&
+					 (o->cls == HTR_IC_OTHER ||
+					  o->cls == HTR_IC_JUMP) &&
 					 jump_read_trace(s, &b);
 			if (s->skl014)
 				o->direct = direct_branch(s, &b, &o->exit);

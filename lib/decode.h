@@ -26,6 +26,8 @@ enum htr_icls {
 	HTR_IC_FAR_CALL,      /* far call, syscall, interrupt entry (async
 			       * branches are reported with .far_call) */
 	HTR_IC_FAR_RET,       /* far return, iret, sysret, sysexit */
+	HTR_IC_JUMP,          /* indirect near jump (FF /4): where it lands
+			       * may leave frames (longjmp, unwinders) */
 };
 
 /* A gap, as the decoder reports it. */
@@ -47,7 +49,8 @@ struct htr_decode_sink {
 	/* @ninsn instructions ran, the first at @ip; the last is of class
 	 * @cls.  Every instruction the decoder delivers is in exactly one
 	 * run, in order.  For calls, @ret_ip is the address of the
-	 * instruction after the call (its return address), 0 if unknown.
+	 * instruction after the call (its return address), 0 if unknown;
+	 * for HTR_IC_JUMP the jump's own address.
 	 * @ninsn is 0 only for an interrupt that no run can carry (see the
 	 * rules below): HTR_IC_FAR_CALL with @ip = @ret_ip = the interrupted
 	 * IP.  @timed: the time after the run changed to @tsc, as @time

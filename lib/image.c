@@ -240,40 +240,83 @@ static int cmp_extent(const void *a, const void *b)
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
+static int cmp_func_name(const void *a, const void *b)
+{
+	const struct htr_elf_func *x = a, *y = b;
+
+	return strcmp(x->name, y->name);
+}
+
+/* The start of the function @name is split from (FUNC for "FUNC.cold",
+ * "FUNC.cold.N", "FUNC.part.N", also after GCC's other clone suffixes:
+ * "f.isra.0.cold" is part of "f.isra.0"), among @byname (@n, sorted by
+ * name); @own if it is not split-off code or its FUNC is not there. */
+static uint64_t split_from(const struct htr_elf_func *byname, long n,
+			   const char *name, uint64_t own)
+{
+	const char *cold = strstr(name, ".cold"), *part = strstr(name, ".part.");
+	const char *cut = cold && (!part || cold < part) ? cold : part;
+	struct htr_elf_func key, *hit;
+	char buf[512];
+	size_t len;
+
+	if (!cut || (len = (size_t) (cut - name)) == 0 || len >= sizeof(buf))
+		return own;
+	memcpy(buf, name, len);
+	buf[len] = '\0';
+	key.name = buf;
+	hit = bsearch(&key, byname, (size_t) n, sizeof(*byname), cmp_func_name);
+	return hit ? hit->value : own;
+}
+
 /* Record the extents of @elf's sized function symbols, moved by @bias.  A
- * file without symbols only loses the exception rule; no error. */
+ * file without symbols only loses the rules that need them; no error. */
 static int add_extents(struct htr_image *img, Elf *elf, uint64_t bias)
 {
-	struct htr_elf_func *f = NULL;
+	struct htr_elf_func *f = NULL, *byname;
 	long n = htr_syms__elf_funcs(elf, &f), i;
 
 	if (n < 0)
 		return HTR_ERR_NOMEM;
+	byname = n ? malloc((size_t) n * sizeof(*byname)) : NULL;
+	if (n && !byname) {
+		free(f);
+		return HTR_ERR_NOMEM;
+	}
 	if (img->next + (size_t) n > img->ext_cap) {
 		size_t cap = img->next + (size_t) n;
 		struct htr_image_extent *e = realloc(img->ext, cap * sizeof(*e));
 
 		if (!e) {
 			free(f);
+			free(byname);
 			return HTR_ERR_NOMEM;
 		}
 		img->ext = e;
 		img->ext_cap = cap;
 	}
+	if (n) {
+		memcpy(byname, f, (size_t) n * sizeof(*byname));
+		qsort(byname, (size_t) n, sizeof(*byname), cmp_func_name);
+	}
 	for (i = 0; i < n; i++)
 		if (f[i].size && f[i].value + f[i].size > f[i].value) {
-			img->ext[img->next].start = f[i].value + bias;
-			img->ext[img->next].end = f[i].value + f[i].size + bias;
-			img->next++;
+			struct htr_image_extent *e = &img->ext[img->next++];
+
+			e->start = f[i].value + bias;
+			e->end = f[i].value + f[i].size + bias;
+			e->func = split_from(byname, n, f[i].name, f[i].value) +
+				  bias;
 		}
 	free(f);
+	free(byname);
 	if (img->next)
 		qsort(img->ext, img->next, sizeof(*img->ext), cmp_extent);
 	return 0;
 }
 
 int htr_image__func_extent(const struct htr_image *img, uint64_t addr,
-			   uint64_t *start, uint64_t *end)
+			   uint64_t *start, uint64_t *end, uint64_t *func)
 {
 	size_t lo = 0, hi = img->next, i;
 
@@ -291,6 +334,7 @@ int htr_image__func_extent(const struct htr_image *img, uint64_t addr,
 		if (addr < img->ext[i].end) {
 			*start = img->ext[i].start;
 			*end = img->ext[i].end;
+			*func = img->ext[i].func;
 			return 1;
 		}
 	return 0;

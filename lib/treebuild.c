@@ -10,8 +10,10 @@ struct frame {
 	uint64_t ret_ip;        /* 0: unknown (the top-level frame, callbacks) */
 	uint64_t entry;         /* 0: unknown */
 	uint64_t anchor;        /* its entry, else the first address it ran
-				 * (0: none): inside its function, for the
-				 * extents */
+				 * (0: none), and after a jump to a
+				 * function's entry that entry: inside its
+				 * function, for the extents */
+	uint64_t fn;            /* the function of @anchor (fn_known) */
 	uint32_t func;          /* HTR_FUNC_NONE until known */
 	uint32_t first_child;
 	uint32_t nchildren;
@@ -20,6 +22,7 @@ struct frame {
 	uint8_t own;            /* ran instructions itself (top level) */
 	uint8_t far;            /* opened by a far transfer or an interrupt */
 	uint8_t callback;       /* entered from untraced code (push_at) */
+	uint8_t fn_known;       /* @fn looked up (0 there: no symbol) */
 };
 
 /* Open addressing, entry -> function index; grows at 1/2 load. */
@@ -41,11 +44,10 @@ struct htr_tb {
 	struct htr_decode_gap gap;      /* the last one */
 	struct htr_decode_gap first_error;
 	uint64_t errors, runaways;
-	int gap_flag;           /* flag the frames the gap at gap_id lies in,
-				 * at the next instruction */
-	uint64_t gap_id;
 	int ret_pending;        /* a return waits to learn where it landed */
 	uint64_t ret_last;      /* its ID */
+	int jmp_pending;        /* so does an indirect jump */
+	uint64_t jmp_last, jmp_src;     /* its ID and address */
 	uint64_t folded, nfolded;       /* calls past the depth limit: open,
 					 * ever */
 	htr_tb_extent_fn extent;
@@ -265,16 +267,16 @@ static int set_entry(struct htr_tb *t, struct frame *f, uint64_t entry)
 	return func_index(t, entry, &f->func);
 }
 
-/* The gaps since gap_id lie inside the span of every frame that ran before
- * them and runs again after them: done at the next instruction, as frames
- * that close before it (another gap at the same ID) end before them. */
-static void flag_gap(struct htr_tb *t)
+/* Some of the execution of every frame open as a gap begins is missing
+ * (README, "Tree rules" 4): those that ran before it, and a callee whose
+ * first instructions it took (not one an interrupt delays: it starts
+ * where the interrupt returns). */
+static void flag_gap(struct htr_tb *t, int async)
 {
 	size_t i;
 
-	t->gap_flag = 0;
 	for (i = 0; i < t->depth; i++)
-		if (t->st[i].first < t->gap_id)
+		if (t->st[i].first < t->id || !async)
 			t->st[i].flags |= HTR_BLOCK_GAP;
 }
 
@@ -383,21 +385,78 @@ static size_t outer_ret_match(const struct htr_tb *t, uint64_t ip)
 	return 0;
 }
 
-/* The innermost open frame below index @below whose function holds @ip,
- * not at its entry (ELF extents, matched through the frame's anchor);
- * t->depth if none.  A function's entry is where retpolines and other
- * return-as-jump tricks go, and where callbacks start: it never counts. */
-static size_t inside_frame(const struct htr_tb *t, size_t below, uint64_t ip)
+/* Whether a sized symbol holds @addr: its start in *@start, its function
+ * (FUNC for FUNC.cold) in *@fn. */
+static int func_of(const struct htr_tb *t, uint64_t addr, uint64_t *start,
+		   uint64_t *fn)
 {
-	uint64_t lo, hi;
+	return t->extent && addr && t->extent(t->extent_ctx, addr, start, fn);
+}
+
+/* The function frame @f is in (0: none known), looked up once. */
+static uint64_t frame_fn(struct htr_tb *t, struct frame *f)
+{
+	uint64_t start;
+
+	if (!f->fn_known) {
+		f->fn_known = 1;
+		if (!func_of(t, f->anchor, &start, &f->fn))
+			f->fn = 0;
+	}
+	return f->fn;
+}
+
+/* The innermost open frame below index @below in function @fn; t->depth
+ * if none. */
+static size_t frame_in(struct htr_tb *t, size_t below, uint64_t fn)
+{
 	size_t i;
 
-	if (!t->extent || !t->extent(t->extent_ctx, ip, &lo, &hi) || ip == lo)
-		return t->depth;
 	for (i = below; i-- > 0;)
-		if (t->st[i].anchor >= lo && t->st[i].anchor < hi)
+		if (frame_fn(t, &t->st[i]) == fn)
 			return i;
 	return t->depth;
+}
+
+/* The innermost open frame below index @below whose function holds @ip,
+ * not at its entry; t->depth if none.  A function's entry is where
+ * retpolines and other return-as-jump tricks go, and where callbacks
+ * start: it never counts. */
+static size_t inside_frame(struct htr_tb *t, size_t below, uint64_t ip)
+{
+	uint64_t lo, fn;
+
+	if (!func_of(t, ip, &lo, &fn) || ip == lo)
+		return t->depth;
+	return frame_in(t, below, fn);
+}
+
+/* Whether @ip lies inside (not at the entry of) a function that no open
+ * frame below index @below is in. */
+static int inside_other(struct htr_tb *t, size_t below, uint64_t ip)
+{
+	uint64_t lo, fn;
+
+	return func_of(t, ip, &lo, &fn) && ip != lo &&
+	       frame_in(t, below, fn) == t->depth;
+}
+
+/* The innermost frame's caller was entered where the trace cannot show
+ * it: a late frame, anchored at @at (inside its function), takes the
+ * innermost's place and adopts it, closed at @last.  As a late start, in
+ * the middle of the stack. */
+static int late_caller(struct htr_tb *t, uint64_t last, uint64_t at)
+{
+	struct frame *slot = &t->st[t->depth - 1], child = *slot;
+
+	memset(slot, 0, sizeof(*slot));
+	slot->first = child.first;
+	slot->func = HTR_FUNC_NONE;
+	slot->first_child = HTR_NONE;
+	slot->anchor = at;
+	slot->callback = 1;
+	slot->flags = HTR_BLOCK_LATE | HTR_BLOCK_GAP;
+	return emit(t, &child, last, 0, slot);
 }
 
 /* Whether a return from the innermost frame landing at frame @i's return
@@ -438,12 +497,57 @@ static int land_return(struct htr_tb *t, uint64_t to)
 		return rc < 0 ? rc : pop(t, last, 0);
 	}
 	/* Landed inside an outer frame's function: an exception caught
-	 * there. */
+	 * there; or, from a frame whose caller is unknown, a plain return
+	 * to that caller. */
 	i = inside_frame(t, t->depth - 1, to);
 	if (i < t->depth)
-		return pop_to(t, i, last, HTR_BLOCK_UNWOUND);
+		return pop_to(t, i, last, i == t->depth - 2 &&
+				  !t->st[t->depth - 1].ret_ip ? 0 :
+				  HTR_BLOCK_UNWOUND);
+	/* A frame whose caller is unknown returned into a function no open
+	 * frame is in: its caller was entered unseen (after a decode
+	 * error). */
+	if (!t->st[t->depth - 1].ret_ip && inside_other(t, t->depth - 1, to))
+		return late_caller(t, last, to);
 	/* Nothing matches (a retpoline): the innermost frame returned. */
 	return pop(t, last, 0);
+}
+
+/* The indirect jump held in jmp_pending landed at @to (0: unknown): if it
+ * left the innermost frames without returning (longjmp, an unwinder
+ * reaching a landing pad), they close unwound (README, "Tree rules" 3a). */
+static int land_jump(struct htr_tb *t, uint64_t to)
+{
+	uint64_t last = t->jmp_last, lo, fn, slo, sfn;
+	struct frame *top = &t->st[t->depth - 1];
+	size_t i;
+
+	t->jmp_pending = 0;
+	if (!to || t->folded)
+		return 0;
+	/* At a return address: the innermost's is a return in disguise;
+	 * an outer frame's means it and the frames above it were left. */
+	if (top->ret_ip == to)
+		return pop(t, last, 0);
+	i = outer_ret_match(t, to);
+	if (i)
+		return pop_to(t, i - 1, last, HTR_BLOCK_UNWOUND);
+	if (!func_of(t, to, &lo, &fn))
+		return 0;
+	/* A PLT stub's jump, a tail call: the frame runs that function
+	 * now.  A late frame keeps its anchor: it names the block. */
+	if (to == lo) {
+		if (top->func != HTR_FUNC_NONE) {
+			top->anchor = to;
+			top->fn = fn;
+			top->fn_known = 1;
+		}
+		return 0;
+	}
+	if (func_of(t, t->jmp_src, &slo, &sfn) && sfn == fn)
+		return 0;
+	i = frame_in(t, t->depth - 1, fn);
+	return i < t->depth ? pop_to(t, i, last, HTR_BLOCK_UNWOUND) : 0;
 }
 
 int htr_tb__run(struct htr_tb *t, uint64_t ip, uint32_t ninsn,
@@ -454,6 +558,8 @@ int htr_tb__run(struct htr_tb *t, uint64_t ip, uint32_t ninsn,
 	int rc;
 
 	if (t->ret_pending && (rc = land_return(t, ip)) < 0)
+		return rc;
+	if (t->jmp_pending && (rc = land_jump(t, ip)) < 0)
 		return rc;
 	top = &t->st[t->depth - 1];
 	if (!ninsn) {
@@ -475,8 +581,6 @@ int htr_tb__run(struct htr_tb *t, uint64_t ip, uint32_t ninsn,
 		top->own = 1;
 	if (!top->anchor)
 		top->anchor = ip;
-	if (t->gap_flag)
-		flag_gap(t);
 	last = t->id + ninsn - 1;
 	if (last > HTR_MAX_ID)
 		return HTR_ERR_LIMIT;
@@ -497,6 +601,11 @@ int htr_tb__run(struct htr_tb *t, uint64_t ip, uint32_t ninsn,
 		t->ret_pending = 1;
 		t->ret_last = last;
 		return 0;
+	case HTR_IC_JUMP:
+		t->jmp_pending = 1;
+		t->jmp_last = last;
+		t->jmp_src = ret_ip;
+		return 0;
 	case HTR_IC_OTHER:
 		break;
 	}
@@ -513,6 +622,10 @@ int htr_tb__gap(struct htr_tb *t, const struct htr_decode_gap *g)
 	 * landed: its IP is the next instruction to run. */
 	if (t->ret_pending && (rc = land_return(t, async ? g->ip : 0)) < 0)
 		return rc;
+	if (t->jmp_pending && (rc = land_jump(t, async ? g->ip : 0)) < 0)
+		return rc;
+	if (!t->in_gap)
+		flag_gap(t, async);
 	top = &t->st[t->depth - 1];
 	/* A call straight into untraced code: the TIP.PGD names the callee. */
 	if (g->kind == HTR_GAP_DISABLED && !g->async && g->ip &&
@@ -523,8 +636,6 @@ int htr_tb__gap(struct htr_tb *t, const struct htr_decode_gap *g)
 	 * that returns to the interrupted IP. */
 	if (async && (rc = push(t, g->ip, 1)) < 0)
 		return rc;
-	if (!t->in_gap)
-		t->gap_id = t->id;
 	t->gaps++;
 	if (g->kind == HTR_GAP_ERROR) {
 		if (!t->errors++)
@@ -536,11 +647,39 @@ int htr_tb__gap(struct htr_tb *t, const struct htr_decode_gap *g)
 	return htr_writer__gap(t->w, t->id, g->offset, g->kind, g->code);
 }
 
+/* Decoding resumes at @ip after a decode error: an unknown stretch ran,
+ * as after a synchronous disable (README, "Tree rules" 4). */
+static int resume_error(struct htr_tb *t, uint64_t ip, uint64_t last)
+{
+	uint64_t lo, fn;
+	int sym = func_of(t, ip, &lo, &fn);
+	struct frame *f;
+	size_t i;
+	int rc;
+
+	if (func_known(t, ip) || (sym && ip == lo))
+		return push_at(t, ip);
+	if (!sym)
+		return 0;
+	i = frame_in(t, t->depth, fn);
+	if (i < t->depth)
+		return pop_to(t, i, last, HTR_BLOCK_IMPLICIT);
+	/* A deeper frame entered in the gap: its start was lost. */
+	if ((rc = push(t, 0, 0)) < 0 || t->folded)
+		return rc;
+	f = &t->st[t->depth - 1];
+	f->callback = 1;
+	f->entry_pending = 0;
+	f->anchor = ip;
+	f->flags = HTR_BLOCK_LATE | HTR_BLOCK_GAP;
+	return 0;
+}
+
 /* What tracing resuming at @ip says about the open frames (README, "Tree
  * rules" 4); @last is the last instruction before the gap. */
 static int close_unseen(struct htr_tb *t, uint64_t ip, uint64_t last)
 {
-	uint64_t lo, hi;
+	uint64_t lo, fn;
 	size_t i;
 
 	/* At an open frame's return address: it and the frames above it
@@ -548,6 +687,8 @@ static int close_unseen(struct htr_tb *t, uint64_t ip, uint64_t last)
 	for (i = t->depth - 1; i >= 1; i--)
 		if (t->st[i].ret_ip == ip)
 			return pop_to(t, i - 1, last, HTR_BLOCK_IMPLICIT);
+	if (t->gap.kind == HTR_GAP_ERROR)
+		return resume_error(t, ip, last);
 	if (t->gap.kind != HTR_GAP_DISABLED)
 		return 0;
 	/* A callback that left by a jump (a tail call into untraced code)
@@ -567,7 +708,7 @@ static int close_unseen(struct htr_tb *t, uint64_t ip, uint64_t last)
 	/* At a function's entry: called from untraced code or by the kernel
 	 * (a callback, a signal handler). */
 	if (func_known(t, ip) ||
-	    (t->extent && t->extent(t->extent_ctx, ip, &lo, &hi) && ip == lo))
+	    (func_of(t, ip, &lo, &fn) && ip == lo))
 		return push_at(t, ip);
 	/* The kernel returned, wherever it landed (sysenter). */
 	for (i = 1; i < t->depth; i++)
@@ -591,7 +732,6 @@ int htr_tb__resume(struct htr_tb *t, uint64_t ip)
 	t->st[t->depth - 1].entry_pending = 0;
 	if (!t->folded)
 		rc = close_unseen(t, ip, t->id ? t->id - 1 : 0);
-	t->gap_flag = 1;
 	return rc;
 }
 
@@ -626,6 +766,7 @@ int htr_tb__finish(struct htr_tb *t)
 
 	if (t->ret_pending && (rc = land_return(t, 0)) < 0)
 		return rc;
+	t->jmp_pending = 0;
 	if (!t->id)
 		return 0;
 	t->folded = 0;

@@ -23,12 +23,13 @@ struct htr_tb;
  * folded into the deepest frame (counted by htr_tb__folded()). */
 #define HTR_TB_MAX_DEPTH (1u << 18)
 
-/* Function extents from the image's symbols, for a return that lands inside
- * an outer frame's function: fills [*start, *end) of the function holding
- * @addr and returns 1, or returns 0 when no symbol with a size covers it.
- * Called on the builder's thread; must return. */
+/* Functions from the image's symbols, for the rules that need them
+ * (README, "Tree rules" 3, 3a, 4): returns 1 with *@start the start of
+ * the sized symbol holding @addr and *@func the function it is part of
+ * (the same for FUNC and FUNC.cold), or 0 when no symbol with a size
+ * covers @addr.  Called on the builder's thread; must return. */
 typedef int (*htr_tb_extent_fn)(void *ctx, uint64_t addr, uint64_t *start,
-				uint64_t *end);
+				uint64_t *func);
 
 int htr_tb__alloc(struct htr_tb **out, struct htr_writer *w);
 /* Optional; before the first event. */

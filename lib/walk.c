@@ -535,22 +535,22 @@ static int trailing_event(struct htr_walk *w)
 	return flags(w, 0);
 }
 
-/* The block as decode.c classes its last instruction, of kind @kind
- * (tables: once per block, a switch cost 5 % of the walk). */
+/* The block as decode.c classes its last instruction, of kind @kind at
+ * @end (tables: once per block, a switch cost 5 % of the walk). */
 static inline void end_block(struct htr_walk_block *b, int kind,
-			     uint64_t ret)
+			     uint64_t ret, uint64_t end)
 {
 	static const uint8_t cls[K_UNSURE + 1] = {
 		[K_CALL] = HTR_IC_CALL, [K_ICALL] = HTR_IC_CALL,
 		[K_FARCALL] = HTR_IC_FAR_CALL, [K_RET] = HTR_IC_RET,
-		[K_FARRET] = HTR_IC_FAR_RET,
+		[K_FARRET] = HTR_IC_FAR_RET, [K_IJMP] = HTR_IC_JUMP,
 	};
 	const unsigned branch = 1u << K_COND | 1u << K_IJMP | 1u << K_FARJMP;
 	const unsigned calls = 1u << K_CALL | 1u << K_ICALL | 1u << K_FARCALL;
 
 	b->cls = (enum htr_icls) cls[kind];
 	b->branch = (int) (branch >> kind & 1);
-	b->ret = calls >> kind & 1 ? ret : 0;
+	b->ret = calls >> kind & 1 ? ret : kind == K_IJMP ? end : 0;
 }
 
 /* pt_blk_proceed_one_insn: add the instruction at the IP to @b. */
@@ -568,7 +568,7 @@ static int step(struct htr_walk *w, struct htr_walk_block *b, struct insn *in)
 	    in->kind == K_ICALL)
 		push(w, in->ip + in->len);
 	b->n++;
-	end_block(b, in->kind, in->ret);
+	end_block(b, in->kind, in->ret, in->ip);
 	return 0;
 }
 
@@ -756,7 +756,7 @@ static int proceed_no_event(struct htr_walk *w, struct htr_walk_block *b)
 		} else if (e->kind == K_COND) {
 			st = pt_qry_cond_branch(w->q, &taken);
 			if (st < 0) {
-				end_block(b, K_COND, 0);
+				end_block(b, K_COND, 0, 0);
 				return st;
 			}
 			w->status = st;
@@ -764,18 +764,18 @@ static int proceed_no_event(struct htr_walk *w, struct htr_walk_block *b)
 			w->hint = (uint32_t *) &e->next[!!taken];
 			if ((st & (pts_event_pending | pts_eos)) ||
 			    (w->entering && b->n == 1)) {
-				end_block(b, K_COND, 0);
+				end_block(b, K_COND, 0, 0);
 				return 0;
 			}
 		} else {
 			break;
 		}
 		if (b->n >= BLOCK_MAX) {
-			end_block(b, e->kind, 0);
+			end_block(b, e->kind, 0, 0);
 			return 0;
 		}
 	}
-	end_block(b, e->kind, e->ret);
+	end_block(b, e->kind, e->ret, e->end);
 	switch (e->kind) {
 	case K_CALL:
 		if (e->target != e->end + e->len)

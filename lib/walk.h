@@ -29,7 +29,8 @@ struct htr_walk_block {
 	uint64_t ip;               /* the first instruction */
 	uint32_t n;                /* instructions */
 	enum htr_icls cls;         /* of the last one */
-	uint64_t ret;              /* calls: the return address, 0 unknown */
+	uint64_t ret;              /* calls: the return address, 0 unknown;
+				    * HTR_IC_JUMP: the jump's own address */
 	int branch;                /* the last one is a conditional or
 				    * indirect jump: it read trace */
 };

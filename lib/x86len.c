@@ -72,6 +72,8 @@ enum htr_icls htr_x86__classify(const uint8_t *p, size_t n, int is64,
 		case 3:
 			*len = modrm_len(p, n, i + 1);
 			return HTR_IC_FAR_CALL;
+		case 4:
+			return HTR_IC_JUMP;
 		}
 		return HTR_IC_OTHER;
 	case 0x0f:

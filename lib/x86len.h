@@ -16,7 +16,8 @@
  * Class of the instruction at @p (@n bytes readable; @is64: 64-bit mode,
  * where 0x40-0x4f are REX prefixes) and, for calls, software interrupts
  * and syscalls, its length in *@len (0 if unknown or not one of those).
- * Only what changes frames matters; everything else is HTR_IC_OTHER.
+ * Only what changes frames matters (an indirect near jump may: it is
+ * HTR_IC_JUMP); everything else is HTR_IC_OTHER.
  */
 enum htr_icls htr_x86__classify(const uint8_t *p, size_t n, int is64,
 				 int *len);

@@ -59,7 +59,7 @@ Test(x86len, classes)
 		{ "sysret", { 0x0f, 0x07 }, 2, HTR_IC_FAR_RET, 1 },
 		{ "int 0x80", { 0xcd, 0x80 }, 2, HTR_IC_FAR_CALL, 1 },
 		{ "int3", { 0xcc }, 1, HTR_IC_FAR_CALL, 1 },
-		{ "jmp *%rax", { 0xff, 0xe0 }, 2, HTR_IC_OTHER, 1 },
+		{ "jmp *%rax", { 0xff, 0xe0 }, 2, HTR_IC_JUMP, 1 },
 		{ "nop", { 0x90 }, 1, HTR_IC_OTHER, 1 },
 		{ "inc %eax (32-bit), not REX", { 0x40, 0xc3 }, 2, HTR_IC_OTHER, 0 },
 	};

@@ -63,6 +63,7 @@ void rec_image_fini(struct rec_image *im)
 		if (im->mods[i]->map)
 			munmap((void *) im->mods[i]->map, im->mods[i]->mapsize);
 		free(im->mods[i]->path);
+		free(im->mods[i]->funcs);
 		free(im->mods[i]);
 	}
 	free(im->mods);
@@ -297,6 +298,127 @@ struct rec_mod *rec_image_mod(struct rec_image *im, uint64_t pc)
 			return im->mods[i];
 		}
 	return NULL;
+}
+
+/* The truth's rule for jumps that leave frames (tools/record/README.md)
+ * needs functions: read from the mapped file's section headers, checked
+ * against its size, apart from libhtr's reader on purpose. */
+static const Elf64_Shdr *shdr_of(const struct rec_mod *m, unsigned i)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *) m->map;
+
+	if (eh->e_shentsize != sizeof(Elf64_Shdr) || i >= eh->e_shnum ||
+	    eh->e_shoff + ((uint64_t) i + 1) * sizeof(Elf64_Shdr) > m->mapsize)
+		return NULL;
+	return (const Elf64_Shdr *) (m->map + eh->e_shoff) + i;
+}
+
+static int cmp_rec_func(const void *a, const void *b)
+{
+	const struct rec_func *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The split-off part's FUNC ("f.cold", "f.part.0" -> "f"), by name. */
+static uint64_t parent_func(const Elf64_Sym *syms, size_t n, const char *str,
+			    uint64_t strsz, const char *name, uint64_t own)
+{
+	const char *c = strstr(name, ".cold"), *p = strstr(name, ".part.");
+	size_t len, i;
+
+	if (p && (!c || p < c))
+		c = p;
+	if (!c || c == name)
+		return own;
+	len = (size_t) (c - name);
+	for (i = 0; i < n; i++) {
+		const char *o;
+
+		if (ELF64_ST_TYPE(syms[i].st_info) != STT_FUNC ||
+		    syms[i].st_name >= strsz)
+			continue;
+		o = str + syms[i].st_name;
+		if (strncmp(o, name, len) == 0 && o[len] == '\0' &&
+		    memchr(o, '\0', strsz - syms[i].st_name))
+			return syms[i].st_value;
+	}
+	return own;
+}
+
+static void read_funcs(struct rec_mod *m)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *) m->map;
+	const Elf64_Shdr *tab = NULL, *strs, *sh;
+	const Elf64_Sym *syms;
+	const char *str;
+	size_t n, i, k = 0;
+	unsigned j;
+
+	m->funcs_read = 1;
+	/* .symtab if there is one (local and split-off functions), else
+	 * .dynsym */
+	for (j = 0; j < eh->e_shnum && (sh = shdr_of(m, j)); j++)
+		if (sh->sh_type == SHT_SYMTAB ||
+		    (sh->sh_type == SHT_DYNSYM && !tab))
+			tab = sh;
+	if (!tab || !(strs = shdr_of(m, tab->sh_link)) ||
+	    tab->sh_offset + tab->sh_size > m->mapsize ||
+	    strs->sh_offset + strs->sh_size > m->mapsize || !strs->sh_size ||
+	    tab->sh_entsize != sizeof(Elf64_Sym))
+		return;
+	syms = (const Elf64_Sym *) (m->map + tab->sh_offset);
+	n = tab->sh_size / sizeof(*syms);
+	str = (const char *) m->map + strs->sh_offset;
+	if (str[strs->sh_size - 1] != '\0')
+		return;
+	m->funcs = calloc(n ? n : 1, sizeof(*m->funcs));
+	if (!m->funcs)
+		return;
+	for (i = 0; i < n; i++) {
+		const Elf64_Sym *y = &syms[i];
+
+		if (ELF64_ST_TYPE(y->st_info) != STT_FUNC || !y->st_size ||
+		    y->st_shndx == SHN_UNDEF || y->st_name >= strs->sh_size)
+			continue;
+		m->funcs[k].start = y->st_value;
+		m->funcs[k].end = y->st_value + y->st_size;
+		m->funcs[k].func = parent_func(syms, n, str, strs->sh_size,
+					       str + y->st_name, y->st_value);
+		k++;
+	}
+	m->nfuncs = k;
+	qsort(m->funcs, k, sizeof(*m->funcs), cmp_rec_func);
+}
+
+int rec_image_func(struct rec_image *im, uint64_t pc, uint64_t *start,
+		   uint64_t *func)
+{
+	struct rec_mod *m = rec_image_mod(im, pc);
+	size_t lo = 0, hi, i;
+	uint64_t a;
+
+	if (!m)
+		return 0;
+	if (!m->funcs_read)
+		read_funcs(m);
+	a = pc - m->bias;
+	hi = m->nfuncs;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (m->funcs[mid].start <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (i = lo; i-- > 0 && lo - i <= 8;)
+		if (a < m->funcs[i].end) {
+			*start = m->funcs[i].start + m->bias;
+			*func = m->funcs[i].func + m->bias;
+			return 1;
+		}
+	return 0;
 }
 
 /* The file bytes behind runtime address @pc, and how many there are. */

@@ -42,6 +42,15 @@ struct rec_mod {
 	unsigned nsegs;
 	int filtered;           /* inside a --filter MODULE */
 	uint64_t seen_at;       /* global instruction count at discovery */
+	struct rec_func *funcs; /* sized function symbols, by start (link
+				 * addresses); read at the first lookup */
+	size_t nfuncs;
+	int funcs_read;
+};
+
+struct rec_func {
+	uint64_t start, end;    /* [start, end), link addresses */
+	uint64_t func;          /* FUNC's start for FUNC.cold, FUNC.part.N */
 };
 
 enum rec_kind {
@@ -87,6 +96,11 @@ int rec_image_scan(struct rec_image *im, uint64_t want, uint64_t now);
 const struct rec_insn *rec_image_insn(struct rec_image *im, uint64_t pc,
 				      uint64_t now);
 struct rec_mod *rec_image_mod(struct rec_image *im, uint64_t pc);
+/* The sized function symbol holding runtime address @pc: returns 1 with
+ * its runtime start in *@start and the runtime start of the function it
+ * is part of in *@func (FUNC for FUNC.cold and FUNC.part.N), else 0. */
+int rec_image_func(struct rec_image *im, uint64_t pc, uint64_t *start,
+		   uint64_t *func);
 
 /* ------------------------------------------------------------------ */
 /* packet streams (sched.c) */

@@ -22,8 +22,11 @@
  * The truth follows the frames of the real execution: a near call opens a
  * frame, a return closes the frame whose return address it lands at (and,
  * flagged U, the frames above it: longjmp and exceptions leave frames
- * without a return; the recorder sees no stack pointer, so it knows only
- * at the return), a signal handler is a frame of its own.  A frame is a
+ * without a return), and so does an indirect jump that lands at an outer
+ * frame's return address or inside an outer frame's function (longjmp's
+ * `jmp *%rdx`, an unwinder's jump to a landing pad: the recorder sees no
+ * stack pointer, so it goes by the ELF symbols, FUNC.cold counting as
+ * FUNC); a signal handler is a frame of its own.  A frame is a
  * block once it ran a traced instruction itself.
  */
 #include "rec_int.h"
@@ -39,6 +42,8 @@
 struct frame {
 	uint64_t ret;           /* return address, NO_RET when not a call */
 	uint64_t entry;
+	uint64_t anchor;        /* inside its function: its entry, or the
+				 * function a jump to an entry went to */
 	int64_t pre, parent;
 	uint64_t first, tsc_first;
 	uint32_t func;
@@ -266,6 +271,7 @@ static void push_frame(struct rec_thread *t, uint64_t ret, uint64_t entry)
 	memset(f, 0, sizeof(*f));
 	f->ret = ret;
 	f->entry = entry;
+	f->anchor = entry;
 	f->pre = -1;
 	/* Frames open before anything was traced were entered before the
 	 * trace began. */
@@ -334,6 +340,49 @@ static void do_return(struct rec_thread *t, uint64_t to, int traced)
 	if (!t->depth) {
 		push_frame(t, NO_RET, to);
 		t->st[0].late = 1;
+	}
+}
+
+/* An indirect jump at @from landing at @to. */
+static void do_jump(struct rec_thread *t, uint64_t from, uint64_t to,
+		    int traced)
+{
+	struct rec_image *im = &t->c->im;
+	uint64_t lo, fn, slo, sfn, elo, efn;
+	size_t i, keep;
+
+	if (!t->depth)
+		return;
+	/* A return in disguise. */
+	if (t->st[t->depth - 1].ret == to) {
+		do_return(t, to, traced);
+		return;
+	}
+	for (i = t->depth - 1; i-- > 0;)
+		if (t->st[i].ret == to) {
+			keep = i;
+			goto unwind;
+		}
+	if (!rec_image_func(im, to, &lo, &fn))
+		return;
+	if (to == lo) {
+		/* A PLT stub's jump, a tail call. */
+		t->st[t->depth - 1].anchor = to;
+		return;
+	}
+	if (rec_image_func(im, from, &slo, &sfn) && sfn == fn)
+		return;
+	for (i = t->depth - 1; i-- > 0;)
+		if (rec_image_func(im, t->st[i].anchor, &elo, &efn) &&
+		    efn == fn) {
+			keep = i + 1;
+			goto unwind;
+		}
+	return;
+unwind:
+	while (t->depth > keep) {
+		close_frame(t, &t->st[t->depth - 1], traced ? "U" : "UR");
+		t->depth--;
 	}
 }
 
@@ -522,6 +571,9 @@ static void flow(struct rec_thread *t, const struct rec_insn *in, uint64_t next,
 		break;
 	case RK_RET:
 		do_return(t, next, traced);
+		break;
+	case RK_IJMP:
+		do_jump(t, in->pc, next, traced);
 		break;
 	case RK_SYSCALL:
 		/* In the kernel, which may block: the CPU is free. */
