@@ -4,6 +4,7 @@
 #include "abi.h"
 #include "htr/cpuwide.h"
 
+#include "image.h"
 #include "le.h"
 #include "ev.h"
 #include "tmpfile.h"
@@ -306,8 +307,18 @@ static int decode_cpu(struct cw *w, uint32_t c, uint64_t *hash)
 				&w->b->err);
 	if (rc)
 		return rc;
+	if (w->in->user_only) {
+		struct htr_perf_kstats ks;
+
+		rc = htr_perfdata__user_only(&j, &ks, &w->b->err);
+		if (rc) {
+			htr_perfdata__unjoin(&j);
+			return rc;
+		}
+		w->cs->kernel_stretches += ks.stretches;
+	}
 	data = j.data;
-	*hash = htr_hash__bytes(*hash, data, pc->pt_bytes);
+	*hash = htr_hash__bytes(*hash, data, j.size);
 	w->cpu = c;
 	cpu_slots(w, pc->cpu);
 	memset(&sink, 0, sizeof(sink));
@@ -316,7 +327,7 @@ static int decode_cpu(struct cw *w, uint32_t c, uint64_t *hash)
 	htr_ev__sink(&sink, &k);
 	sink.onoff = on_onoff;
 	sink.progress = on_progress;
-	htr_build__decode_cfg(w->b, &cfg, data, pc->pt_bytes);
+	htr_build__decode_cfg(w->b, &cfg, data, j.size);
 	save.nev = w->nev;
 	save.npieces = w->npieces;
 	save.pieces = w->cs->pieces;
@@ -561,6 +572,18 @@ out:
 	return rc;
 }
 
+/* Whether kernel code was loaded (--kcore, --vmlinux): then a trace of
+ * user and kernel code decodes as it is. */
+static int image_has_kernel(const struct htr_image *img)
+{
+	size_t i, n = htr_image__count(img);
+
+	for (i = 0; i < n; i++)
+		if (htr_image__piece(img, i)->vaddr >> 63)
+			return 1;
+	return 0;
+}
+
 /* A perf.data's per-CPU streams and switches as the input (the switches
  * are already sorted by (cpu, time); perf time to TSC keeps that order). */
 int htr_cpuwide__build(struct htr_builder *b, const struct htr_perfdata *pd,
@@ -596,6 +619,7 @@ int htr_cpuwide__build(struct htr_builder *b, const struct htr_perfdata *pd,
 	in.ncpus = pd->ncpus;
 	in.switches = sw;
 	in.nswitches = pd->nswitches;
+	in.user_only = pd->pt.kernel && !image_has_kernel(b->img);
 	rc = htr_cpuwide__run(b, &in, t, n, cs);
 	free(cpus);
 	free(sw);
@@ -880,6 +904,7 @@ int htr_cpuwide_run(struct htr_cpuwide *cw)
 	in.ncpus = cw->ncpus;
 	in.switches = sw;
 	in.nswitches = cw->nsw;
+	in.user_only = 0;
 	rc = htr_cpuwide__run(cw->b, &in, cw->t, cw->nt, &cw->cs);
 	cw->ran = rc == 0;
 out:

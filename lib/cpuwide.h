@@ -53,6 +53,7 @@ struct htr_cpuwide_stats {
 	uint64_t pieces;              /* pieces of every CPU */
 	uint64_t insns_other;         /* in pieces of threads not asked for */
 	uint64_t insns_unknown;       /* in pieces no switch record explains */
+	uint64_t kernel_stretches;    /* user_only: kernel stretches */
 	uint32_t *other;              /* the tids of those other threads */
 	size_t nother;
 };
@@ -80,6 +81,7 @@ struct htr_cpuwide_input {
 	size_t ncpus;
 	const struct htr_cpuwide_switch *switches;
 	size_t nswitches;
+	int user_only;                /* htr_perfdata__user_only() each CPU */
 };
 
 /*

@@ -56,6 +56,7 @@ enum { FEAT_BUILD_ID = 2, FEAT_NRCPUS = 7, FEAT_CPUID = 9,
 #define SAMPLE_STREAM_ID (1ull << 9)
 #define SAMPLE_IDENTIFIER (1ull << 16)
 #define ATTR_SAMPLE_ID_ALL (1ull << 18)
+#define ATTR_EXCLUDE_KERNEL (1ull << 5)
 
 /* AUXTRACE_INFO: auxtrace type and Intel PT's private words. */
 #define AUXTRACE_INTEL_PT 1
@@ -1086,6 +1087,8 @@ static int finish(struct htr_perfdata *pd)
 			if (pv->attrs[i].type == type) {
 				pt->config = pv->attrs[i].config;
 				pt->have_attr = 1;
+				pt->kernel = !(pv->attrs[i].flags &
+					       ATTR_EXCLUDE_KERNEL);
 				break;
 			}
 	if (pt->have_attr) {
@@ -1662,4 +1665,356 @@ int htr_perfdata__filters(const struct htr_perfdata *pd,
 				    "address filter '%s'", pd->name,
 				    pd->pt.filter);
 	return (int) n;
+}
+
+/* ------------------------------------------------------------------ */
+/* user+kernel traces without the kernel's code: htr_perfdata__user_only */
+
+enum { KS_OFF, KS_USER, KS_KERNEL };
+
+struct kstrip {
+	int fd;
+	uint8_t buf[1u << 16];
+	size_t n;
+	uint64_t out;
+	int failed;
+};
+
+static void ks_put(struct kstrip *k, const uint8_t *p, size_t n)
+{
+	if (k->failed)
+		return;
+	if (k->n + n > sizeof(k->buf)) {
+		if (htr_tmp__write(k->fd, k->buf, k->n) < 0) {
+			k->failed = 1;
+			return;
+		}
+		k->n = 0;
+	}
+	if (n > sizeof(k->buf)) {
+		if (htr_tmp__write(k->fd, p, n) < 0)
+			k->failed = 1;
+	} else {
+		memcpy(k->buf + k->n, p, n);
+		k->n += n;
+	}
+	k->out += n;
+}
+
+/* An IP packet (@hdr: 0x0d TIP, 0x11 TIP.PGE, 0x01 TIP.PGD, 0x1d FUP)
+ * with @ip uncompressed, or suppressed (@suppress). */
+static void ks_ip(struct kstrip *k, uint8_t hdr, uint64_t ip, int suppress)
+{
+	uint8_t p[9];
+	unsigned i, n;
+
+	if (suppress) {
+		ks_put(k, &hdr, 1);
+		return;
+	}
+	/* 48 bits sign-extended (IPBytes 011) when that gives @ip. */
+	if ((uint64_t) ((int64_t) (ip << 16) >> 16) == ip) {
+		p[0] = (uint8_t) (hdr | 3u << 5);
+		n = 6;
+	} else {
+		p[0] = (uint8_t) (hdr | 6u << 5);
+		n = 8;
+	}
+	for (i = 0; i < n; i++)
+		p[1 + i] = (uint8_t) (ip >> (8 * i));
+	ks_put(k, p, 1 + n);
+}
+
+static const uint8_t ks_psb[16] = {
+	0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+	0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+};
+
+static int is_psb(const uint8_t *p)
+{
+	return !memcmp(p, ks_psb, sizeof(ks_psb));
+}
+
+/* The offset of the first PSB at or after @from, or @size. */
+static uint64_t psb_scan(const uint8_t *t, uint64_t size, uint64_t from)
+{
+	const uint8_t *p = t + from, *lim;
+
+	if (from >= size || size - from < sizeof(ks_psb))
+		return size;
+	lim = t + size - sizeof(ks_psb) + 1;
+	while (p < lim && (p = memchr(p, 0x02, (size_t) (lim - p)))) {
+		if (is_psb(p))
+			return (uint64_t) (p - t);
+		p++;
+	}
+	return size;
+}
+
+/* The size of the packet at @p (@left bytes), 0 if it is none libipt
+ * 2.0.5 knows or is cut short.  Sets *@ipc for IP packets (-1 else). */
+static size_t ks_len(const uint8_t *p, uint64_t left, int *ipc)
+{
+	static const uint8_t ipbytes[8] = { 0, 2, 4, 6, 6, 0xff, 8, 0xff };
+	uint8_t b = p[0];
+	size_t n = 0;
+
+	*ipc = -1;
+	if (b == 0x00)
+		return 1;                       /* PAD */
+	if (b == 0x02) {
+		if (left < 2)
+			return 0;
+		switch (p[1]) {
+		case 0x03: n = 4; break;        /* CBR */
+		case 0x23: n = 2; break;        /* PSBEND */
+		case 0x43: n = 8; break;        /* PIP */
+		case 0x73: n = 7; break;        /* TMA */
+		case 0x82: n = 16; break;       /* PSB */
+		case 0x83: n = 2; break;        /* TraceStop */
+		case 0xa3: n = 8; break;        /* long TNT */
+		case 0xc8: n = 7; break;        /* VMCS */
+		case 0xf3: n = 2; break;        /* OVF */
+		case 0x22: n = 4; break;        /* PWRE */
+		case 0xa2: n = 7; break;        /* PWRX */
+		case 0x62: case 0xe2: n = 2; break;  /* EXSTOP(.IP) */
+		case 0xc2: n = 10; break;       /* MWAIT */
+		case 0xc3:                      /* MNT */
+			n = left >= 3 && p[2] == 0x88 ? 11 : 0;
+			break;
+		default:
+			if ((p[1] & 0x1f) == 0x12)      /* PTW */
+				n = ((p[1] >> 5) & 3) == 0 ? 6 :
+				    ((p[1] >> 5) & 3) == 1 ? 10 : 0;
+			break;
+		}
+		if (n == 16 && (left < 16 || !is_psb(p)))
+			return 0;
+		return n <= left ? n : 0;
+	}
+	if (!(b & 1))
+		return 1;                       /* short TNT */
+	if ((b & 3) == 3) {                     /* CYC */
+		n = 1;
+		if (b & 4)
+			do {
+				if (n >= left)
+					return 0;
+			} while (p[n++] & 1);
+		return n;
+	}
+	switch (b & 0x1f) {
+	case 0x0d: case 0x11: case 0x01: case 0x1d:
+		n = ipbytes[b >> 5];
+		if (n == 0xff)
+			return 0;
+		*ipc = b >> 5;
+		n += 1;
+		return n <= left ? n : 0;
+	default:
+		break;
+	}
+	switch (b) {
+	case 0x19: n = 8; break;                /* TSC */
+	case 0x59: n = 2; break;                /* MTC */
+	case 0x99: n = 2; break;                /* MODE */
+	default: return 0;
+	}
+	return n <= left ? n : 0;
+}
+
+/* The IP of an IP packet (@ipc, payload at @p) after @last. */
+static uint64_t ks_ipval(const uint8_t *p, int ipc, uint64_t last)
+{
+	uint64_t v = 0;
+	unsigned i, n = ipc == 1 ? 2 : ipc == 2 ? 4 : ipc == 6 ? 8 : 6;
+
+	for (i = 0; i < n; i++)
+		v |= (uint64_t) p[i] << (8 * i);
+	switch (ipc) {
+	case 1: return (last & ~0xffffull) | v;
+	case 2: return (last & ~0xffffffffull) | v;
+	case 3: return (uint64_t) ((int64_t) (v << 16) >> 16);
+	case 4: return (last & ~0xffffffffffffull) | v;
+	default: return v;
+	}
+}
+
+#define KS_IS_KERNEL(ip) ((ip) >> 63)
+
+int htr_perfdata__user_only(struct htr_perf_joined *j,
+			    struct htr_perf_kstats *ks, struct htr_err *err)
+{
+	struct htr_perf_kstats st = { 0, 0, 0 };
+	const uint8_t *t = j->data;
+	uint64_t size = j->size, at = 0, last = 0, ip;
+	struct kstrip *k;
+	struct htr_perf_joined out;
+	uint8_t mode = 0x01, m[2];          /* MODE.Exec: 64-bit */
+	int state = KS_OFF, in_psb = 0, after_ovf = 0, ipc;
+	size_t n;
+
+	k = malloc(sizeof(*k));
+	if (!k)
+		return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
+	k->n = 0;
+	k->out = 0;
+	k->failed = 0;
+	k->fd = htr_tmp__open("user", err);
+	if (k->fd < 0) {
+		int rc = err->code;
+
+		free(k);
+		return rc;
+	}
+	/* Before the first PSB the decoder reads nothing: copied. */
+	at = psb_scan(t, size, 0);
+	ks_put(k, t, (size_t) at);
+	while (at < size && !k->failed) {
+		const uint8_t *p = t + at;
+		int keep = 0;
+
+		n = ks_len(p, size - at, &ipc);
+		if (!n) {
+			/* Not a packet: as it is, up to the next PSB. */
+			uint64_t nx = psb_scan(t, size, at + 1);
+
+			st.bad++;
+			ks_put(k, p, (size_t) (nx - at));
+			at = nx;
+			state = KS_OFF;
+			in_psb = after_ovf = 0;
+			continue;
+		}
+		if (ipc >= 0) {
+			uint8_t hdr = p[0] & 0x1f;
+			int sup = ipc == 0;
+
+			ip = sup ? last : ks_ipval(p + 1, ipc, last);
+			if (!sup)
+				last = ip;
+			switch (hdr) {
+			case 0x1d:                  /* FUP */
+				if (in_psb || after_ovf) {
+					after_ovf = 0;
+					state = KS_IS_KERNEL(ip) ? KS_KERNEL
+								 : KS_USER;
+				}
+				if (state == KS_USER && !KS_IS_KERNEL(ip))
+					ks_ip(k, 0x1d, ip, 0);
+				else
+					st.bytes += n;
+				break;
+			case 0x0d:                  /* TIP */
+				if (state == KS_USER && !KS_IS_KERNEL(ip)) {
+					ks_ip(k, 0x0d, ip, 0);
+				} else if (state == KS_USER) {
+					ks_ip(k, 0x01, 0, 1);
+					state = KS_KERNEL;
+					st.stretches++;
+					st.bytes += n;
+				} else if (!KS_IS_KERNEL(ip)) {
+					m[0] = 0x99;
+					m[1] = mode;
+					ks_put(k, m, 2);
+					ks_ip(k, 0x11, ip, 0);
+					state = KS_USER;
+				} else {
+					st.bytes += n;
+				}
+				break;
+			case 0x11:                  /* TIP.PGE */
+				if (!sup && KS_IS_KERNEL(ip)) {
+					state = KS_KERNEL;
+					st.bytes += n;
+					break;
+				}
+				if (state != KS_USER) {
+					m[0] = 0x99;
+					m[1] = mode;
+					ks_put(k, m, 2);
+				}
+				ks_ip(k, 0x11, ip, sup);
+				state = KS_USER;
+				break;
+			default:                    /* TIP.PGD */
+				if (state == KS_USER)
+					ks_ip(k, 0x01, ip,
+					      sup || KS_IS_KERNEL(ip));
+				else
+					st.bytes += n;
+				state = KS_OFF;
+				break;
+			}
+			at += n;
+			continue;
+		}
+		switch (p[0]) {
+		case 0x02:
+			switch (p[1]) {
+			case 0x82:                  /* PSB: last IP 0 */
+				in_psb = 1;
+				last = 0;
+				keep = 1;
+				break;
+			case 0x23:
+				in_psb = 0;
+				keep = 1;
+				break;
+			case 0xf3:                  /* OVF: a FUP says where */
+				after_ovf = 1;
+				state = KS_OFF;
+				keep = 1;
+				break;
+			case 0xa3:                  /* long TNT */
+			case 0x62: case 0xe2:       /* EXSTOP */
+			case 0xc2:                  /* MWAIT */
+				keep = state == KS_USER;
+				break;
+			default:
+				keep = (p[1] & 0x1f) == 0x12 ?
+				       state == KS_USER : 1;
+				break;
+			}
+			break;
+		case 0x99:                          /* MODE */
+			if (!(p[1] >> 5))
+				mode = p[1];
+			keep = in_psb || state == KS_USER;
+			break;
+		default:
+			/* Short TNT: the kernel's left out; timing kept. */
+			keep = !(p[0] & 1) && p[0] ? state == KS_USER : 1;
+			break;
+		}
+		if (keep)
+			ks_put(k, p, n);
+		else
+			st.bytes += n;
+		at += n;
+	}
+	if (!k->failed && k->n && htr_tmp__write(k->fd, k->buf, k->n) < 0)
+		k->failed = 1;
+	memset(&out, 0, sizeof(out));
+	if (!k->failed && k->out) {
+		out.map = mmap(NULL, (size_t) k->out, PROT_READ, MAP_SHARED,
+			       k->fd, 0);
+		if (out.map == MAP_FAILED)
+			k->failed = 1;
+	}
+	close(k->fd);
+	if (k->failed) {
+		free(k);
+		return htr_err__sys(err, "writing the user-space trace to a "
+				    "temporary file");
+	}
+	out.size = k->out;
+	out.map_size = (size_t) k->out;
+	out.data = out.map ? out.map : j->data;
+	free(k);
+	htr_perfdata__unjoin(j);
+	*j = out;
+	if (ks)
+		*ks = st;
+	return 0;
 }

@@ -48,6 +48,9 @@ struct htr_perf_pt {
 	uint8_t mtc_freq;          /* MTC period field (0 if mtc is off) */
 	uint8_t cyc_thresh;        /* CYC threshold field (config 22:19) */
 	int mtc, cyc, tsc, noretcomp;
+	int kernel;                /* the intel_pt event traced the kernel
+				    * (no exclude_kernel: intel_pt// without
+				    * u) */
 };
 
 /* One piece of a thread's Intel PT data: @size bytes at file @offset. */
@@ -179,6 +182,36 @@ int htr_perfdata__join(const uint8_t *base, const struct htr_perf_chunk *c,
 
 /* Release what htr_perfdata__join() made.  Safe on a zeroed @j. */
 void htr_perfdata__unjoin(struct htr_perf_joined *j);
+
+/* What htr_perfdata__user_only() left out. */
+struct htr_perf_kstats {
+	uint64_t stretches;        /* times user code entered the kernel */
+	uint64_t bytes;            /* kernel packets left out, in bytes */
+	uint64_t bad;              /* packets it could not read (copied) */
+};
+
+/*
+ * A trace of user and kernel code (intel_pt// without u) whose kernel
+ * code is not at hand, as the trace of the user code alone would be:
+ * each stretch in the kernel (a TIP into it, an interrupt's FUP + TIP,
+ * tracing enabled there) becomes tracing disabled (TIP.PGD, the IP
+ * suppressed, after the FUP of an interrupt) until an IP packet returns
+ * to user space (MODE.Exec + TIP.PGE there).  The kernel's TNT, TIP and
+ * FUP packets are left out; timing, PSB+ and everything else stay, so
+ * time and sync points are the trace's own.  IP packets written are
+ * uncompressed (48-bit sign extension, or 64 bits).  Without this,
+ * libipt stops at the first kernel address and resynchronizes at the
+ * next PSB, losing the user code up to it.
+ *
+ * Kernel addresses are those with bit 63 set (the upper half).  Bytes
+ * that are no packet are copied as they are up to the next PSB, so the
+ * decoder meets the same damage.  @j (from htr_perfdata__join()) is
+ * replaced by the rewritten trace (a mapped temporary file); *@ks (may
+ * be NULL) says what was left out.  Returns 0, HTR_ERR_IO (the message in
+ * @err; @j is unchanged).
+ */
+int htr_perfdata__user_only(struct htr_perf_joined *j,
+			    struct htr_perf_kstats *ks, struct htr_err *err);
 
 /* Whether @m was mapped in @t's address space: same process, after its
  * last exec, or inherited from the process it forked from. */

@@ -205,15 +205,17 @@ static void warn_result(const char *trace, const char *out,
 	first.kind = HTR_GAP_ERROR;
 	first.offset = st->first_error_offset;
 	first.code = st->first_error_code;
+	/* A perf.data build says it once for all its threads (what_lost). */
+	if (st->errors && perf)
+		return;
 	if (st->errors)
 		fprintf(stderr, "htr: build: warning: %" PRIu64 " decode "
 			"error%s%s, the first at trace offset 0x%" PRIx64
 			": %s; %s ('htr gaps %s' lists them)\n",
 			st->errors, st->errors == 1 ? "" : "s",
 			st->runaways ? " (the decoder ran away)" : "",
-			first.offset, htr_gap_reason(&first), perf ?
-			"are the modules the recorded ones (a missing module's "
-			"code is a gap)?" : "are the --elf/--raw files the "
+			first.offset, htr_gap_reason(&first),
+			"are the --elf/--raw files the "
 			"recorded code at its load addresses?", out);
 	else if (!st->insns)
 		fprintf(stderr, "htr: build: warning: %s: no instruction "
@@ -276,7 +278,68 @@ struct perf_build {
 	char **warned;                       /* module paths warned of */
 	size_t nwarned;
 	int filter_warned;
+	const char *kcore, *vmlinux;         /* kernel code, if given */
+	/* What could not be decoded, for the one line at the end. */
+	uint64_t kernel_stretches;           /* user+kernel, no kernel code */
+	uint64_t error_gaps, threads_with_errors;
+	uint64_t first_error_offset;
+	char first_error[96];                /* libipt's reason */
+	char first_missing[512];             /* the first module's warning */
+	char error_out[256];                 /* a .htr with error gaps */
 };
+
+/* Count thread @out's decode errors for what_lost(). */
+static void count_lost(struct perf_build *pb, const char *out,
+		       const struct htr_build_stats *st)
+{
+	struct htr_gap_info first;
+
+	if (!st->errors)
+		return;
+	if (!pb->threads_with_errors++) {
+		memset(&first, 0, sizeof(first));
+		first.size = sizeof(first);
+		first.kind = HTR_GAP_ERROR;
+		first.offset = st->first_error_offset;
+		first.code = st->first_error_code;
+		snprintf(pb->first_error, sizeof(pb->first_error), "%s",
+			 htr_gap_reason(&first));
+		snprintf(pb->error_out, sizeof(pb->error_out), "%s", out);
+	}
+	pb->error_gaps += st->errors;
+}
+
+/* The one line that says what a perf.data build could not decode: the
+ * modules it had no code of, the decode errors, the kernel's stretches
+ * of a user+kernel trace without the kernel's code. */
+static void what_lost(const struct perf_build *pb)
+{
+	char more[64] = "";
+
+	if (!pb->nwarned && !pb->error_gaps && !pb->kernel_stretches)
+		return;
+	fprintf(stderr, "htr: build: warning: %s: not all decoded:",
+		pb->trace);
+	if (pb->nwarned) {
+		if (pb->nwarned > 1)
+			snprintf(more, sizeof(more), " %zu modules without "
+				 "code, the first:", pb->nwarned);
+		fprintf(stderr, "%s %s;", more, pb->first_missing);
+	}
+	if (pb->error_gaps)
+		fprintf(stderr, " %" PRIu64 " decode error%s in %" PRIu64
+			" thread%s (%s; 'htr gaps %s' lists them)%s",
+			pb->error_gaps, pb->error_gaps == 1 ? "" : "s",
+			pb->threads_with_errors,
+			pb->threads_with_errors == 1 ? "" : "s",
+			pb->first_error, pb->error_out,
+			pb->kernel_stretches ? ";" : "");
+	if (pb->kernel_stretches)
+		fprintf(stderr, " %" PRIu64 " stretches in the kernel, whose "
+			"code is not at hand, are gaps named [kernel] (give "
+			"--kcore DIR or --vmlinux FILE)", pb->kernel_stretches);
+	fputc('\n', stderr);
+}
 
 /* One warning per missing module, whatever the number of threads. */
 static void warn_module(struct perf_build *pb, const char *path,
@@ -295,9 +358,9 @@ static void warn_module(struct perf_build *pb, const char *path,
 		if (w[pb->nwarned])
 			pb->nwarned++;
 	}
-	fprintf(stderr, "htr: build: warning: %s: ", pb->trace);
-	fprintf(stderr, fmt, path, why);
-	fputc('\n', stderr);
+	if (pb->nwarned == 1)
+		snprintf(pb->first_missing, sizeof(pb->first_missing), fmt,
+			 path, why);
 }
 
 /* Whether @file holds the build-id @id of @n bytes. */
@@ -634,6 +697,15 @@ static int perf_thread(struct perf_build *pb, const struct htr_perfdata *pd,
 	if (htr_perfdata__join(pd->data, t->chunks, t->nchunks, &joined,
 			       &jerr) != 0)
 		return fail("build", "%s: %s", name, jerr.msg);
+	if (pd->pt.kernel && !pb->kcore && !pb->vmlinux) {
+		struct htr_perf_kstats ks;
+
+		if (htr_perfdata__user_only(&joined, &ks, &jerr) != 0) {
+			htr_perfdata__unjoin(&joined);
+			return fail("build", "%s: %s", name, jerr.msg);
+		}
+		pb->kernel_stretches += ks.stretches;
+	}
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	err = htr_builder_alloc(&b, &opts);
 	if (err < 0) {
@@ -674,6 +746,7 @@ static int perf_thread(struct perf_build *pb, const struct htr_perfdata *pd,
 			" partial or collided): the tree has gaps there\n",
 			name, t->aux_truncated, t->aux_lost);
 	warn_result(name, out, &st, 1);
+	count_lost(pb, out, &st);
 	rc = HTR_EXIT_OK;
 done:
 	htr_builder_free(b);
@@ -767,6 +840,7 @@ static int cpuwide_pid(struct perf_build *pb, const struct htr_perfdata *pd,
 		perf_summary(pb, name, t, v[i].out, &v[i].stats,
 			     seconds(&start, &end), 1);
 		warn_result(name, v[i].out, &v[i].stats, 1);
+		count_lost(pb, v[i].out, &v[i].stats);
 	}
 	rc = HTR_EXIT_OK;
 done:
@@ -839,6 +913,7 @@ static int build_cpuwide(struct perf_build *pb, const struct htr_perfdata *pd,
 			"data (%" PRIu64 " AUX records truncated, %" PRIu64
 			" partial or collided): the trees have gaps there\n",
 			pb->trace, truncated, lost);
+	pb->kernel_stretches += cs.kernel_stretches;
 	htr_cpuwide__stats_free(&cs);
 	free(pids);
 	return rc;
@@ -899,6 +974,8 @@ none:
 			rc = fail("build", "%s: no Intel PT trace of any "
 				  "thread", pb->trace);
 	}
+	if (rc == HTR_EXIT_OK)
+		what_lost(pb);
 done:
 	for (i = 0; i < pb->nwarned; i++)
 		free(pb->warned[i]);
