@@ -41,7 +41,7 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 /* ---- pass 1: decode ------------------------------------------------- */
 
 enum step_kind {
-	S_INSN,           /* a = ip, size, cls */
+	S_INSN,           /* a = ip, size, cls, ijmp */
 	S_ENABLED,        /* a = ip */
 	S_DISABLED,       /* a = ip (if has_ip) */
 	S_ASYNC_DISABLED, /* a = at, b = ip (if has_ip) */
@@ -54,6 +54,7 @@ struct step {
 	uint64_t a, b;
 	int code;
 	uint8_t kind, cls, size, has_ip, abort;
+	uint8_t ijmp;     /* an indirect near jump (FF /4) */
 };
 
 struct steps {
@@ -69,6 +70,27 @@ static int add_step(struct steps *st, const struct step *s)
 	return 0;
 }
 
+/* Is @in an indirect near jump (FF /4)?  libipt's ptic_jump holds direct
+ * ones too; the bytes tell them apart: prefixes (legacy, REX), then the
+ * opcode and the ModRM's reg field. */
+static int indirect_jump(const struct pt_insn *in)
+{
+	size_t i = 0;
+
+	if (in->iclass != ptic_jump)
+		return 0;
+	while (i < in->size && i < sizeof(in->raw) &&
+	       (in->raw[i] == 0x66 || in->raw[i] == 0x67 ||
+		in->raw[i] == 0xf2 || in->raw[i] == 0xf3 ||
+		in->raw[i] == 0x2e || in->raw[i] == 0x3e ||
+		in->raw[i] == 0x26 || in->raw[i] == 0x36 ||
+		in->raw[i] == 0x64 || in->raw[i] == 0x65 ||
+		(in->mode == ptem_64bit && (in->raw[i] & 0xf0) == 0x40)))
+		i++;
+	return i + 1 < in->size && in->raw[i] == 0xff &&
+	       ((in->raw[i + 1] >> 3) & 7) == 4;
+}
+
 static int add_insn(struct steps *st, const struct pt_insn *in)
 {
 	struct step s;
@@ -78,6 +100,7 @@ static int add_insn(struct steps *st, const struct pt_insn *in)
 	s.a = in->ip;
 	s.size = in->size;
 	s.cls = (uint8_t) in->iclass;
+	s.ijmp = (uint8_t) indirect_jump(in);
 	return add_step(st, &s);
 }
 
@@ -270,7 +293,9 @@ static int decode(const uint8_t *trace, size_t size, struct pt_image *image,
 
 struct frame {
 	uint64_t first, ret, entry;
-	uint64_t anchor;       /* its entry, else the first address it ran */
+	uint64_t anchor;       /* an address in its function (README: its
+				* entry, else the first address it ran, or
+				* the function entry a jump took it to) */
 	size_t child_base;     /* its children in b->open[child_base..] */
 	unsigned flags;
 	uint8_t has_first, has_ret, has_entry, entry_pending, far;
@@ -290,13 +315,15 @@ struct builder {
 				* since the last late block */
 	int ret_pending;       /* a return waits for its landing address */
 	uint64_t ret_id;
+	int jmp_pending;       /* a jump waits for its landing address */
+	int jmp_ind;           /* ... an indirect near jump */
+	uint64_t jmp_id, jmp_src, jmp_next;
 	int off, async_off;    /* tracing disabled (asynchronously) */
 	uint64_t off_at;       /* where the asynchronous disable stopped */
 	int gap_pending;       /* gaps whose resume address is not known */
-	int gap_flag;          /* gaps to flag at the next instruction */
-	int gap_lost;          /* ... one is an overflow or an error */
+	int gap_ovf;           /* ... one is an overflow */
+	int gap_err;           /* ... one is a decode error */
 	int gap_sync;          /* ... one is a synchronous disable */
-	uint64_t gap_id;       /* the first pending gap's ID */
 	/* Every entry address a frame got so far ("a call went there"):
 	 * open addressing, 0 = empty (0 is never an entry). */
 	uint64_t *entries;
@@ -354,6 +381,24 @@ static int entry_add(struct builder *b, uint64_t addr)
 	b->entries[j] = addr;
 	b->nentries++;
 	return 0;
+}
+
+/* The function holding @addr (ELF symbols): 0, or -1 when none or no
+ * symbols. */
+static int func(const struct builder *b, uint64_t addr, struct ref_func *f)
+{
+	if (!b->cfg->func_of || !addr)
+		return -1;
+	return b->cfg->func_of(b->cfg->func_ctx, addr, f) < 0 ? -1 : 0;
+}
+
+/* Is @addr a function's entry by the symbols (a FUNC.cold part's start is
+ * none)? */
+static int sym_entry(const struct builder *b, uint64_t addr)
+{
+	struct ref_func f;
+
+	return func(b, addr, &f) == 0 && f.entry && f.start == addr;
 }
 
 /* Frame @f's entry is @addr. */
@@ -441,10 +486,21 @@ static int close_to(struct builder *b, size_t i, uint64_t last,
 	return pop(b, last, self);
 }
 
+/* Close the frames above @i (it goes on) at @last with @flags. */
+static int close_above(struct builder *b, size_t i, uint64_t last,
+		       unsigned flags)
+{
+	while (b->depth > i + 1)
+		if (pop(b, last, flags) < 0)
+			return -1;
+	return 0;
+}
+
 /* Rule 3, "nothing open": the top-level frame was a callee all along.  It
  * becomes a late block closing at @last that adopts everything so far; its
  * caller is the new top-level frame, open since the trace began too (so
- * it keeps the gap flag). */
+ * it keeps the gap flag).  Its function is where it goes on: the first
+ * address it runs. */
 static int late_return(struct builder *b, uint64_t last)
 {
 	struct frame top = b->st[0];
@@ -453,22 +509,21 @@ static int late_return(struct builder *b, uint64_t last)
 	top.has_first = 1;
 	top.has_entry = 0;
 	b->own = 0;
+	b->st[0].anchor = 0;
 	return emit(b, &top, last, REF_LATE, 0);
 }
 
 /* The innermost frame below index @below whose function (ELF symbols)
- * holds @l, not at its entry; @below when none.  A frame's function is
- * the one holding its anchor. */
+ * holds @l, not at its entry; @below when none. */
 static size_t holder(const struct builder *b, size_t below, uint64_t l)
 {
-	uint64_t s, e;
+	struct ref_func fl, fa;
 	size_t i;
 
-	if (!b->cfg->func_of || b->cfg->func_of(b->cfg->func_ctx, l, &s, &e) < 0
-	    || l == s)
+	if (func(b, l, &fl) < 0 || (fl.entry && l == fl.start))
 		return below;
 	for (i = below; i-- > 0;)
-		if (b->st[i].anchor >= s && b->st[i].anchor < e)
+		if (func(b, b->st[i].anchor, &fa) == 0 && fa.id == fl.id)
 			return i;
 	return below;
 }
@@ -488,11 +543,33 @@ static int kernel_call(const struct builder *b, size_t i)
 	return 1;
 }
 
+/* The frame whose start was lost where decoding resumed, or a caller
+ * entered where the trace cannot show it: flags `late` and `gap`, entry
+ * and return address unknown, its function @l's.  @child_base: the open
+ * blocks it adopts. */
+static int push_late(struct builder *b, uint64_t l, size_t child_base,
+		     int has_first, uint64_t first)
+{
+	struct frame *f;
+
+	if (push(b, 0, 0, 0) < 0)
+		return -1;
+	f = &b->st[b->depth - 1];
+	f->entry_pending = 0;
+	f->flags = REF_LATE | REF_GAP;
+	f->anchor = l;
+	f->child_base = child_base;
+	f->has_first = (uint8_t) has_first;
+	f->first = first;
+	return 0;
+}
+
 /* Rule 3: the return at b->ret_id landed at @l (@known). */
 static int resolve_return(struct builder *b, int known, uint64_t l)
 {
 	size_t k = b->depth - 1, i;
 	uint64_t r = b->ret_id;
+	struct ref_func fl;
 
 	b->ret_pending = 0;
 	if (!known || (b->st[k].has_ret && b->st[k].ret == l))
@@ -505,15 +582,70 @@ static int resolve_return(struct builder *b, int known, uint64_t l)
 					REF_UNWOUND, 0);
 	/* Inside (not at the entry of) the function of an outer frame (a
 	 * catch block): the frames above it were abandoned, it goes on.  A
-	 * return to a function's entry is a jump in disguise. */
+	 * return to a function's entry is a jump in disguise.  Back in its
+	 * caller, a frame that does not know its return address returns
+	 * plainly. */
 	i = holder(b, k, l);
 	if (i < k) {
-		while (b->depth > i + 1)
-			if (pop(b, r, REF_UNWOUND) < 0)
-				return -1;
-		return 0;
+		if (i + 1 == k && !b->st[k].has_ret)
+			return pop(b, r, 0);
+		return close_above(b, i, r, REF_UNWOUND);
+	}
+	/* Into a function no open frame is in, from a frame that does not
+	 * know its return address: its caller was entered unseen.  A late
+	 * caller takes its place and adopts it. */
+	if (!b->st[k].has_ret && func(b, l, &fl) == 0 &&
+	    !(fl.entry && fl.start == l) && holder(b, k + 1, l) > k) {
+		struct frame f = b->st[k];
+
+		if (pop(b, r, 0) < 0)
+			return -1;
+		return push_late(b, l, f.child_base, f.has_first, f.first);
 	}
 	return pop(b, r, 0);
+}
+
+/* Rule 3a: the jump at b->jmp_id landed at @l (@known). */
+static int resolve_jump(struct builder *b, int known, uint64_t l)
+{
+	size_t k = b->depth - 1, i;
+	uint64_t j = b->jmp_id;
+	struct ref_func fl, fs;
+
+	b->jmp_pending = 0;
+	if (!known || l == b->jmp_next)
+		return 0;       /* unknown, or a conditional jump not taken */
+	/* To an open frame's return address: a return to it. */
+	if (b->jmp_ind)
+		for (i = k + 1; i-- > 1;)
+			if (b->st[i].has_ret && b->st[i].ret == l)
+				return close_to(b, i, j, kernel_call(b, i) ?
+						0 : REF_UNWOUND, 0);
+	if (func(b, l, &fl) < 0)
+		return 0;
+	/* To a function's entry (a PLT stub's jump, a tail call): the frame
+	 * runs that function now. */
+	if (fl.entry && fl.start == l) {
+		b->st[k].anchor = l;
+		return 0;
+	}
+	if (!b->jmp_ind ||
+	    (func(b, b->jmp_src, &fs) == 0 && fs.id == fl.id))
+		return 0;
+	/* Into an outer frame's function (longjmp, a landing pad): the
+	 * frames above it were abandoned. */
+	i = holder(b, k, l);
+	return i < k ? close_above(b, i, j, REF_UNWOUND) : 0;
+}
+
+/* A transfer waiting for its landing address lands at @l (@known). */
+static int land(struct builder *b, int known, uint64_t l)
+{
+	if (b->ret_pending)
+		return resolve_return(b, known, l);
+	if (b->jmp_pending)
+		return resolve_jump(b, known, l);
+	return 0;
 }
 
 /* A frame whose entry is pending learns it is lost. */
@@ -527,9 +659,14 @@ static void entry_lost(struct builder *b)
 	}
 }
 
+/* A gap begins: some of the execution of every open frame is missing
+ * (also of those that close where tracing resumes, and of a frame whose
+ * first instructions it swallows).  Choice: a gap before the first
+ * instruction lies in no frame (the trace begins after it). */
 static int add_gap(struct builder *b, enum ref_gap_kind kind, int code)
 {
 	struct ref_tree *t = b->t;
+	size_t i;
 
 	if (GROW(t->gaps, b->gcap, t->ngaps) < 0)
 		return -1;
@@ -537,28 +674,16 @@ static int add_gap(struct builder *b, enum ref_gap_kind kind, int code)
 	t->gaps[t->ngaps].kind = kind;
 	t->gaps[t->ngaps].code = code;
 	t->ngaps++;
-	if (!b->gap_pending && !b->gap_flag)
-		b->gap_id = b->n;
+	for (i = b->n ? 0 : 1; i < b->depth; i++)
+		b->st[i].flags |= REF_GAP;
 	b->gap_pending = 1;
-	if (kind != REF_GAP_DISABLED)
-		b->gap_lost = 1;
+	if (kind == REF_GAP_OVERFLOW)
+		b->gap_ovf = 1;
+	else if (kind == REF_GAP_ERROR)
+		b->gap_err = 1;
 	else if (!b->async_off)
 		b->gap_sync = 1;
 	return 0;
-}
-
-/* A gap at ID g lies inside a span [first, last] when first < g <= last:
- * so it flags the frames still open after the resume (those that close
- * there end before it) that ran an instruction before it (a frame opened
- * right before the gap, or at the resume, starts after it). */
-static void flag_gap(struct builder *b)
-{
-	size_t i;
-
-	for (i = 0; i < b->depth; i++)
-		/* The top-level frame runs from instruction 0. */
-		if ((!i || b->st[i].has_first) && b->st[i].first < b->gap_id)
-			b->st[i].flags |= REF_GAP;
 }
 
 /* Is @r a function's entry: an ELF symbol starts there, or a frame was
@@ -567,12 +692,7 @@ static void flag_gap(struct builder *b)
  * callbacks), whether or not the frame became a block. */
 static int is_entry(const struct builder *b, uint64_t r)
 {
-	uint64_t s, e;
-
-	if (entry_known(b, r))
-		return 1;
-	return b->cfg->func_of &&
-	       b->cfg->func_of(b->cfg->func_ctx, r, &s, &e) == 0 && s == r;
+	return entry_known(b, r) || sym_entry(b, r);
 }
 
 /* A frame called from untraced code at @r. */
@@ -582,6 +702,29 @@ static int push_callback(struct builder *b, uint64_t r)
 		return -1;
 	b->st[b->depth - 1].callback = 1;
 	return set_entry(b, &b->st[b->depth - 1], r);
+}
+
+/* Rule 4 after a decode error, with symbols: resume at @r like after a
+ * synchronous disable, matched against the open frames. */
+static int resume_error(struct builder *b, uint64_t r, uint64_t last)
+{
+	struct ref_func f;
+	size_t i;
+
+	if (!b->cfg->func_of)
+		return 0;       /* goes on in the current frame */
+	/* Inside an open frame's function (the innermost included): it goes
+	 * on, the frames above it returned unseen. */
+	i = holder(b, b->depth, r);
+	if (i < b->depth)
+		return close_above(b, i, last, REF_IMPLICIT);
+	if (is_entry(b, r))
+		return push_callback(b, r);
+	/* Inside a function no open frame is in: a deeper frame, entered
+	 * in the gap. */
+	if (func(b, r, &f) == 0)
+		return push_late(b, r, b->nopen, 0, 0);
+	return 0;
 }
 
 /* Rule 4: tracing resumes at @r after the pending gaps; the first rule
@@ -599,9 +742,15 @@ static int resume(struct builder *b, uint64_t r)
 			rc = close_to(b, i, last, REF_IMPLICIT, REF_IMPLICIT);
 			done = 1;
 		}
-	/* After an overflow or a decode error: nothing else. */
-	if (!done && b->gap_lost)
+	/* After an overflow: nothing else.  Choice: an overflow and a
+	 * decode error both before the resume: the overflow's rule, the
+	 * first in the README's order. */
+	if (!done && b->gap_ovf)
 		done = 1;
+	if (!done && b->gap_err) {
+		rc = resume_error(b, r, last);
+		done = 1;
+	}
 	/* A callback that left by a jump returned through untraced code. */
 	if (!done && b->gap_sync && b->depth > 1 &&
 	    b->st[b->depth - 1].callback && pop(b, last, REF_IMPLICIT) < 0)
@@ -609,9 +758,8 @@ static int resume(struct builder *b, uint64_t r)
 	/* Inside an open frame's function: it goes on, the frames above it
 	 * were left unseen. */
 	if (!done && (i = holder(b, b->depth, r)) < b->depth) {
-		while (b->depth > i + 1)
-			if (pop(b, last, REF_UNWOUND) < 0)
-				return -1;
+		if (close_above(b, i, last, REF_UNWOUND) < 0)
+			return -1;
 		done = 1;
 	}
 	/* A function's entry: a callback; far frames stay open. */
@@ -629,9 +777,9 @@ static int resume(struct builder *b, uint64_t r)
 	/* A synchronous disable: a callback no symbol names. */
 	if (!done && b->gap_sync)
 		rc = push_callback(b, r);
-	b->gap_flag = 1;
 	b->gap_pending = 0;
-	b->gap_lost = 0;
+	b->gap_ovf = 0;
+	b->gap_err = 0;
 	b->gap_sync = 0;
 	return rc;
 }
@@ -644,14 +792,8 @@ static int on_insn(struct builder *b, const struct step *s)
 
 	if (b->gap_pending && resume(b, s->a) < 0)
 		return -1;
-	if (b->ret_pending && resolve_return(b, 1, s->a) < 0)
+	if (land(b, 1, s->a) < 0)
 		return -1;
-	/* The gaps before this instruction lie inside every frame that ran
-	 * before them and is still open. */
-	if (b->gap_flag) {
-		flag_gap(b);
-		b->gap_flag = 0;
-	}
 	f = &b->st[b->depth - 1];
 	if (f->entry_pending && set_entry(b, f, s->a) < 0)
 		return -1;
@@ -676,6 +818,15 @@ static int on_insn(struct builder *b, const struct step *s)
 		b->ret_pending = 1;
 		b->ret_id = id;
 		return 0;
+	case ptic_jump:
+	case ptic_cond_jump:
+		b->jmp_pending = 1;
+		b->jmp_ind = s->ijmp;
+		b->jmp_id = id;
+		b->jmp_src = s->a;
+		/* Not taken, a conditional jump lands here. */
+		b->jmp_next = s->cls == ptic_cond_jump ? s->a + s->size : 0;
+		return 0;
 	default:
 		return 0;
 	}
@@ -690,7 +841,7 @@ static int on_step(struct builder *b, const struct step *s)
 		/* Choice: an interrupt right after a gap resumes at `from`. */
 		if (b->gap_pending && resume(b, s->a) < 0)
 			return -1;
-		if (b->ret_pending && resolve_return(b, 1, s->a) < 0)
+		if (land(b, 1, s->a) < 0)
 			return -1;
 		if (s->abort)
 			return 0;
@@ -703,12 +854,11 @@ static int on_step(struct builder *b, const struct step *s)
 		return push(b, 1, s->a, 1);
 	case S_DISABLED:
 	case S_ASYNC_DISABLED:
-		/* An asynchronous disable's IP is where a pending return
-		 * landed (the next instruction to run).  Choice: a
+		/* An asynchronous disable's IP is where a pending return or
+		 * jump landed (the next instruction to run).  Choice: a
 		 * synchronous one leaves the landing unknown, even a
 		 * TIP.PGD that carries the target. */
-		if (b->ret_pending &&
-		    resolve_return(b, s->kind == S_ASYNC_DISABLED, s->a) < 0)
+		if (land(b, s->kind == S_ASYNC_DISABLED, s->a) < 0)
 			return -1;
 		if (s->kind == S_DISABLED) {
 			struct frame *f = &b->st[b->depth - 1];
@@ -743,7 +893,7 @@ static int on_step(struct builder *b, const struct step *s)
 		}
 		return b->gap_pending ? resume(b, s->a) : 0;
 	case S_OVERFLOW:
-		if (b->ret_pending && resolve_return(b, 0, 0) < 0)
+		if (land(b, 0, 0) < 0)
 			return -1;
 		entry_lost(b);
 		/* Choice: an overflow ends a disabled stretch (libipt goes on
@@ -753,7 +903,7 @@ static int on_step(struct builder *b, const struct step *s)
 			return -1;
 		return s->has_ip ? resume(b, s->a) : 0;
 	case S_ERROR:
-		if (b->ret_pending && resolve_return(b, 0, 0) < 0)
+		if (land(b, 0, 0) < 0)
 			return -1;
 		entry_lost(b);
 		b->off = 0;     /* the decoder resynchronizes */
@@ -767,14 +917,13 @@ static int finish(struct builder *b)
 {
 	uint64_t last = b->n ? b->n - 1 : 0;
 
-	if (b->ret_pending && resolve_return(b, 0, 0) < 0)
+	if (land(b, 0, 0) < 0)
 		return -1;
 	/* Choice (as tools/synth/verify.c and TRUTH.md): an asynchronous
 	 * disable that never resumes is a gap lasting to the end; a
 	 * synchronous one (TIP.PGD at the end of the traced region) is not. */
 	if (b->off && b->async_off && add_gap(b, REF_GAP_DISABLED, 0) < 0)
 		return -1;
-	/* A gap that lasts to the end lies after every span. */
 	while (b->depth > 1)
 		if (pop(b, last, REF_TRUNCATED) < 0)
 			return -1;
@@ -904,63 +1053,205 @@ int ref_image_add_elf(struct pt_image *img, const char *path, int has_base,
 	return rc;
 }
 
+/* The length of @name without the suffixes GCC gives the code it splits
+ * out of a function: FUNC.cold, FUNC.cold.N, FUNC.part.N (and nested:
+ * FUNC.part.0.cold). */
+static size_t base_len(const char *name)
+{
+	size_t n = strlen(name);
+
+	for (;;) {
+		size_t d = n;
+
+		while (d > 0 && name[d - 1] >= '0' && name[d - 1] <= '9')
+			d--;
+		if (d < n && d >= 6 && !strncmp(name + d - 6, ".part.", 6)) {
+			n = d - 6;
+		} else if (d < n && d >= 6 && !strncmp(name + d - 6, ".cold.", 6)) {
+			n = d - 6;
+		} else if (n >= 5 && !strncmp(name + n - 5, ".cold", 5)) {
+			n -= 5;
+		} else {
+			return n;
+		}
+	}
+}
+
+static int is_cold(const char *name)
+{
+	size_t n = strlen(name), d = n;
+
+	while (d > 0 && name[d - 1] >= '0' && name[d - 1] <= '9')
+		d--;
+	if (d < n && d >= 6 && !strncmp(name + d - 6, ".cold.", 6))
+		return 1;
+	return n >= 5 && !strncmp(name + n - 5, ".cold", 5);
+}
+
+struct fsym {
+	uint64_t start, end;
+	const char *name;
+	size_t blen;           /* base_len(name) */
+	size_t ext;            /* index in ref_funcs.f */
+};
+
+static int cmp_fsym_name(const void *a, const void *b)
+{
+	const struct fsym *x = a, *y = b;
+	size_t n = x->blen < y->blen ? x->blen : y->blen;
+	int c = memcmp(x->name, y->name, n);
+
+	if (c)
+		return c;
+	if (x->blen != y->blen)
+		return x->blen < y->blen ? -1 : 1;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
 static int cmp_extent(const void *a, const void *b)
 {
 	const struct ref_extent *x = a, *y = b;
 
-	return x->start < y->start ? -1 : x->start > y->start;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	/* Aliases: the entry first, then the widest. */
+	if (x->entry != y->entry)
+		return x->entry ? -1 : 1;
+	return x->end > y->end ? -1 : x->end < y->end;
+}
+
+/* The symbol table (SHT_SYMTAB) of an ELF64 image in @buf: its symbols and
+ * string table, checked; -1 when there is none. */
+static int symtab(const uint8_t *buf, size_t size, const Elf64_Ehdr *eh,
+		  const Elf64_Sym **syms, size_t *nsym, const char **str,
+		  size_t *strsize)
+{
+	size_t i;
+
+	if (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff > size ||
+	    (size - eh->e_shoff) / sizeof(Elf64_Shdr) < eh->e_shnum)
+		return -1;
+	for (i = 0; i < eh->e_shnum; i++) {
+		const Elf64_Shdr *sh = (const Elf64_Shdr *) (const void *)
+			(buf + eh->e_shoff + i * sizeof(Elf64_Shdr));
+		const Elf64_Shdr *st;
+
+		if (sh->sh_type != SHT_SYMTAB || sh->sh_offset > size ||
+		    sh->sh_size > size - sh->sh_offset ||
+		    sh->sh_link >= eh->e_shnum)
+			continue;
+		st = (const Elf64_Shdr *) (const void *)
+			(buf + eh->e_shoff + sh->sh_link * sizeof(Elf64_Shdr));
+		if (st->sh_offset > size || st->sh_size > size - st->sh_offset ||
+		    !st->sh_size || buf[st->sh_offset + st->sh_size - 1])
+			continue;
+		*syms = (const Elf64_Sym *) (const void *) (buf + sh->sh_offset);
+		*nsym = sh->sh_size / sizeof(Elf64_Sym);
+		*str = (const char *) buf + st->sh_offset;
+		*strsize = st->sh_size;
+		return 0;
+	}
+	return -1;
+}
+
+/*
+ * Every part of one function gets one ID: the address of the symbol named
+ * FUNC (of several, the nearest to the part: static functions of one name
+ * in different files), else the lowest part of that name.  Choice: a
+ * FUNC.cold part's start is no entry (GCC reaches it by jumps only, and
+ * landing pads sit there); FUNC.part.N is called, its start is one.
+ */
+static void assign_ids(struct ref_funcs *fs, struct fsym *sy, size_t n)
+{
+	size_t i = 0, j, k;
+
+	qsort(sy, n, sizeof(*sy), cmp_fsym_name);
+	while (i < n) {
+		for (j = i + 1; j < n && sy[j].blen == sy[i].blen &&
+		     !memcmp(sy[j].name, sy[i].name, sy[i].blen); j++)
+			;
+		for (k = i; k < j; k++) {
+			uint64_t id = sy[i].start, best = UINT64_MAX;
+			size_t m;
+
+			for (m = i; m < j; m++) {
+				uint64_t d;
+
+				if (strlen(sy[m].name) != sy[m].blen)
+					continue;       /* a part */
+				d = sy[m].start > sy[k].start ?
+				    sy[m].start - sy[k].start :
+				    sy[k].start - sy[m].start;
+				if (d < best) {
+					best = d;
+					id = sy[m].start;
+				}
+			}
+			fs->f[sy[k].ext].id = id;
+		}
+		i = j;
+	}
 }
 
 int ref_funcs_from_elf(struct ref_funcs *fs, const char *path, int has_base,
 		       uint64_t base, char *err, size_t errlen)
 {
-	size_t size = 0, i, cap = 0;
+	size_t size = 0, i, j, nsym = 0, strsize = 0;
 	uint8_t *buf = htr_test_slurp(path, &size);
 	const Elf64_Ehdr *eh;
+	const Elf64_Sym *syms = NULL;
+	const char *str = NULL;
+	struct fsym *sy;
 	uint64_t bias;
 
 	memset(fs, 0, sizeof(*fs));
-	if (!buf || !(eh = elf_open(buf, size, has_base, base, &bias)) ||
-	    eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff > size ||
-	    (size - eh->e_shoff) / sizeof(Elf64_Shdr) < eh->e_shnum) {
+	if (!buf || !(eh = elf_open(buf, size, has_base, base, &bias))) {
 		snprintf(err, errlen, "%s: not a readable ELF64 file", path);
 		free(buf);
 		return -1;
 	}
-	for (i = 0; i < eh->e_shnum; i++) {
-		const Elf64_Shdr *sh = (const Elf64_Shdr *) (const void *)
-			(buf + eh->e_shoff + i * sizeof(Elf64_Shdr));
-		size_t j, nsym;
-
-		if (sh->sh_type != SHT_SYMTAB || sh->sh_offset > size ||
-		    sh->sh_size > size - sh->sh_offset)
-			continue;
-		nsym = sh->sh_size / sizeof(Elf64_Sym);
-		for (j = 0; j < nsym; j++) {
-			const Elf64_Sym *sym = (const Elf64_Sym *) (const void *)
-				(buf + sh->sh_offset + j * sizeof(Elf64_Sym));
-
-			if (ELF64_ST_TYPE(sym->st_info) != STT_FUNC ||
-			    !sym->st_size || sym->st_shndx == SHN_UNDEF)
-				continue;
-			if (GROW(fs->f, cap, fs->n) < 0) {
-				snprintf(err, errlen, "out of memory");
-				free(buf);
-				ref_funcs_free(fs);
-				return -1;
-			}
-			fs->f[fs->n].start = sym->st_value + bias;
-			fs->f[fs->n].end = sym->st_value + bias + sym->st_size;
-			fs->n++;
-		}
+	if (symtab(buf, size, eh, &syms, &nsym, &str, &strsize) < 0)
+		nsym = 0;
+	fs->f = calloc(nsym + 1, sizeof(*fs->f));
+	sy = calloc(nsym + 1, sizeof(*sy));
+	if (!fs->f || !sy) {
+		snprintf(err, errlen, "out of memory");
+		free(sy);
+		free(buf);
+		ref_funcs_free(fs);
+		return -1;
 	}
+	for (i = 0; i < nsym; i++) {
+		const Elf64_Sym *sym = &syms[i];
+		const char *name = sym->st_name < strsize ? str + sym->st_name
+							  : "";
+
+		if (ELF64_ST_TYPE(sym->st_info) != STT_FUNC ||
+		    !sym->st_size || sym->st_shndx == SHN_UNDEF)
+			continue;
+		fs->f[fs->n].start = sym->st_value + bias;
+		fs->f[fs->n].end = sym->st_value + bias + sym->st_size;
+		fs->f[fs->n].entry = !is_cold(name);
+		sy[fs->n].start = fs->f[fs->n].start;
+		sy[fs->n].name = name;
+		sy[fs->n].blen = base_len(name);
+		sy[fs->n].ext = fs->n;
+		fs->n++;
+	}
+	assign_ids(fs, sy, fs->n);
+	free(sy);
 	free(buf);
 	if (fs->n)
 		qsort(fs->f, fs->n, sizeof(*fs->f), cmp_extent);
+	/* Aliases (one start, several names): the first sorted stays. */
+	for (i = j = 0; i < fs->n; i++)
+		if (!j || fs->f[i].start != fs->f[j - 1].start)
+			fs->f[j++] = fs->f[i];
+	fs->n = j;
 	return 0;
 }
 
-int ref_funcs_lookup(void *ctx, uint64_t addr, uint64_t *start, uint64_t *end)
+int ref_funcs_lookup(void *ctx, uint64_t addr, struct ref_func *out)
 {
 	const struct ref_funcs *fs = ctx;
 	size_t lo = 0, hi = fs->n;
@@ -976,8 +1267,9 @@ int ref_funcs_lookup(void *ctx, uint64_t addr, uint64_t *start, uint64_t *end)
 	}
 	if (!lo || addr >= fs->f[lo - 1].end)
 		return -1;
-	*start = fs->f[lo - 1].start;
-	*end = fs->f[lo - 1].end;
+	out->id = fs->f[lo - 1].id;
+	out->start = fs->f[lo - 1].start;
+	out->entry = fs->f[lo - 1].entry;
 	return 0;
 }
 
@@ -985,4 +1277,27 @@ void ref_funcs_free(struct ref_funcs *fs)
 {
 	free(fs->f);
 	memset(fs, 0, sizeof(*fs));
+}
+
+int ref_elf_symbol(const char *path, const char *name, uint64_t *addr)
+{
+	size_t size = 0, i, nsym = 0, strsize = 0;
+	uint8_t *buf = htr_test_slurp(path, &size);
+	const Elf64_Ehdr *eh;
+	const Elf64_Sym *syms = NULL;
+	const char *str = NULL;
+	uint64_t bias;
+	int rc = -1;
+
+	if (!buf || !(eh = elf_open(buf, size, 0, 0, &bias)) ||
+	    symtab(buf, size, eh, &syms, &nsym, &str, &strsize) < 0)
+		nsym = 0;
+	for (i = 0; i < nsym && rc; i++)
+		if (syms[i].st_name < strsize && syms[i].st_shndx != SHN_UNDEF &&
+		    !strcmp(str + syms[i].st_name, name)) {
+			*addr = syms[i].st_value;
+			rc = 0;
+		}
+	free(buf);
+	return rc;
 }

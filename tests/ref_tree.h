@@ -48,10 +48,16 @@ struct ref_tree {
 	size_t ngaps;
 };
 
-/* Function extent: 0 and [*start, *end) of the function containing @addr,
- * or -1 if none. */
-typedef int (*ref_func_fn)(void *ctx, uint64_t addr, uint64_t *start,
-			   uint64_t *end);
+/* The function holding an address (README, Tree rules: an ELF symbol with
+ * a size; FUNC.cold and FUNC.part.N count as FUNC). */
+struct ref_func {
+	uint64_t id;      /* the same for every part of one function */
+	uint64_t start;   /* the start of the symbol holding the address */
+	int entry;        /* @start is an entry (not a FUNC.cold part) */
+};
+
+/* 0 and *@out for the function holding @addr, or -1 if none. */
+typedef int (*ref_func_fn)(void *ctx, uint64_t addr, struct ref_func *out);
 
 struct ref_config {
 	int cpu_family, cpu_model, cpu_stepping;   /* family 0: none */
@@ -82,15 +88,20 @@ int ref_image_add_elf(struct pt_image *img, const char *path, int has_base,
 /* Function extents from an ELF64 file's symbol table (STT_FUNC symbols
  * with a size), relocated as ref_image_add_elf() would. */
 struct ref_funcs {
-	struct ref_extent { uint64_t start, end; } *f;
+	struct ref_extent {
+		uint64_t start, end, id;
+		int entry;
+	} *f;
 	size_t n;
 };
 
 int ref_funcs_from_elf(struct ref_funcs *fs, const char *path, int has_base,
 		       uint64_t base, char *err, size_t errlen);
 /* A ref_func_fn; @ctx is a struct ref_funcs. */
-int ref_funcs_lookup(void *ctx, uint64_t addr, uint64_t *start,
-		     uint64_t *end);
+int ref_funcs_lookup(void *ctx, uint64_t addr, struct ref_func *out);
+/* The link address of the symbol @name (any type) in an ELF64 file's
+ * symbol table: 0, or -1 when there is none. */
+int ref_elf_symbol(const char *path, const char *name, uint64_t *addr);
 void ref_funcs_free(struct ref_funcs *fs);
 
 #endif
