@@ -25,14 +25,17 @@ struct htr_file;
 #define HTR_BLOCK_LATE      0x01u /* entered before the trace began: no call
 				   * was seen, entry address unknown */
 #define HTR_BLOCK_TRUNCATED 0x02u /* still open when the trace ended */
-#define HTR_BLOCK_GAP       0x04u /* a gap lies inside its span */
+#define HTR_BLOCK_GAP       0x04u /* some of its execution is missing: it
+				   * was open when a gap began, or its first
+				   * instructions were lost in one */
 #define HTR_BLOCK_IMPLICIT  0x08u /* closed without a return: tracing
 				   * resumed at an outer frame's return
-				   * address, or tracing resumed after a
-				   * far transfer (syscall, sysenter, ...) */
+				   * address or function, or after a far
+				   * transfer (syscall, sysenter, ...) */
 #define HTR_BLOCK_UNWOUND   0x10u /* abandoned without a return (longjmp,
 				   * exception, stack switch): closed at the
-				   * return that landed in an outer frame */
+				   * return or indirect jump that landed in
+				   * an outer frame */
 
 /* Options of htr_file_open() (the size rule: htr/common.h). */
 struct htr_open_opts {
