@@ -13,8 +13,9 @@ written it with:
             threads) is the kernel running instead: a TIP into a kernel
             stub (KSTUB: `test %rax,%rax; je +0; sysretq`), a TNT for its
             je, PSB+ there with a FUP at the stub's sysretq, and a TIP back
-            to where user code goes on.  The trace starts in the kernel
-            (TIP.PGE at the stub's sysretq, a TIP to user space).  The
+            to where user code goes on.  Tracing starts in user space, as
+            htr record's does (perf loses the user code up to the first
+            kernel stretch if it starts in the kernel).  The
             intel_pt attr loses exclude_kernel.
   --cycles  `-e cycles -e intel_pt//`: a cycles event first in the attrs
             (another sample_type; every event has IDENTIFIER), with a
@@ -99,7 +100,7 @@ def ip_pkt(hdr, ip):
 def to_kernel(t):
     """The user-only trace @t as a user+kernel one (see --kernel)."""
     out = bytearray()
-    i, last, state, in_psb, started = 0, 0, 'off', False, False
+    i, last, state, in_psb = 0, 0, 'off', False
     first = t.find(PSB)
     if first < 0:
         return bytes(t)
@@ -128,13 +129,10 @@ def to_kernel(t):
                 out += ip_pkt(0x0d, KSTUB) + bytes([0x06])
                 state = 'kernel'
             elif h == 0x11:                         # TIP.PGE -> back
-                if not started:
-                    out += ip_pkt(0x11, KSTUB_RET)
-                out += ip_pkt(0x0d, ip)
+                out += ip_pkt(0x0d if state == 'kernel' else 0x11, ip)
                 state = 'user'
             else:
                 out += ip_pkt(0x0d, ip)
-            started = True
         elif b == 0x99 and state == 'kernel' and not in_psb:
             pass            # MODE.Exec before a PGE: no mode change here
         else:

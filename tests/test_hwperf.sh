@@ -1,0 +1,192 @@
+#!/bin/sh
+# perf.data as perf writes it on Intel PT hardware, made from htr record's
+# recordings by tests/hwperf.py: user and kernel traced (intel_pt// without
+# u; a kernel stub at every syscall and switch, its code not at hand), a
+# cycles event before intel_pt's (two attrs of other sample_types, SAMPLE
+# records), perf 4.x's layout (shorter attrs, AUXTRACE_INFO of 10 words,
+# no clock_data), per-thread and CPU-wide (--cpus 2, SWITCH_CPU_WIDE), the
+# file and, through perf inject, the pipe format.  Every variant must
+# build one tree per thread, each the recorder's truth of that thread
+# (record-cmp: the kernel stretches are where user code stopped), and say
+# in one warning line what it could not decode.  Recorded without return
+# compression, perf script must agree on each thread's instructions,
+# calls, returns and times (tests/perf_ns.py): with compressed returns
+# perf itself loses the user code after each kernel error until the next
+# TIP.  A library withheld at build time: still one tree, the one line
+# names it.
+#
+# usage: test_hwperf.sh HTR RECORD-CMP
+# exit: 0 all as expected, 1 a failure, 77 skipped (a tool is missing)
+set -u
+htr=$1
+cmp=$2
+here=$(cd "$(dirname "$0")" && pwd)
+src=$here/record
+
+for tool in qemu-x86_64 cc python3; do
+	if ! command -v $tool >/dev/null 2>&1; then
+		echo "SKIP: $tool is not installed"
+		exit 77
+	fi
+done
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT INT TERM
+mkdir "$work/home"
+export HOME="$work/home"
+fails=0
+fail() {
+	echo "FAIL: $*"
+	fails=$((fails + 1))
+}
+
+cc -O0 -g -o "$work/calls-O0" "$src/calls.c" || fail "cannot compile calls.c"
+cc -O2 -g -pthread -o "$work/threads-O2" "$src/threads.c" ||
+	fail "cannot compile threads.c"
+cc -O0 -g -o "$work/dlopen-O0" "$src/dlopen.c" -ldl ||
+	fail "cannot compile dlopen.c"
+cc -O0 -g -shared -fPIC -o "$work/libhw.so" "$src/dllib.c" ||
+	fail "cannot compile dllib.c"
+[ $fails -eq 0 ] || exit 1
+have_perf=0
+command -v perf >/dev/null 2>&1 && have_perf=1
+
+# $1 the recording's directory, $2 the perf.data there, $3 the .htr
+# prefix, $4 what: each thread perf script decodes is the .htr's.
+perf_agree() {
+	TZ=UTC perf script -f -i "$1/$2" --itrace=i1i --ns \
+		--show-switch-events \
+		-F comm,pid,tid,time,tod,flags >"$1/insns.txt" 2>"$work/err" ||
+		{ fail "$4: perf script: $(head -1 "$work/err")"; return; }
+	for h in "$1/$3".*.htr; do
+		tid=$(basename "$h" .htr | sed 's/.*\.//')
+		"$htr" dump --tsc --json "$h" >"$1/ns.json" 2>/dev/null
+		"$htr" info "$h" >"$1/info" 2>&1
+		"$htr" dump --json "$h" >"$1/tree.json" 2>/dev/null
+		"$htr" gaps --json "$h" >"$1/gaps.json" 2>/dev/null
+		if res=$(python3 "$here/perf_ns.py" "$1/insns.txt" \
+			 "$1/ns.json" "$tid" "$1/info" "$1/tree.json" \
+			 "$1/gaps.json" ${5:-}); then
+			echo "ok      $4 tid $tid: perf's thread, $res"
+		else
+			fail "$4 tid $tid: against perf script: $(echo "$res" | tr '\n' ' ')"
+		fi
+	done
+}
+
+# Instructions per tid that perf script decodes of $1 (tid 0, the cycles
+# samples of the idle task, left out).
+perf_counts() {
+	perf script -f -i "$1" --itrace=i1i -F tid 2>/dev/null |
+		awk '$1 != 0 { n[$1]++ } END { for (t in n) print t, n[t] }' |
+		sort -n
+}
+
+# $1 the recording's directory, $2 the variant's perf.data there, $3 what:
+# htr build, one tree per thread with trace, each its truth, one warning
+# line that counts the kernel stretches.
+check() {
+	d=$1 f=$2 what=$3
+	p=${f%.data}
+	rm -f "$d/$p".*.htr
+	if ! "$htr" build -q "$d/$f" 2>"$d/err"; then
+		fail "$what: htr build: $(head -1 "$d/err")"
+		return 1
+	fi
+	if [ "$(wc -l <"$d/err")" -ne 1 ] ||
+	   ! grep -q "warning: .*: not all decoded: [0-9]* stretches in the kernel" "$d/err"; then
+		fail "$what: not the one warning line: $(head -3 "$d/err")"
+	fi
+	n=0
+	for truth in "$d"/rec.data.t*.truth; do
+		tid=$(awk '$1 == "tid" { print $3; exit }' "$truth")
+		n=$((n + 1))
+		if [ ! -f "$d/$p.$tid.htr" ]; then
+			fail "$what: no $p.$tid.htr"
+		elif ! res=$("$cmp" --tsc "$truth" "$d/$p.$tid.htr" 2>&1); then
+			fail "$what: tid $tid against its truth: $res"
+		fi
+	done
+	got=$(ls "$d/$p".*.htr 2>/dev/null | wc -l)
+	[ "$got" -eq "$n" ] || fail "$what: $got trees, $n threads recorded"
+	echo "ok      $what: $got tree(s), each its thread's truth; $(sed 's/.*not all decoded: //' "$d/err" | cut -c1-40)..."
+}
+
+# $1 name, $2 htr record's extra option or "", then the program.
+variants() {
+	name=$1 opt=$2
+	shift 2
+	d=$work/$name
+	mkdir "$d"
+	# shellcheck disable=SC2086
+	if ! "$htr" record -q $opt -o "$d/rec.data" -- "$@" >/dev/null \
+		2>"$d/err"; then
+		fail "$name: record: $(head -1 "$d/err")"
+		return
+	fi
+	python3 "$here/hwperf.py" "$d/rec.data" "$d/k.data" --kernel &&
+	python3 "$here/hwperf.py" "$d/rec.data" "$d/kc.data" --kernel \
+		--cycles &&
+	python3 "$here/hwperf.py" "$d/rec.data" "$d/old.data" --kernel \
+		--cycles --old ||
+		{ fail "$name: hwperf.py"; return; }
+	check "$d" k.data "$name user+kernel"
+	check "$d" kc.data "$name user+kernel, cycles + intel_pt"
+	check "$d" old.data "$name user+kernel, cycles, perf 4.x layout"
+	if [ $have_perf -eq 1 ]; then
+		if perf inject -i "$d/kc.data" -o - >"$d/pipe.data" \
+			2>"$d/err"; then
+			check "$d" pipe.data "$name user+kernel, cycles, pipe format"
+		else
+			fail "$name: perf inject: $(head -1 "$d/err")"
+		fi
+	fi
+	case $opt in *--no-ret-compression*) ;; *) return ;; esac
+	[ $have_perf -eq 1 ] || return
+	perf_agree "$d" kc.data kc "$name user+kernel, cycles"
+	# No clock_data: perf has no wall clock; the counts alone.
+	want=$(perf_counts "$d/old.data")
+	got=$(for h in "$d"/old.*.htr; do
+		tid=$(basename "$h" .htr | sed 's/.*\.//')
+		echo "$tid $("$htr" info "$h" |
+			awk '$1 == "instructions:" { print $2 }')"
+	done | sort -n)
+	if [ "$want" = "$got" ]; then
+		echo "ok      $name perf 4.x layout: perf script's instructions per thread ($(echo $got))"
+	else
+		fail "$name perf 4.x layout: perf: $(echo $want), htr: $(echo $got)"
+	fi
+}
+
+variants calls "" "$work/calls-O0"
+variants calls-noret --no-ret-compression "$work/calls-O0"
+variants cpus "--cpus 2" "$work/threads-O2"
+variants cpus-noret "--cpus 2 --no-ret-compression" "$work/threads-O2"
+
+# A library withheld at build time: its code is decode errors; still one
+# tree, and the one line names the library and counts the errors.
+d=$work/miss
+mkdir "$d"
+cp "$work/libhw.so" "$d/libgone.so"
+if "$htr" record -q -o "$d/rec.data" -- "$work/dlopen-O0" "$d/libgone.so" \
+	>/dev/null 2>"$d/err" &&
+   python3 "$here/hwperf.py" "$d/rec.data" "$d/k.data" --kernel --cycles
+then
+	rm "$d/libgone.so"
+	if "$htr" build -q "$d/k.data" 2>"$d/err" &&
+	   [ "$(ls "$d"/k.*.htr | wc -l)" -eq 1 ] &&
+	   [ "$(wc -l <"$d/err")" -eq 1 ] &&
+	   grep -q "not all decoded: module .*libgone.so not found.*decode error.*stretches in the kernel" "$d/err"
+	then
+		echo "ok      a library withheld: one tree; $(cut -c1-160 "$d/err")..."
+	else
+		fail "a library withheld: $(head -3 "$d/err")"
+	fi
+else
+	fail "a library withheld: record: $(head -1 "$d/err")"
+fi
+
+if [ $fails -ne 0 ]; then
+	echo "$fails failure(s)"
+	exit 1
+fi
+echo "all hardware-layout perf.data checks passed"
