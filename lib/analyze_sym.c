@@ -13,7 +13,10 @@
  *
  * Stored values (keys; layout in FORMAT.md, "Sidecar"): "r" the record,
  * "f" the function map, "n" + name key per name, "b" + name key + u32
- * big-endian piece number per piece of a block list.
+ * big-endian piece number per piece of a block list, "a" + name key per
+ * name that functions lead to (htr_syms__leads_to: their PLT stub's
+ * target, tail jumps), with those functions: find NAME lists the blocks
+ * entered through them too.
  */
 #include "analyze.h"
 #include "le.h"
@@ -74,8 +77,19 @@ struct htr_an_name {
 	uint32_t *blocks;        /* computed: chronological list */
 };
 
+/* A name functions lead to: its stored value (u32 count, that many u32
+ * function slots, the name and a NUL), heap or through ctx. */
+struct htr_an_alias {
+	const uint8_t *key;      /* name key */
+	size_t key_len;
+	const uint8_t *val;
+	size_t val_len;
+};
+
 /* A result: computed (heap) or decoded (values through ctx). */
 struct sym_res {
+	struct htr_an_alias *alias;  /* sorted by key */
+	size_t nalias;
 	struct htr_analyzer_ctx *ctx;
 	bool heap;
 	struct htr_an_name *names;   /* sorted by key */
@@ -160,6 +174,12 @@ static void sym_free(void *result, void *payload)
 			free((void *) r->names[i].key);
 			free(r->names[i].blocks);
 		}
+	if (r->heap && r->alias)
+		for (i = 0; i < r->nalias; i++) {
+			free((void *) r->alias[i].key);
+			free((void *) r->alias[i].val);
+		}
+	free(r->alias);
 	free(r->names);
 	free(r->func_name);
 	free(r);
@@ -229,6 +249,127 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 	w->active[id]++;
 	w->stack[w->sp++] = id;
 	return 0;
+}
+
+/* A function (slot) that leads to a name, while computing. */
+struct lead {
+	uint8_t *key;
+	size_t key_len;
+	char *name;
+	uint32_t slot;
+};
+
+static int lead_cmp(const void *x, const void *y)
+{
+	const struct lead *a = x, *b = y;
+	int c = key_cmp(a->key, a->key_len, b->key, b->key_len);
+
+	if (c)
+		return c;
+	return a->slot < b->slot ? -1 : a->slot > b->slot;
+}
+
+#define LEADS_MAX 8u
+
+/* The names the functions of @f lead to (htr_syms__leads_to), other than
+ * their own, into a->alias.  Returns 0 or HTR_ERR_NOMEM. */
+static int compute_aliases(struct sym_res *a, const struct htr_file *f,
+			   const struct htr_syms *syms)
+{
+	struct lead *v = NULL;
+	size_t n = 0, cap = 0, i, j;
+	char own[1024], buf[1024];
+	uint8_t kb[HTR_SYM_KEYMAX + 32];
+	uint64_t to[LEADS_MAX + 1], fi;
+	int rc = 0;
+
+	for (fi = 0; fi < a->nfuncs && !rc; fi++) {
+		size_t nto, h, k;
+
+		/* The entry, then where it leads; at each, every name. */
+		if (htr_func_entry(f, fi, &to[0]) != 0 ||
+		    htr_syms__name(syms, to[0], own, sizeof(own)) != 1)
+			continue;
+		nto = 1 + htr_syms__leads_to(syms, to[0], to + 1, LEADS_MAX);
+		for (h = 0, k = 1; h < nto && !rc; k++) {
+			struct lead *l;
+
+			if (!k && htr_syms__name(syms, to[h], buf,
+						 sizeof(buf)) != 1) {
+				h++;
+				k = (size_t) -1;
+				continue;
+			}
+			if (k && !htr_syms__alias(syms, to[h], k - 1, buf,
+						  sizeof(buf))) {
+				h++;
+				k = (size_t) -1;
+				continue;
+			}
+			if (!strcmp(buf, own))
+				continue;
+			if (n == cap) {
+				size_t nc = cap ? 2 * cap : 64;
+				struct lead *q = realloc(v, nc * sizeof(*q));
+
+				if (!q) {
+					rc = HTR_ERR_NOMEM;
+					break;
+				}
+				v = q;
+				cap = nc;
+			}
+			l = &v[n];
+			l->slot = (uint32_t) fi;
+			l->key_len = name_key(buf, kb);
+			l->name = strdup(buf);
+			l->key = malloc(l->key_len ? l->key_len : 1);
+			n++;
+			if (!l->name || !l->key) {
+				rc = HTR_ERR_NOMEM;
+				break;
+			}
+			memcpy(l->key, kb, l->key_len);
+		}
+	}
+	if (!rc && n)
+		qsort(v, n, sizeof(*v), lead_cmp);
+	if (!rc)
+		a->alias = calloc(n ? n : 1, sizeof(*a->alias));
+	if (!a->alias)
+		rc = HTR_ERR_NOMEM;
+	for (i = 0; !rc && i < n; i = j) {
+		struct htr_an_alias *al = &a->alias[a->nalias];
+		size_t m = 0, nl = strlen(v[i].name), k;
+		uint8_t *val;
+
+		for (j = i; j < n && !key_cmp(v[j].key, v[j].key_len, v[i].key,
+					      v[i].key_len); j++)
+			if (j == i || v[j].slot != v[j - 1].slot)
+				m++;
+		val = malloc(4 + 4 * m + nl + 1);
+		if (!val) {
+			rc = HTR_ERR_NOMEM;
+			break;
+		}
+		htr_disk__put_le(val, m, 4);
+		for (k = i, m = 0; k < j; k++)
+			if (k == i || v[k].slot != v[k - 1].slot)
+				htr_disk__put_le(val + 4 + 4 * m++, v[k].slot, 4);
+		memcpy(val + 4 + 4 * m, v[i].name, nl + 1);
+		al->key = v[i].key;
+		al->key_len = v[i].key_len;
+		al->val = val;
+		al->val_len = 4 + 4 * m + nl + 1;
+		v[i].key = NULL;
+		a->nalias++;
+	}
+	for (i = 0; i < n; i++) {
+		free(v[i].key);
+		free(v[i].name);
+	}
+	free(v);
+	return rc;
 }
 
 static int sym_compute(struct htr_analyzer_ctx *ctx, void **result,
@@ -316,6 +457,8 @@ static int sym_compute(struct htr_analyzer_ctx *ctx, void **result,
 	a->nnames = k;
 	for (j = 0; j < k; j++)
 		a->names[j].st.slowest = 0;
+	if (compute_aliases(a, f, syms))
+		goto nomem;
 	htr_syms__free(syms);
 	syms = NULL;
 
@@ -454,6 +597,16 @@ static int sym_encode(struct htr_analyzer_ctx *ctx, const void *result,
 		th = table_hash(th, "f", 1, map, nslots(a->nfuncs) * 4);
 		free(map);
 	}
+	for (i = 0; !rc && i < a->nalias; i++) {
+		const struct htr_an_alias *al = &a->alias[i];
+
+		key[0] = 'a';
+		memcpy(key + 1, al->key, al->key_len);
+		rc = htr_analyzer_put(ctx, key, al->key_len + 1, al->val,
+				      al->val_len);
+		th = table_hash(th, al->key, al->key_len, al->val, al->val_len);
+		bytes += al->val_len;
+	}
 	if (!rc) {
 		unsigned unreadable, nodebug;
 
@@ -506,7 +659,51 @@ static int sym_current(struct htr_analyzer_ctx *ctx, void *payload)
 struct load {
 	struct sym_res *r;
 	uint64_t nnames, i, th;
+	size_t cap_alias;
 };
+
+/* An "a" value (1: damaged, 2: out of memory): u32 count, the slots (functions of the .htr), the name
+ * (its key's) and a NUL. */
+static int load_alias(const void *key, size_t klen, const void *val,
+		      size_t vlen, void *payload)
+{
+	struct load *ld = payload;
+	struct sym_res *r = ld->r;
+	const uint8_t *p = val, *k = key;
+	uint8_t kb[HTR_SYM_KEYMAX + 32];
+	struct htr_an_alias *al;
+	uint64_t m, i;
+	const char *name;
+
+	if (vlen < 6 || klen < 1 || p[vlen - 1])
+		return 1;
+	m = htr_disk__get_le(p, 4);
+	if (!m || m > (vlen - 5) / 4)
+		return 1;
+	name = (const char *) p + 4 + 4 * m;
+	if (strlen(name) + 1 != vlen - 4 - 4 * m ||
+	    name_key(name, kb) != klen - 1 || memcmp(kb, k + 1, klen - 1))
+		return 1;
+	for (i = 0; i < m; i++)
+		if (htr_disk__get_le(p + 4 + 4 * i, 4) >= r->nfuncs)
+			return 1;
+	if (r->nalias == ld->cap_alias) {
+		size_t nc = ld->cap_alias ? 2 * ld->cap_alias : 16;
+		struct htr_an_alias *q = realloc(r->alias, nc * sizeof(*q));
+
+		if (!q)
+			return 2;
+		r->alias = q;
+		ld->cap_alias = nc;
+	}
+	ld->th = table_hash(ld->th, k + 1, klen - 1, p, vlen);
+	al = &r->alias[r->nalias++];
+	al->key = k + 1;
+	al->key_len = klen - 1;
+	al->val = p;
+	al->val_len = vlen;
+	return 0;
+}
 
 static int load_name(const void *key, size_t klen, const void *val,
 		     size_t vlen, void *payload)
@@ -604,6 +801,13 @@ static int sym_decode(struct htr_analyzer_ctx *ctx, void **result,
 	if (rc < 0)
 		return rc;
 	ld.th = table_hash(ld.th, "f", 1, fmap, nslots(r->nfuncs) * 4);
+	rc = htr_analyzer_scan(ctx, "a", 1, load_alias, &ld);
+	if (rc == 2)
+		return htr_analyzer_fail(ctx, HTR_ERR_NOMEM, "out of memory");
+	if (rc > 0)
+		goto corrupt;
+	if (rc < 0)
+		return rc;
 	if (ld.i != ld.nnames || ld.th != want_h)
 		goto corrupt;
 	r->nnames = (size_t) ld.nnames;
@@ -682,13 +886,14 @@ static const char *bare_name(const char *name)
 
 /* The length of @name without its symbol version: names from a .symtab
  * keep theirs ("__libc_start_main@@GLIBC_2.34", "memcpy@GLIBC_2.2.5"), as
- * perf shows them, but nobody types one.  A PLT stub's "@plt" is not a
- * version: puts@plt is not puts. */
+ * perf shows them, but nobody types one.  A PLT stub that nothing bound
+ * keeps "@plt" ("puts@plt": the module defining puts was not traced);
+ * it is still the way into puts, so "puts" finds it too. */
 static size_t unversioned_len(const char *name)
 {
 	size_t n = strcspn(name, "@");
 
-	return name[n] && strcmp(name + n, "@plt") ? n : 0;
+	return name[n] ? n : 0;
 }
 
 static int match_one(const char *name, const char *pattern, int mode)
@@ -717,14 +922,19 @@ static int match_one(const char *name, const char *pattern, int mode)
 
 /* A pattern naming no module matches a module's function by its name
  * alone: "memcpy" is libc.so.6!memcpy when several modules ran. */
-static int matches(const struct htr_an_name *n, const char *pattern, int mode)
+static int matches_name(const char *name, const char *pattern, int mode)
 {
 	const char *bare;
 
-	if (!pattern || match_one(n->name, pattern, mode))
+	if (!pattern || match_one(name, pattern, mode))
 		return 1;
-	bare = strchr(pattern, '!') ? NULL : bare_name(n->name);
+	bare = strchr(pattern, '!') ? NULL : bare_name(name);
 	return bare && match_one(bare, pattern, mode);
+}
+
+static int matches(const struct htr_an_name *n, const char *pattern, int mode)
+{
+	return matches_name(n->name, pattern, mode);
 }
 
 /* The names to look at: all for globs, a binary search for exact names. */
@@ -797,6 +1007,26 @@ int htr_func_visit(struct htr_analysis *a, const char *pattern, int mode,
 				    "matches '%s'", pattern ? pattern : "*");
 }
 
+/* Only the blocks of function slot @slot (UINT32_MAX: all). */
+struct only {
+	struct htr_analysis *a;
+	uint64_t nfuncs;
+	uint32_t slot;
+	htr_sym_fn fn;
+	void *payload;
+};
+
+static int only_slot(const char *name, uint32_t block, void *payload)
+{
+	struct only *o = payload;
+	struct htr_block_info b;
+
+	if (htr_block_get(o->a->file, block, &b, sizeof(b)) < 0 ||
+	    slot_of(&b, o->nfuncs) != o->slot)
+		return 0;
+	return o->fn(name, block, o->payload);
+}
+
 static int find_blocks(struct htr_analysis *a, const struct sym_res *r,
 		       const struct htr_an_name *n, htr_sym_fn fn,
 		       void *payload)
@@ -849,6 +1079,76 @@ damaged:
 			    htr_analyzer_sidecar(r->ctx), n->name);
 }
 
+static int cmp_u32(const void *x, const void *y)
+{
+	uint32_t a = *(const uint32_t *) x, b = *(const uint32_t *) y;
+
+	return a < b ? -1 : a > b;
+}
+
+/* The blocks of functions that lead to a name matching @pattern (entered
+ * through its PLT stub, or a function that tail-jumps to it), unless
+ * their own name matches too (listed already); each block once, under
+ * its own name.  Sets *@matched if a name matched. */
+static int find_leading(struct htr_analysis *a, const struct sym_res *r,
+			const char *pattern, int mode, htr_sym_fn fn,
+			void *payload, int *matched)
+{
+	uint32_t *slots = NULL;
+	size_t n = 0, cap = 0, i, k;
+	int rc = 0;
+
+	for (i = 0; i < r->nalias; i++) {
+		const struct htr_an_alias *al = &r->alias[i];
+		uint64_t m = htr_disk__get_le(al->val, 4), j;
+
+		if (!matches_name((const char *) al->val + 4 + 4 * m, pattern,
+				  mode))
+			continue;
+		*matched = 1;
+		for (j = 0; j < m; j++) {
+			uint32_t slot = (uint32_t) htr_disk__get_le(al->val + 4 +
+								    4 * j, 4);
+			uint32_t id = r->func_name[slot];
+
+			if (id >= r->nnames || matches(&r->names[id], pattern,
+						       mode))
+				continue;
+			if (n == cap) {
+				size_t nc = cap ? 2 * cap : 16;
+				uint32_t *q = realloc(slots, nc * sizeof(*q));
+
+				if (!q) {
+					free(slots);
+					return htr_err__set(&a->err,
+							    HTR_ERR_NOMEM,
+							    "out of memory");
+				}
+				slots = q;
+				cap = nc;
+			}
+			slots[n++] = slot;
+		}
+	}
+	if (n)
+		qsort(slots, n, sizeof(*slots), cmp_u32);
+	for (i = 0; i < n && !rc; i++) {
+		struct only o;
+
+		if (i && slots[i] == slots[i - 1])
+			continue;
+		o.a = a;
+		o.nfuncs = r->nfuncs;
+		o.slot = slots[i];
+		o.fn = fn;
+		o.payload = payload;
+		k = r->func_name[slots[i]];
+		rc = find_blocks(a, r, &r->names[k], only_slot, &o);
+	}
+	free(slots);
+	return rc;
+}
+
 int htr_symidx_find(struct htr_analysis *a, const char *pattern, int mode,
 		    htr_sym_fn fn, void *payload)
 {
@@ -872,6 +1172,9 @@ int htr_symidx_find(struct htr_analysis *a, const char *pattern, int mode,
 		if (rc)
 			return rc;
 	}
+	rc = find_leading(a, r, pattern, mode, fn, payload, &matched);
+	if (rc)
+		return rc;
 	if (!matched)
 		return htr_err__set(&a->err, HTR_ERR_NOTFOUND, "no function "
 				    "matches '%s'", pattern);

@@ -40,6 +40,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <Zydis/Zydis.h>
 
 #define U64(x) ((unsigned long long) (x))
 
@@ -52,6 +53,9 @@ struct sym {
 	uint32_t stub;          /* a PLT stub: pool offset of "NAME@plt",
 				 * which names its inside; else UINT32_MAX */
 	uint32_t stub_mod;      /* the stub's module (@mod: its target's) */
+	uint64_t next;          /* where entering it always leads (its PLT
+				 * target, a tail jump its first straight-line
+				 * instructions end in); 0: nowhere known */
 };
 
 struct range {
@@ -86,12 +90,16 @@ struct stub {
 struct export {
 	uint32_t name, version, mod;
 	int hidden;             /* not the default version */
+	uint64_t addr;          /* where it was loaded; 0: not traced code */
 	const char *sname;      /* the name, once tpool stopped growing */
 };
 
 struct htr_syms {
 	struct sym *syms;
 	size_t nsyms;
+	struct sym *alts;       /* the other names of symbols' addresses
+				 * (aliases: qsort_r, __qsort_r), by addr */
+	size_t nalts;
 	struct range *ranges;   /* by lo */
 	size_t nranges;
 	struct module *mods;
@@ -884,13 +892,14 @@ nomem:
 
 /* Remember the functions @elf's .dynsym defines for other modules to
  * bind to: global or weak, not hidden or internal. */
-static int exports(struct loader *ld, Elf *elf, uint32_t mod)
+static int exports(struct loader *ld, Elf *elf, uint32_t mod,
+		   const struct segs *sg)
 {
 	Elf_Data *data, *strdata;
 	Elf_Scn *scn, *strscn;
 	GElf_Shdr sh, strsh;
 	struct versions ver;
-	size_t n, i, shnum;
+	size_t n, i, k, shnum;
 	GElf_Sym sym;
 	int rc = 0;
 
@@ -932,6 +941,10 @@ static int exports(struct loader *ld, Elf *elf, uint32_t mod)
 		e = &ld->exports[ld->nexports];
 		e->mod = mod;
 		e->hidden = hidden;
+		e->addr = 0;
+		for (k = 0; k < sg->n && !relocate(sg, k, sym.st_value,
+						   &e->addr); k++)
+			;
 		rc = tpool_add(ld, name, &e->name);
 		if (!rc)
 			rc = tpool_add(ld, version, &e->version);
@@ -1008,7 +1021,55 @@ static int add_sym(struct loader *ld, uint64_t addr, const struct htr_elf_func *
 	e->rank = c->rank;
 	e->stub = UINT32_MAX;
 	e->stub_mod = mod;
+	e->next = 0;
 	s->nsyms++;
+	return 0;
+}
+
+/*
+ * Where the function at @value (@size bytes; 0: unknown), whose first
+ * bytes are @p (@n of them), always goes: the target of a direct jmp its
+ * first straight-line instructions end in, outside the function (a tail
+ * jump: glibc's qsort is "xor %r8d,%r8d; jmp qsort_r").  0 if it branches,
+ * calls or returns first, or the jump stays inside it.
+ */
+#define TAIL_INSNS 8
+
+static uint64_t tail_jump(const ZydisDecoder *z, const uint8_t *p, size_t n,
+			  uint64_t value, uint64_t size)
+{
+	ZydisDecoderContext ctx;
+	ZydisDecodedInstruction in;
+	uint64_t at = value, t;
+	size_t k = 0, i;
+
+	for (i = 0; i < TAIL_INSNS && k < n; i++) {
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(z, &ctx, p + k,
+								n - k, &in)))
+			return 0;
+		at += in.length;
+		k += in.length;
+		switch (in.meta.category) {
+		case ZYDIS_CATEGORY_UNCOND_BR:
+			if (in.mnemonic != ZYDIS_MNEMONIC_JMP ||
+			    !in.raw.imm[0].is_relative)
+				return 0;
+			t = at + (uint64_t) in.raw.imm[0].value.s;
+			if (t - value < (size ? size : k))
+				return 0;
+			return t;
+		case ZYDIS_CATEGORY_COND_BR:
+		case ZYDIS_CATEGORY_CALL:
+		case ZYDIS_CATEGORY_RET:
+		case ZYDIS_CATEGORY_SYSCALL:
+		case ZYDIS_CATEGORY_SYSRET:
+		case ZYDIS_CATEGORY_INTERRUPT:
+		case ZYDIS_CATEGORY_SYSTEM:
+			return 0;
+		default:
+			break;
+		}
+	}
 	return 0;
 }
 
@@ -1071,6 +1132,7 @@ static int resolve_stubs(struct loader *ld)
 		const char *want = st->version == UINT32_MAX ? NULL :
 				   ld->tpool + st->version;
 		uint32_t mod = st->mod, best = UINT32_MAX;
+		uint64_t next = 0;
 		struct htr_elf_func c;
 		char *plt;
 		size_t lo = 0, hi = ld->nexports, len = strlen(label);
@@ -1093,8 +1155,10 @@ static int resolve_stubs(struct loader *ld)
 				if (binds(ld, e, want) && (best == UINT32_MAX ||
 				    order[e->mod] < order[best] ||
 				    (order[e->mod] == order[best] &&
-				     e->mod < best)))
+				     e->mod < best))) {
 					best = e->mod;
+					next = e->addr;
+				}
 			}
 			if (best != UINT32_MAX) {
 				name = imp;
@@ -1119,6 +1183,7 @@ static int resolve_stubs(struct loader *ld)
 			struct sym *e = &s->syms[s->nsyms - 1];
 
 			e->stub_mod = st->mod;
+			e->next = name ? next : 0;
 			rc = pool_add(ld, plt, len + 4, &e->stub);
 		}
 		free(plt);
@@ -1246,6 +1311,8 @@ static int load_elf(struct loader *ld, uint32_t mod,
 	struct htr_elf_func *c = NULL;
 	struct segs sg;
 	GElf_Ehdr eh;
+	ZydisDecoder z;
+	int use_zydis;
 	long nstubs = 0;
 #ifdef HTR_HAVE_LIBDW
 	Dwarf *dw = NULL;
@@ -1359,7 +1426,7 @@ static int load_elf(struct loader *ld, uint32_t mod,
 	sg.n = nrecs;
 	if (nc >= 0)
 		nstubs = plt_stubs(ld, elf, syms, mod, &sg);
-	if (nc < 0 || nstubs < 0 || exports(ld, elf, mod)) {
+	if (nc < 0 || nstubs < 0 || exports(ld, elf, mod, &sg)) {
 		rc = nomem(ld);
 		goto out;
 	}
@@ -1367,18 +1434,47 @@ static int load_elf(struct loader *ld, uint32_t mod,
 		skip(ld, path, "no function symbols");
 		goto out;
 	}
+	use_zydis = gelf_getehdr(elf, &eh) && eh.e_machine == EM_X86_64 &&
+		    gelf_getclass(elf) == ELFCLASS64 &&
+		    ZYAN_SUCCESS(ZydisDecoderInit(&z, ZYDIS_MACHINE_MODE_LONG_64,
+						  ZYDIS_STACK_WIDTH_64));
 	for (j = 0; j < nrecs; j++) {
 		uint64_t bias = recs[j]->vaddr - seg[j].p_vaddr;  /* modular */
+		uint64_t last = 0, next = 0;
 
 		for (i = 0; i < (size_t) nc; i++) {
+			uint64_t in;
+			uint8_t code[64];
+			ssize_t got;
+
 			if (c[i].value < seg[j].p_vaddr ||
-			    c[i].value - seg[j].p_vaddr >= seg[j].p_filesz)
+			    (in = c[i].value - seg[j].p_vaddr) >=
+			    seg[j].p_filesz)
 				continue;
 			rc = add_sym(ld, c[i].value + bias, &c[i], mod);
 			if (rc) {
 				rc = nomem(ld);
 				goto out;
 			}
+			/* Functions only: a label's code is no entry. */
+			if (!use_zydis || c[i].rank == 3)
+				continue;
+			if (c[i].value != last) {
+				last = c[i].value;
+				got = pread(fd, code, seg[j].p_filesz - in <
+					    sizeof(code) ? (size_t)
+					    (seg[j].p_filesz - in) :
+					    sizeof(code),
+					    (off_t) (seg[j].p_offset + in));
+				next = got > 0 ? tail_jump(&z, code,
+					(size_t) got, c[i].value,
+					c[i].size) : 0;
+				if (next && relocate(&sg, j, next, &next))
+					;
+				else
+					next = 0;
+			}
+			ld->s->syms[ld->s->nsyms - 1].next = next;
 		}
 	}
 out:
@@ -1429,6 +1525,7 @@ void htr_syms__free(struct htr_syms *syms)
 	if (!syms)
 		return;
 	free(syms->syms);
+	free(syms->alts);
 	free(syms->ranges);
 	free(syms->mods);
 	free(syms->pool);
@@ -1541,12 +1638,34 @@ int htr_syms__load(struct htr_syms **out, const struct htr_file *file,
 		goto out;
 	}
 
-	/* Sort; one entry per address, the best-bound first. */
+	/* Sort; one entry per address, the best-bound first; the other
+	 * names of an address (each once) apart. */
 	if (s->nsyms)
 		qsort(s->syms, s->nsyms, sizeof(*s->syms), cmp_sym);
-	for (i = j = 0; i < s->nsyms; i++)
-		if (!j || s->syms[i].addr != s->syms[j - 1].addr)
-			s->syms[j++] = s->syms[i];
+	if (s->nsyms) {
+		s->alts = malloc(s->nsyms * sizeof(*s->alts));
+		if (!s->alts) {
+			rc = nomem(&ld);
+			goto out;
+		}
+	}
+	for (i = j = 0; i < s->nsyms; i++) {
+		const struct sym *e = &s->syms[i];
+
+		if (!j || e->addr != s->syms[j - 1].addr) {
+			s->syms[j++] = *e;
+			continue;
+		}
+		if (e->mod != s->syms[j - 1].mod ||
+		    !strcmp(s->pool + e->name, s->pool + s->syms[j - 1].name))
+			continue;
+		for (k = s->nalts; k > 0 && s->alts[k - 1].addr == e->addr &&
+		     strcmp(s->pool + s->alts[k - 1].name, s->pool + e->name);
+		     k--)
+			;
+		if (k == 0 || s->alts[k - 1].addr != e->addr)
+			s->alts[s->nalts++] = *e;
+	}
 	s->nsyms = j;
 	for (k = 0; k < s->nmods; k++)
 		s->mods[k].path = NULL;     /* pointed into @file */
@@ -1591,6 +1710,71 @@ static const struct range *find_range(const struct htr_syms *s, uint64_t addr)
 			return r;
 	}
 	return NULL;
+}
+
+/* The symbol starting exactly at @addr, or NULL. */
+static const struct sym *exact_sym(const struct htr_syms *s, uint64_t addr)
+{
+	size_t lo = 0, hi = s->nsyms;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->syms[mid].addr < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < s->nsyms && s->syms[lo].addr == addr ? &s->syms[lo] : NULL;
+}
+
+size_t htr_syms__leads_to(const struct htr_syms *syms, uint64_t addr,
+			  uint64_t *out, size_t max)
+{
+	const struct sym *e = syms ? exact_sym(syms, addr) : NULL;
+	size_t n = 0, k;
+
+	while (e && e->next && n < max) {
+		uint64_t to = e->next;
+
+		for (k = 0; k < n && out[k] != to; k++)
+			;
+		if (k < n || to == addr)
+			break;          /* a cycle */
+		e = exact_sym(syms, to);
+		if (!e)
+			break;          /* into the middle of code */
+		out[n++] = to;
+	}
+	return n;
+}
+
+int htr_syms__alias(const struct htr_syms *syms, uint64_t addr, size_t k,
+		    char *buf, size_t size)
+{
+	size_t lo = 0, hi = syms ? syms->nalts : 0;
+	const struct sym *e;
+
+	if (!size)
+		return 0;
+	buf[0] = 0;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (syms->alts[mid].addr < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!syms || lo + k >= syms->nalts || syms->alts[lo + k].addr != addr)
+		return 0;
+	e = &syms->alts[lo + k];
+	if (syms->nmods > 1)
+		snprintf(buf, size, "%s!%s", syms->pool + syms->mods[e->mod].name,
+			 syms->pool + e->name);
+	else
+		snprintf(buf, size, "%s", syms->pool + e->name);
+	return 1;
 }
 
 int htr_syms__name(const struct htr_syms *syms, uint64_t addr, char *buf,

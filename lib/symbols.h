@@ -91,4 +91,23 @@ int htr_syms__function(const struct htr_syms *syms, uint64_t addr,
 int htr_syms__name(const struct htr_syms *syms, uint64_t addr, char *buf,
 		   size_t size);
 
+/*
+ * Where entering the function at @addr always leads, into @out (up to
+ * @max addresses, in order): a PLT stub's target, then the targets of
+ * tail jumps that the first straight-line instructions (no branch, call
+ * or return before it) of each end in ("qsort@plt" -> qsort -> qsort_r).
+ * Each is a symbol's start.  Returns the count (0: nowhere known).
+ */
+size_t htr_syms__leads_to(const struct htr_syms *syms, uint64_t addr,
+			  uint64_t *out, size_t max);
+
+/*
+ * The @k-th other name (0, 1, ...) of the symbol at @addr into @buf, as
+ * htr_syms__name() would print it had it won: the aliases its module
+ * gives the same address ("qsort_r", "__qsort_r").  Returns 1, or 0 when
+ * there is no such name (@buf empty).
+ */
+int htr_syms__alias(const struct htr_syms *syms, uint64_t addr, size_t k,
+		    char *buf, size_t size);
+
 #endif
