@@ -8,6 +8,7 @@
  * differing block of both sides with its neighbours.
  */
 #include "corpus.h"
+#include "ptw.h"
 #include "ref_tree.h"
 #include "synth.h"
 
@@ -756,6 +757,416 @@ Test(reference, sweep, .timeout = 300)
 			runs[i]);
 	cr_expect_eq(bad, 0, "%u of %u random configurations disagree with "
 		     "the reference (details above)", bad, nconf);
+}
+
+/* ---- hand-built traces: the rules for holes ---------------------------- */
+
+/*
+ * A program assembled by the system's toolchain (symbols with sizes from
+ * `.size`, as compilers write them) and traces written packet by packet
+ * with libipt's encoder, each following one path through it that the
+ * transfers' TIPs choose.  Labels named at_* mark addresses the traces
+ * need; they are read from the linked file and stripped from the copy the
+ * builds get, so only the functions are symbols there.  Every case checks
+ * the reference's tree against the tree the path makes by construction
+ * (below each case), then htr's against the reference's.
+ */
+static const char hand_asm[] =
+	"	.text\n"
+	/* 3a: longjmp out of three frames into the setjmp caller's
+	 * function, a jump to a return address, a landing pad at the start
+	 * of FUNC.cold, a switch, a PLT-like stub and a tail call. */
+	"	.globl lj_main\n	.type lj_main,@function\n"
+	"lj_main:	nop\n"
+	"at_lj_loop:	call lj_f1\n"
+	"	nop\n"
+	"at_lj_land:	nop\n"
+	"	jnz at_lj_loop\n"
+	"	call lj_g1\n"
+	"at_lj_g1_ret:	nop\n"
+	"	call lj_h1\n"
+	"	nop\n"
+	"at_lj_back:	nop\n"
+	"	jmp *%rax\n"
+	"	nop\n"
+	"at_lj_sw:	nop\n"
+	"	call at_stub\n"
+	"at_lj_end:	nop\n"
+	"	jmp *%rax\n"
+	"	.size lj_main,.-lj_main\n"
+	"	.type lj_f1,@function\n"
+	"lj_f1:	call lj_f2\n	ret\n	.size lj_f1,.-lj_f1\n"
+	"	.type lj_f2,@function\n"
+	"lj_f2:	call lj_f3\n	ret\n	.size lj_f2,.-lj_f2\n"
+	"	.type lj_f3,@function\n"
+	"lj_f3:	nop\n	jmp *%rdx\n	.size lj_f3,.-lj_f3\n"
+	"	.type lj_g1,@function\n"
+	"lj_g1:	call lj_g2\n	ret\n	.size lj_g1,.-lj_g1\n"
+	"	.type lj_g2,@function\n"
+	"lj_g2:	nop\n	jmp *%rdx\n	.size lj_g2,.-lj_g2\n"
+	"	.type lj_h1,@function\n"
+	"lj_h1:	call lj_h2\n	ret\n	.size lj_h1,.-lj_h1\n"
+	"	.type lj_h2,@function\n"
+	"lj_h2:	nop\n	jmp *%rcx\n	.size lj_h2,.-lj_h2\n"
+	"	.type lj_main.cold,@function\n"
+	"lj_main.cold:	nop\n	jmp at_lj_back\n"
+	"	.size lj_main.cold,.-lj_main.cold\n"
+	"at_stub:	jmp *%rax\n"
+	"	.type lj_tgt,@function\n"
+	"lj_tgt:	call lj_u\n"
+	"	nop\n"
+	"at_lj_tgt_mid:	nop\n"
+	"	jmp lj_tail\n"
+	"	.size lj_tgt,.-lj_tgt\n"
+	"	.type lj_u,@function\n"
+	"lj_u:	nop\n	jmp *%rax\n	.size lj_u,.-lj_u\n"
+	"	.type lj_tail,@function\n"
+	"lj_tail:	call lj_u2\n"
+	"	nop\n"
+	"at_lj_tail_in:	nop\n"
+	"	ret\n"
+	"	.size lj_tail,.-lj_tail\n"
+	"	.type lj_u2,@function\n"
+	"lj_u2:	nop\n	jmp *%rax\n	.size lj_u2,.-lj_u2\n"
+	/* Rule 4: decode errors at calls and jumps into code the image does
+	 * not have; every call and jump is indirect, so the TIPs choose. */
+	"	.type de_main,@function\n"
+	"de_main:	nop\n"
+	"	call *%rbx\n"
+	"at_de_main_r1:	nop\n"
+	"at_de_main_mid:	nop\n"
+	"	jmp *%rax\n"
+	"	.size de_main,.-de_main\n"
+	"	.type de_e,@function\n"
+	"de_e:	nop\n"
+	"	call *%rbx\n"
+	"at_de_e_r1:	nop\n"
+	"	jmp *%rax\n"
+	"at_de_e_mid:	nop\n"
+	"	ret\n"
+	"	.size de_e,.-de_e\n"
+	"	.type de_f,@function\n"
+	"de_f:	nop\n"
+	"	call *%rbx\n"
+	"at_de_f_r:	nop\n"
+	"at_de_f_mid:	nop\n"
+	"	ret\n"
+	"	.size de_f,.-de_f\n"
+	"	.type de_mid,@function\n"
+	"de_mid:	nop\n"
+	"	call *%rbx\n"
+	"	nop\n"
+	"at_de_mid_in:	nop\n"
+	"	ret\n"
+	"	.size de_mid,.-de_mid\n"
+	"	.type de_deep,@function\n"
+	"de_deep:	nop\n"
+	"at_de_deep_mid:	nop\n"
+	"	ret\n"
+	"	.size de_deep,.-de_deep\n"
+	"	.type de_cb,@function\n"
+	"de_cb:	nop\n	ret\n	.size de_cb,.-de_cb\n";
+
+/* Names the traces and the expected trees use; "unmapped*" lie outside
+ * the image (a missing library). */
+static const char *const hand_names[] = {
+	"lj_main", "at_lj_loop", "at_lj_land", "at_lj_g1_ret", "at_lj_back",
+	"at_lj_sw", "at_lj_end", "lj_f1", "lj_f2", "lj_f3", "lj_g1", "lj_g2",
+	"lj_h1", "lj_h2", "lj_main.cold", "at_stub", "lj_tgt",
+	"at_lj_tgt_mid", "lj_u", "lj_tail", "at_lj_tail_in", "lj_u2",
+	"de_main", "at_de_main_r1", "at_de_main_mid", "de_e", "at_de_e_r1",
+	"at_de_e_mid", "de_f", "at_de_f_r", "at_de_f_mid", "de_mid",
+	"at_de_mid_in", "de_deep", "at_de_deep_mid", "de_cb",
+};
+#define HAND_N (sizeof(hand_names) / sizeof(hand_names[0]))
+#define HAND_UNMAPPED 0x7f0000001000ull
+
+struct hand {
+	char elf[300];          /* the stripped copy the builds get */
+	uint64_t addr[HAND_N];
+};
+
+static uint64_t hand_addr(const struct hand *h, const char *name)
+{
+	size_t i;
+
+	if (!strcmp(name, "unmapped"))
+		return HAND_UNMAPPED;
+	if (!strcmp(name, "unmapped2"))
+		return HAND_UNMAPPED + 0x1000;
+	for (i = 0; i < HAND_N; i++)
+		if (!strcmp(hand_names[i], name))
+			return h->addr[i];
+	cr_assert_fail("hand-built trace: no address for %s", name);
+	return 0;
+}
+
+/* Assemble and link the program once per run of the suite. */
+static void hand_program(struct hand *h)
+{
+	char src[300], full[300], cmd[1400];
+	size_t i;
+	FILE *fp;
+
+	snprintf(src, sizeof(src), "%s/hand.s", dir);
+	snprintf(full, sizeof(full), "%s/hand-full.elf", dir);
+	snprintf(h->elf, sizeof(h->elf), "%s/hand.elf", dir);
+	fp = fopen(src, "w");
+	cr_assert_not_null(fp);
+	cr_assert_eq(fwrite(hand_asm, 1, sizeof(hand_asm) - 1, fp),
+		     sizeof(hand_asm) - 1);
+	fclose(fp);
+	snprintf(cmd, sizeof(cmd), "cc -nostdlib -static -no-pie "
+		 "-Wl,-e,lj_main -Wl,--build-id=none -o %s %s && objcopy "
+		 "--wildcard --strip-symbol='at_*' %s %s", full, src, full,
+		 h->elf);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+	for (i = 0; i < HAND_N; i++)
+		cr_assert_eq(ref_elf_symbol(full, hand_names[i],
+					    &h->addr[i]), 0,
+			     "%s: no symbol %s", full, hand_names[i]);
+	/* Only the functions are left. */
+	cr_assert_neq(ref_elf_symbol(h->elf, "at_stub", &h->addr[0]), 0);
+	cr_assert_eq(ref_elf_symbol(h->elf, "lj_main", &h->addr[0]), 0);
+}
+
+/*
+ * Write a trace: @script is a list of words, each one packet: "psb:NAME"
+ * (PSB+ with tracing on at NAME: the start, and where decoding resumes
+ * after an error), "NAME" (a TIP to NAME), "t" / "n" (a TNT bit, taken or
+ * not), "lib" (branches in the missing library).
+ */
+static void hand_trace(const struct hand *h, const char *path,
+		       const char *script)
+{
+	char *s = strdup(script), *tok, *save;
+	struct ptw w;
+	FILE *fp = fopen(path, "wb");
+
+	cr_assert(fp && s);
+	cr_assert_eq(ptw_init(&w, fp), 0);
+	for (tok = strtok_r(s, " ", &save); tok;
+	     tok = strtok_r(NULL, " ", &save)) {
+		if (!strncmp(tok, "psb:", 4)) {
+			ptw_simple(&w, ppt_psb);
+			ptw_mode_exec(&w);
+			ptw_ip(&w, ppt_fup, hand_addr(h, tok + 4));
+			ptw_simple(&w, ppt_psbend);
+		} else if (!strcmp(tok, "lib")) {
+			/* What the library ran, beyond what libipt reads
+			 * ahead before it reports the error. */
+			ptw_tnt(&w, 1, 6);
+			ptw_ip(&w, ppt_tip, HAND_UNMAPPED + 0x100);
+			ptw_ip(&w, ppt_tip, HAND_UNMAPPED + 0x200);
+			ptw_ip(&w, ppt_tip, HAND_UNMAPPED + 0x300);
+		} else if (!strcmp(tok, "t") || !strcmp(tok, "n")) {
+			ptw_tnt(&w, tok[0] == 't', 6);
+		} else {
+			ptw_ip(&w, ppt_tip, hand_addr(h, tok));
+		}
+	}
+	cr_assert_eq(ptw_finish(&w), 0);
+	ptw_fini(&w);
+	fclose(fp);
+	free(s);
+}
+
+/* The tree in pre-order as NAME{FLAGS}(CHILDREN...): a block is named
+ * after the symbol at its entry, `?` when the entry is unknown. */
+static void tree_str(const struct hand *h, const struct cside *s, char *buf,
+		     size_t len)
+{
+	size_t i, o = 0;
+	unsigned d = 0;
+
+	buf[0] = 0;
+	for (i = 0; i < s->n && o + 200 < len; i++) {
+		const struct cblk *b = &s->b[i];
+		const char *name = "?";
+		char fl[80];
+		size_t k;
+
+		if (i && b->depth > d)
+			o += (size_t) snprintf(buf + o, len - o, "(");
+		for (; i && d > b->depth; d--)
+			o += (size_t) snprintf(buf + o, len - o, ")");
+		if (i && b->depth <= d)
+			o += (size_t) snprintf(buf + o, len - o, " ");
+		d = b->depth;
+		for (k = 0; b->has_entry && k < HAND_N; k++)
+			if (h->addr[k] == b->entry)
+				name = hand_names[k];
+		if (b->has_entry && !strcmp(name, "?"))
+			name = "?entry";
+		flags_str(b->flags, fl, sizeof(fl));
+		o += (size_t) snprintf(buf + o, len - o, "%s%s%s%s", name,
+				       strcmp(fl, "-") ? "{" : "",
+				       strcmp(fl, "-") ? fl : "",
+				       strcmp(fl, "-") ? "}" : "");
+	}
+	for (; d > 0 && o + 2 < len; d--)
+		o += (size_t) snprintf(buf + o, len - o, ")");
+}
+
+static unsigned max_depth(const struct cside *s)
+{
+	unsigned d = 0;
+	size_t i;
+
+	for (i = 0; i < s->n; i++)
+		if (s->b[i].depth > d)
+			d = s->b[i].depth;
+	return d;
+}
+
+/* Build the trace @script makes both ways; the reference must build
+ * @want, htr what the reference builds.  Returns the reference's depth. */
+static unsigned hand_case(const struct hand *h, const char *name,
+			  const char *script, const char *want)
+{
+	char trace[400], out[400], err[512];
+	static char got[65536];
+	struct htr_builder *b;
+	struct htr_build_opts bo;
+	struct ref_config rc;
+	struct ref_funcs funcs;
+	struct pt_image *img;
+	struct cside hs, rs;
+	unsigned depth;
+	int res;
+
+	snprintf(trace, sizeof(trace), "%s/hand-%s.pt", dir, name);
+	snprintf(out, sizeof(out), "%s/hand-%s.htr", dir, name);
+	hand_trace(h, trace, script);
+
+	img = pt_image_alloc(NULL);
+	cr_assert_not_null(img);
+	cr_assert_eq(ref_image_add_elf(img, h->elf, 0, 0, err, sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(ref_funcs_from_elf(&funcs, h->elf, 0, 0, err,
+					sizeof(err)), 0, "%s", err);
+	ref_config_init(&rc);
+	rc.func_of = ref_funcs_lookup;
+	rc.func_ctx = &funcs;
+	ref_side(trace, img, &rc, &rs);
+	pt_image_free(img);
+	ref_funcs_free(&funcs);
+	tree_str(h, &rs, got, sizeof(got));
+	cr_expect_str_eq(got, want, "hand-built %s: the reference builds\n"
+			 "  %s\nthe path makes\n  %s", name, got, want);
+
+	htr_build_opts_init(&bo);
+	cr_assert_eq(htr_builder_alloc(&b, &bo), 0);
+	cr_assert_eq(htr_builder_add_elf(b, h->elf), 0, "%s: %s", h->elf,
+		     htr_builder_last_error(b));
+	cr_assert_eq(htr_side(b, trace, out, &hs), 0, "%s: htr build: %s",
+		     trace, htr_builder_last_error(b));
+	htr_builder_free(b);
+	res = compare(&hs, &rs, stderr, name, err, sizeof(err));
+	if (res) {
+		tree_str(h, &hs, got, sizeof(got));
+		fprintf(stderr, "reference: hand-built %s: htr builds\n  %s\n",
+			name, got);
+	}
+	cr_expect_eq(res, 0, "hand-built %s: htr and the reference differ: "
+		     "%s", name, err);
+	depth = max_depth(&rs);
+	cside_free(&hs);
+	cside_free(&rs);
+	return depth;
+}
+
+/* A longjmp by indirect jump, @n times in a loop, then the other jumps of
+ * rule 3a.  The path: lj_f3 jumps to at_lj_land in lj_main (longjmp: the
+ * three frames unwound); lj_g2 to lj_g1's return address (lj_g2 unwound,
+ * lj_g1 returns); lj_h2 to lj_main.cold (a landing pad: both unwound),
+ * which jumps back to lj_main; a switch in lj_main (nothing); the stub's
+ * jump to lj_tgt's entry (the stub's frame runs lj_tgt now), lj_u's jump
+ * into lj_tgt (lj_u unwound), lj_tgt's tail jump to lj_tail, lj_u2's
+ * jump into lj_tail (lj_u2 unwound); lj_tail returns to lj_main. */
+static unsigned hand_longjmp(const struct hand *h, unsigned n)
+{
+	char name[32], *script = calloc(n + 4, 64), *want = calloc(n + 4, 96);
+	size_t os = 0, ow = 0;
+	unsigned i, depth;
+
+	cr_assert(script && want);
+	os += (size_t) sprintf(script + os, "psb:lj_main");
+	ow += (size_t) sprintf(want + ow, "?{late,truncated}(");
+	for (i = 0; i < n; i++) {
+		os += (size_t) sprintf(script + os, " at_lj_land %s",
+				       i + 1 < n ? "t" : "n");
+		ow += (size_t) sprintf(want + ow, "lj_f1{unwound}(lj_f2{"
+				       "unwound}(lj_f3{unwound})) ");
+	}
+	sprintf(script + os, " at_lj_g1_ret lj_main.cold at_lj_sw lj_tgt "
+		"at_lj_tgt_mid at_lj_tail_in at_lj_end");
+	sprintf(want + ow, "lj_g1(lj_g2{unwound}) lj_h1{unwound}(lj_h2{"
+		"unwound}) at_stub(lj_u{unwound} lj_u2{unwound}))");
+	snprintf(name, sizeof(name), "longjmp-%u", n);
+	depth = hand_case(h, name, script, want);
+	free(script);
+	free(want);
+	return depth;
+}
+
+Test(reference, hand_longjmp, .timeout = 60)
+{
+	struct hand h;
+	unsigned d3, d40;
+
+	hand_program(&h);
+	d3 = hand_longjmp(&h, 3);
+	d40 = hand_longjmp(&h, 40);
+	cr_expect_eq(d3, 3, "3 longjmps: depth %u", d3);
+	cr_expect_eq(d40, d3, "40 longjmps: depth %u, 3: %u", d40, d3);
+}
+
+/*
+ * Decode errors (rule 4): a call or jump into `unmapped`, then the next
+ * PSB resumes decoding somewhere; the path is what ran unseen.
+ */
+Test(reference, hand_decode_errors, .timeout = 60)
+{
+	struct hand h;
+
+	hand_program(&h);
+	/* The same frame: de_f calls the missing library, decoding resumes
+	 * inside de_f (not at the call's return address): the callee's
+	 * frame (no block) returned unseen, de_f goes on; de_e and de_main
+	 * were open when the gap began.  At the end de_main jumps into the
+	 * library: a trailing gap. */
+	hand_case(&h, "same",
+		  "psb:de_main de_e de_f unmapped lib psb:at_de_f_mid at_de_e_r1 "
+		  "at_de_e_mid at_de_main_r1 unmapped",
+		  "?{late,truncated,gap}(de_e{gap}(de_f{gap}))");
+	/* Shallower: decoding resumes in de_main: de_f and de_e returned
+	 * unseen. */
+	hand_case(&h, "shallower",
+		  "psb:de_main de_e de_f unmapped lib psb:at_de_main_mid",
+		  "?{late,truncated,gap}(de_e{gap,implicit-return}("
+		  "de_f{gap,implicit-return}))");
+	/* Deeper: de_e jumps into the library, decoding resumes inside
+	 * de_deep, which no open frame is in: a frame entered in the gap
+	 * (late, gap).  It returns into de_mid, no open frame's function
+	 * either: de_mid's frame was entered in the gap too (late, gap) and
+	 * adopts it.  de_mid returns into de_e, its caller: a plain
+	 * return.  de_cb ran before, called and returned in plain sight. */
+	hand_case(&h, "deeper",
+		  "psb:de_main de_e de_cb at_de_e_r1 unmapped lib "
+		  "psb:at_de_deep_mid at_de_mid_in at_de_e_mid at_de_main_r1",
+		  "?{late,truncated,gap}(de_e{gap}(de_cb "
+		  "?{late,gap}(?{late,gap})))");
+	/* A function's entry: the library called de_cb back; de_cb returns
+	 * into the library (a second error), decoding resumes at the
+	 * library call's return address: it returned unseen; de_f goes
+	 * on.  The library's frame, its entry lost, holds the callback as
+	 * an untraced callee's frame does (rule 2). */
+	hand_case(&h, "callback",
+		  "psb:de_main de_e de_f unmapped lib psb:de_cb unmapped2 lib "
+		  "psb:at_de_f_r at_de_e_r1 at_de_e_mid at_de_main_r1",
+		  "?{late,truncated,gap}(de_e{gap}(de_f{gap}("
+		  "?{gap,implicit-return}(de_cb))))");
 }
 
 /* ---- Intel's corpus ---------------------------------------------------- */
