@@ -425,6 +425,10 @@ static int gap_ev(struct cw *w, struct htr_build_out *o, const struct piece *p)
 	e.cls = p ? p->async : 0;
 	e.a = p ? p->off_offset : 0;
 	e.b = p ? p->off_ip : 0;
+	/* A user+kernel trace made user-only: where tracing was off the
+	 * kernel ran. */
+	if (w->in->user_only)
+		e.code = HTR_GAP_CODE_KERNEL;
 	return apply(w, o, &e);
 }
 

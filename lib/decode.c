@@ -80,6 +80,7 @@ struct dec {
 	uint64_t off_offset;
 	uint64_t off_ip;         /* where it stopped (async) or went (0:
 				  * unknown) */
+	int off_kernel;          /* it went to a kernel address */
 	uint64_t stall, stall_off;      /* runaway guard */
 	uint64_t loop_ip, loop_off;     /* loop guard: the block start watched */
 	uint32_t loop_hits, loop_left, loop_span;
@@ -606,7 +607,8 @@ static int on_event(struct dec *s, const struct pt_event *ev)
 		 * return address tracing resumes at: the callee ran unseen. */
 		if (s->off && !(s->async_off &&
 				ev->variant.enabled.ip == s->off_ip)) {
-			rc = gap(s, HTR_GAP_DISABLED, cur_offset(s), 0);
+			rc = gap(s, HTR_GAP_DISABLED, cur_offset(s),
+				 s->off_kernel ? HTR_GAP_CODE_KERNEL : 0);
 			if (!rc)
 				rc = resume_at(s, ev->variant.enabled.ip);
 		} else {
@@ -625,6 +627,10 @@ static int on_event(struct dec *s, const struct pt_event *ev)
 		s->async_off = 0;
 		s->off_offset = cur_offset(s);
 		s->off_ip = ev->ip_suppressed ? 0 : ev->variant.disabled.ip;
+		/* Into the kernel (htr_perfdata__user_only): not a callee. */
+		s->off_kernel = !ev->ip_suppressed && s->off_ip >> 63;
+		if (s->off_kernel)
+			s->off_ip = 0;
 		rc = disabled(s);
 		break;
 	case ptev_async_disabled:
@@ -632,6 +638,8 @@ static int on_event(struct dec *s, const struct pt_event *ev)
 		s->async_off = 1;
 		s->off_offset = cur_offset(s);
 		s->off_ip = ev->variant.async_disabled.at;
+		s->off_kernel = !ev->ip_suppressed &&
+				ev->variant.async_disabled.ip >> 63;
 		rc = disabled(s);
 		break;
 	case ptev_async_branch:

@@ -569,6 +569,9 @@ const char *htr_gap_reason(const struct htr_gap_info *gap)
 		return "unknown";
 	switch (gap->kind) {
 	case HTR_GAP_DISABLED:
+		if (gap->code == HTR_GAP_CODE_KERNEL)
+			return "[kernel]: the kernel ran (its code was not "
+			       "at hand)";
 		return "tracing was disabled (filtered or untraced code, a "
 		       "syscall, an interrupt)";
 	case HTR_GAP_OVERFLOW:

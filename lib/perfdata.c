@@ -1909,7 +1909,7 @@ int htr_perfdata__user_only(struct htr_perf_joined *j,
 				if (state == KS_USER && !KS_IS_KERNEL(ip)) {
 					ks_ip(k, 0x0d, ip, 0);
 				} else if (state == KS_USER) {
-					ks_ip(k, 0x01, 0, 1);
+					ks_ip(k, 0x01, ip, 0);
 					state = KS_KERNEL;
 					st.stretches++;
 					st.bytes += n;
@@ -1939,8 +1939,7 @@ int htr_perfdata__user_only(struct htr_perf_joined *j,
 				break;
 			default:                    /* TIP.PGD */
 				if (state == KS_USER)
-					ks_ip(k, 0x01, ip,
-					      sup || KS_IS_KERNEL(ip));
+					ks_ip(k, 0x01, ip, sup);
 				else
 					st.bytes += n;
 				state = KS_OFF;

@@ -194,8 +194,9 @@ struct htr_perf_kstats {
  * A trace of user and kernel code (intel_pt// without u) whose kernel
  * code is not at hand, as the trace of the user code alone would be:
  * each stretch in the kernel (a TIP into it, an interrupt's FUP + TIP,
- * tracing enabled there) becomes tracing disabled (TIP.PGD, the IP
- * suppressed, after the FUP of an interrupt) until an IP packet returns
+ * tracing enabled there) becomes tracing disabled (a TIP.PGD to the
+ * kernel address, after the FUP of an interrupt: the decoder names the
+ * gap [kernel], HTR_GAP_CODE_KERNEL) until an IP packet returns
  * to user space (MODE.Exec + TIP.PGE there).  The kernel's TNT, TIP and
  * FUP packets are left out; timing, PSB+ and everything else stay, so
  * time and sync points are the trace's own.  IP packets written are

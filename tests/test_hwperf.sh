@@ -7,8 +7,9 @@
 # no clock_data), per-thread and CPU-wide (--cpus 2, SWITCH_CPU_WIDE), the
 # file and, through perf inject, the pipe format.  Every variant must
 # build one tree per thread, each the recorder's truth of that thread
-# (record-cmp: the kernel stretches are where user code stopped), and say
-# in one warning line what it could not decode.  Recorded without return
+# (record-cmp: the kernel stretches are where user code stopped), its
+# gaps named [kernel] by htr gaps, the same with -j1 and -j2, and say in
+# one warning line what it could not decode.  Recorded without return
 # compression, perf script must agree on each thread's instructions,
 # calls, returns and times (tests/perf_ns.py): with compressed returns
 # perf itself loses the user code after each kernel error until the next
@@ -108,6 +109,22 @@ check() {
 	done
 	got=$(ls "$d/$p".*.htr 2>/dev/null | wc -l)
 	[ "$got" -eq "$n" ] || fail "$what: $got trees, $n threads recorded"
+	# Every gap is where the kernel ran, named so; the same files
+	# from one decoding thread and from two on small chunks.
+	for h in "$d/$p".*.htr; do
+		"$htr" gaps "$h" >"$d/gaps"
+		all=$(grep -c '^[0-9]*  ' "$d/gaps")
+		k=$(grep -c '^[0-9]*  disabled  0x[0-9a-f]*  \[kernel\]' "$d/gaps")
+		[ "$all" -eq "$k" ] && [ "$k" -gt 0 ] ||
+			fail "$what: $h: $k of $all gaps named [kernel]"
+	done
+	"$htr" build -q -j1 -o "$d/j1" "$d/$f" 2>/dev/null
+	"$htr" build -q -j2 --chunk-size 1K -o "$d/j2" "$d/$f" 2>/dev/null
+	for h in "$d"/j1.*.htr; do
+		cmp -s "$h" "$d/j2.${h##*/j1.}" ||
+			fail "$what: -j1 and -j2 built other files"
+	done
+	rm -f "$d"/j1.* "$d"/j2.*
 	echo "ok      $what: $got tree(s), each its thread's truth; $(sed 's/.*not all decoded: //' "$d/err" | cut -c1-40)..."
 }
 

@@ -373,13 +373,18 @@ struct htr_gap_info {
 	uint64_t offset;           /* trace offset where it was noticed */
 	enum htr_gap_kind kind;
 	int code;                  /* for HTR_GAP_ERROR: libipt's error code
-				    * (negative), or HTR_GAP_CODE_RUNAWAY */
+				    * (negative), or HTR_GAP_CODE_RUNAWAY;
+				    * for HTR_GAP_DISABLED: 0, or
+				    * HTR_GAP_CODE_KERNEL */
 };
 
 /* Code of an error gap made by the runaway guards: the decoder went round
  * a loop, or ran more than 2^22 instructions, without consuming trace (the
  * image does not match the recording). */
 #define HTR_GAP_CODE_RUNAWAY 1
+/* Code of a disabled gap where the kernel ran: a trace of user and kernel
+ * code whose kernel code was not at hand (`htr gaps` names it [kernel]). */
+#define HTR_GAP_CODE_KERNEL 2
 
 /** Number of gaps. */
 HTR_API uint64_t htr_gap_count(const struct htr_file *file);
