@@ -4,7 +4,6 @@
 #include "abi.h"
 #include "htr/cpuwide.h"
 
-#include "image.h"
 #include "le.h"
 #include "ev.h"
 #include "tmpfile.h"
@@ -576,18 +575,6 @@ out:
 	return rc;
 }
 
-/* Whether kernel code was loaded (--kcore, --vmlinux): then a trace of
- * user and kernel code decodes as it is. */
-static int image_has_kernel(const struct htr_image *img)
-{
-	size_t i, n = htr_image__count(img);
-
-	for (i = 0; i < n; i++)
-		if (htr_image__piece(img, i)->vaddr >> 63)
-			return 1;
-	return 0;
-}
-
 /* A perf.data's per-CPU streams and switches as the input (the switches
  * are already sorted by (cpu, time); perf time to TSC keeps that order). */
 int htr_cpuwide__build(struct htr_builder *b, const struct htr_perfdata *pd,
@@ -623,7 +610,9 @@ int htr_cpuwide__build(struct htr_builder *b, const struct htr_perfdata *pd,
 	in.ncpus = pd->ncpus;
 	in.switches = sw;
 	in.nswitches = pd->nswitches;
-	in.user_only = pd->pt.kernel && !image_has_kernel(b->img);
+	/* Pieces begin where tracing (of user code) is enabled: the
+	 * kernel's code, even if loaded, would hide every switch. */
+	in.user_only = pd->pt.kernel;
 	rc = htr_cpuwide__run(b, &in, t, n, cs);
 	free(cpus);
 	free(sw);

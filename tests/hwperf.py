@@ -2,6 +2,7 @@
 """Rewrite a perf.data of `htr record` as perf writes one on hardware.
 
 usage: hwperf.py IN OUT [--kernel] [--cycles] [--old]
+       hwperf.py --kcore-dir DIR
 
 IN is a file-format perf.data of a user-only recording (`htr record`,
 per-thread or --cpus N).  OUT gets the same recording as perf would have
@@ -25,6 +26,10 @@ written it with:
             AUXTRACE_INFO with the 10 private words perf 4.1 wrote (no MTC,
             CYC, CTC, filter words), TIME_CONV without the 5.10 fields, no
             clock_data feature.
+
+--kcore-dir DIR writes DIR/kcore_dir/kcore, the kernel stub's code as perf
+record --kcore would copy it (an ELF core file, one PT_LOAD at KSTUB), and
+DIR/vmlinux, the same as an executable (ET_EXEC).
 
 Feature sections that would no longer be right are left out: the auxtrace
 index (record offsets move) and event_desc (its attrs).  Written from
@@ -141,7 +146,34 @@ def to_kernel(t):
     return bytes(out)
 
 
+def write_kcore(d):
+    """D/kcore_dir/kcore: an ELF core file (as perf record --kcore copies
+    /proc/kcore) whose one PT_LOAD is the kernel stub at KSTUB."""
+    import os
+    os.makedirs(d + '/kcore_dir', exist_ok=True)
+    eh = bytearray(64)
+    eh[0:16] = b'\x7fELF\x02\x01\x01' + bytes(9)
+    # e_type ET_CORE, e_machine x86-64, e_version, e_entry, e_phoff,
+    # e_shoff, e_flags, e_ehsize, e_phentsize, e_phnum, e_shentsize,
+    # e_shnum, e_shstrndx
+    struct.pack_into('<HHIQQQIHHHHHH', eh, 16, 4, 62, 1, 0, 64, 0, 0, 64,
+                     56, 1, 64, 0, 0)
+    # PT_LOAD, R+X, offset 4096, vaddr, paddr, filesz, memsz, align
+    ph = struct.pack('<IIQQQQQQ', 1, 5, 4096, KSTUB, 0, len(KSTUB_CODE),
+                     len(KSTUB_CODE), 4096)
+    img = bytes(eh) + ph
+    img += bytes(4096 - len(img)) + KSTUB_CODE
+    open(d + '/kcore_dir/kcore', 'wb').write(img)
+    # The same code as a kernel image (ET_EXEC) for --vmlinux.
+    img = bytearray(img)
+    struct.pack_into('<H', img, 16, 2)
+    open(d + '/vmlinux', 'wb').write(img)
+
+
 def main():
+    if sys.argv[1] == '--kcore-dir':
+        write_kcore(sys.argv[2])
+        return
     src, dst = sys.argv[1], sys.argv[2]
     opts = set(sys.argv[3:])
     d = open(src, 'rb').read()

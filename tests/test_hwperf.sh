@@ -9,7 +9,8 @@
 # build one tree per thread, each the recorder's truth of that thread
 # (record-cmp: the kernel stretches are where user code stopped), its
 # gaps named [kernel] by htr gaps, the same with -j1 and -j2, and say in
-# one warning line what it could not decode.  Recorded without return
+# one warning line what it could not decode; with the stub's code
+# (--kcore DIR, --vmlinux FILE) the kernel's instructions are decoded too.  Recorded without return
 # compression, perf script must agree on each thread's instructions,
 # calls, returns and times (tests/perf_ns.py): with compressed returns
 # perf itself loses the user code after each kernel error until the next
@@ -128,6 +129,36 @@ check() {
 	echo "ok      $what: $got tree(s), each its thread's truth; $(sed 's/.*not all decoded: //' "$d/err" | cut -c1-40)..."
 }
 
+# $1 the recording's directory, $2 what: k.data with the kernel stub's
+# code (--kcore DIR: perf record --kcore's layout; --vmlinux FILE): no
+# gap, no warning, and every stretch's 3 instructions decoded (2 of the
+# last one, the exit's, which never returns).
+kernel_code() {
+	d=$1 what=$2
+	python3 "$here/hwperf.py" --kcore-dir "$d/kc" ||
+		{ fail "$what: hwperf.py --kcore-dir"; return; }
+	"$htr" build -q -o "$d/nok" "$d/k.data" 2>"$d/err"
+	s=$(sed -n 's/.* \([0-9]*\) stretches in the kernel.*/\1/p' "$d/err")
+	base=$("$htr" info "$d"/nok.*.htr | awk '$1 == "instructions:" { print $2 }')
+	for how in "--kcore $d/kc" "--vmlinux $d/kc/vmlinux"; do
+		rm -f "$d"/kk.*
+		# shellcheck disable=SC2086
+		if ! "$htr" build -q $how -o "$d/kk" "$d/k.data" 2>"$d/err"; then
+			fail "$what ${how%% *}: $(head -1 "$d/err")"
+			continue
+		fi
+		n=$("$htr" info "$d"/kk.*.htr | awk '$1 == "instructions:" { print $2 }')
+		g=$("$htr" gaps "$d"/kk.*.htr | tail -1)
+		if [ -s "$d/err" ] || [ -z "$s" ] ||
+		   [ "$n" -ne $((base + 3 * s - 1)) ] ||
+		   [ "${g%% *}" != 0 ]; then
+			fail "$what ${how%% *}: $n instructions ($base + 3 x $s - 1 wanted), $g, $(head -1 "$d/err")"
+		else
+			echo "ok      $what ${how%% *}: the kernel's $((3 * s - 1)) instructions decoded too, no gap"
+		fi
+	done
+}
+
 # $1 name, $2 htr record's extra option or "", then the program.
 variants() {
 	name=$1 opt=$2
@@ -157,6 +188,7 @@ variants() {
 			fail "$name: perf inject: $(head -1 "$d/err")"
 		fi
 	fi
+	case $opt in *--cpus*) ;; *) kernel_code "$d" "$name" ;; esac
 	case $opt in *--no-ret-compression*) ;; *) return ;; esac
 	[ $have_perf -eq 1 ] || return
 	perf_agree "$d" kc.data kc "$name user+kernel, cycles"

@@ -21,7 +21,7 @@ static const char usage_text[] =
 "usage: htr build TRACE --elf FILE[@BASE]... [--raw FILE[:OFF[:SIZE]]@VADDR]...\n"
 "                 [--cpu FAMILY/MODEL[/STEPPING]|auto] [-o OUT] [options]\n"
 "       htr build FILE.data [--tid N] [--symfs DIR] [--buildid-dir DIR]\n"
-"                 [-o OUT] [options]\n"
+"                 [--kcore DIR|--vmlinux FILE] [-o OUT] [options]\n"
 "\n"
 "Decode the raw Intel PT trace TRACE with libipt and write its call tree to\n"
 "OUT (default: TRACE with its extension replaced by .htr).\n"
@@ -62,7 +62,16 @@ static const char usage_text[] =
 "      --symfs DIR         perf.data: look for the modules under DIR\n"
 "      --buildid-dir DIR   perf.data: perf's build-id cache, for modules\n"
 "                          whose file is missing or has another build-id\n"
-"                          (default: ~/.debug)\n"
+"                          (default: ~/.debug)\n";
+
+/* The rest of the help (one string would pass C11's 4095 characters). */
+static const char usage_text2[] =
+"      --kcore DIR         perf.data of user and kernel (intel_pt// without\n"
+"                          u), per-thread: the kernel's code from perf\n"
+"                          record --kcore's copy (DIR/kcore_dir/kcore);\n"
+"                          without it or --vmlinux the kernel's stretches\n"
+"                          are gaps named [kernel]\n"
+"      --vmlinux FILE      the same from the kernel's ELF image\n"
 "  -j, --jobs N            threads (default: the number of processors):\n"
 "                          one builds the tree, all decode; the .htr is\n"
 "                          the same for any N\n"
@@ -336,8 +345,10 @@ static void what_lost(const struct perf_build *pb)
 			pb->kernel_stretches ? ";" : "");
 	if (pb->kernel_stretches)
 		fprintf(stderr, " %" PRIu64 " stretches in the kernel, whose "
-			"code is not at hand, are gaps named [kernel] (give "
-			"--kcore DIR or --vmlinux FILE)", pb->kernel_stretches);
+			"code is not at hand, are gaps named [kernel] (%s)",
+			pb->kernel_stretches, pb->kcore || pb->vmlinux ?
+			"a CPU-wide recording does not use the kernel's code" :
+			"give --kcore DIR or --vmlinux FILE");
 	fputc('\n', stderr);
 }
 
@@ -463,6 +474,82 @@ static int own_vdso(struct htr_builder *b, const struct htr_perf_module *m)
 	return rc;
 }
 
+/*
+ * The kernel's code of a user+kernel recording, if given: --vmlinux FILE
+ * at its link address; --kcore DIR, perf record --kcore's copy of
+ * /proc/kcore (DIR/kcore_dir/kcore, or DIR/kcore): an ELF core file whose
+ * PT_LOAD segments are the kernel's memory at its addresses, each loaded
+ * as raw bytes.  Returns 0 or a failure (the message printed).
+ */
+static int kernel_image(struct perf_build *pb, struct htr_builder *b)
+{
+	char *path = NULL, spec[4200];
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph;
+	FILE *f = NULL;
+	unsigned i, n = 0;
+	int rc = HTR_EXIT_FAIL;
+
+	if (pb->vmlinux && htr_builder_add_elf(b, pb->vmlinux) < 0)
+		return fail("build", "--vmlinux: %s",
+			    htr_builder_last_error(b));
+	if (!pb->kcore)
+		return 0;
+	path = malloc(strlen(pb->kcore) + 32);
+	if (!path)
+		return fail("build", "out of memory");
+	sprintf(path, "%s/kcore_dir/kcore", pb->kcore);
+	if (access(path, R_OK) < 0)
+		sprintf(path, "%s/kcore", pb->kcore);
+	f = fopen(path, "rb");
+	if (!f) {
+		rc = fail("build", "--kcore: %s: %s", path, strerror(errno));
+		goto done;
+	}
+	if (fread(&eh, sizeof(eh), 1, f) != 1 ||
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_phentsize != sizeof(ph)) {
+		rc = fail("build", "--kcore: %s: not a 64-bit ELF core file",
+			  path);
+		goto done;
+	}
+	for (i = 0; i < eh.e_phnum; i++) {
+		if (fseeko(f, (off_t) (eh.e_phoff + (uint64_t) i * sizeof(ph)),
+			   SEEK_SET) != 0 || fread(&ph, sizeof(ph), 1, f) != 1) {
+			rc = fail("build", "--kcore: %s: program header %u cut "
+				  "short", path, i);
+			goto done;
+		}
+		if (ph.p_type != PT_LOAD || !ph.p_filesz ||
+		    !(ph.p_vaddr >> 63))
+			continue;
+		if (strlen(path) > sizeof(spec) - 64) {
+			rc = fail("build", "--kcore: path too long");
+			goto done;
+		}
+		snprintf(spec, sizeof(spec), "%s:0x%" PRIx64 ":0x%" PRIx64
+			 "@0x%" PRIx64, path, (uint64_t) ph.p_offset,
+			 (uint64_t) ph.p_filesz, (uint64_t) ph.p_vaddr);
+		if (htr_builder_add_raw(b, spec) < 0) {
+			rc = fail("build", "--kcore: %s",
+				  htr_builder_last_error(b));
+			goto done;
+		}
+		n++;
+	}
+	if (!n) {
+		rc = fail("build", "--kcore: %s: no kernel memory in it", path);
+		goto done;
+	}
+	rc = 0;
+done:
+	if (f)
+		fclose(f);
+	free(path);
+	return rc;
+}
+
 /* The image of thread @t: its process's executable mappings. */
 static int perf_image(struct perf_build *pb, struct htr_builder *b,
 		      const struct htr_perfdata *pd,
@@ -560,6 +647,8 @@ static int perf_image(struct perf_build *pb, struct htr_builder *b,
 	for (i = 0; i < pb->nraw; i++)
 		if (htr_builder_add_raw(b, pb->raws[i]) < 0)
 			return fail("build", "%s", htr_builder_last_error(b));
+	if (pd->pt.kernel && !pd->ncpus)
+		return kernel_image(pb, b);
 	return 0;
 }
 
@@ -942,6 +1031,11 @@ static int build_perf(struct perf_build *pb, const char *outarg, int has_tid,
 		goto done;
 	}
 	if (pd->ncpus) {
+		if (pd->pt.kernel && (pb->kcore || pb->vmlinux))
+			fprintf(stderr, "htr: build: note: %s: a CPU-wide "
+				"recording: --kcore/--vmlinux are not used "
+				"(its threads are told apart where user code "
+				"resumes)\n", pb->trace);
 		rc = build_cpuwide(pb, pd, prefix, has_tid, tid, &built);
 		goto none;
 	}
@@ -1014,7 +1108,8 @@ static int parse_bytes(const char *s, uint64_t *out)
 int cmd_build(int argc, char **argv)
 {
 	enum { O_CPU = 256, O_MTC, O_NOM, O_EAX, O_EBX, O_TID, O_SYMFS,
-	       O_BUILDID, O_CHUNK, O_DECODER, O_FILTER, O_STOP };
+	       O_BUILDID, O_CHUNK, O_DECODER, O_FILTER, O_STOP, O_KCORE,
+	       O_VMLINUX };
 	static const struct option lopts[] = {
 		{ "elf", required_argument, NULL, 'e' },
 		{ "raw", required_argument, NULL, 'r' },
@@ -1027,6 +1122,8 @@ int cmd_build(int argc, char **argv)
 		{ "tid", required_argument, NULL, O_TID },
 		{ "symfs", required_argument, NULL, O_SYMFS },
 		{ "buildid-dir", required_argument, NULL, O_BUILDID },
+		{ "kcore", required_argument, NULL, O_KCORE },
+		{ "vmlinux", required_argument, NULL, O_VMLINUX },
 		{ "jobs", required_argument, NULL, 'j' },
 		{ "chunk-size", required_argument, NULL, O_CHUNK },
 		{ "decoder", required_argument, NULL, O_DECODER },
@@ -1043,6 +1140,7 @@ int cmd_build(int argc, char **argv)
 	struct timespec end;
 	const char **elfs = NULL, **raws = NULL;
 	const char *symfs = NULL, *buildid_dir = NULL;
+	const char *kcore = NULL, *vmlinux = NULL;
 	char *home_debug = NULL;
 	char *out = NULL, *defout = NULL;
 	int has_tid = 0;
@@ -1120,6 +1218,7 @@ int cmd_build(int argc, char **argv)
 		case 'q': quiet = 1; break;
 		case 'h':
 			fputs(usage_text, stdout);
+			fputs(usage_text2, stdout);
 			rc = HTR_EXIT_OK;
 			goto done;
 		case O_CPU:
@@ -1143,6 +1242,12 @@ int cmd_build(int argc, char **argv)
 			break;
 		case O_BUILDID:
 			buildid_dir = optarg;
+			break;
+		case O_KCORE:
+			kcore = optarg;
+			break;
+		case O_VMLINUX:
+			vmlinux = optarg;
 			break;
 		case O_MTC: case O_NOM: case O_EAX: case O_EBX:
 			if (parse_u64(optarg, &v) < 0 ||
@@ -1189,6 +1294,8 @@ int cmd_build(int argc, char **argv)
 		pb.trace = argv[optind];
 		pb.symfs = symfs;
 		pb.buildid_dir = buildid_dir;
+		pb.kcore = kcore;
+		pb.vmlinux = vmlinux;
 		if (!buildid_dir && getenv("HOME")) {
 			home_debug = malloc(strlen(getenv("HOME")) + 8);
 			if (home_debug)
