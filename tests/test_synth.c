@@ -62,6 +62,27 @@ static size_t shape(const char *prefix, const char *tag, unsigned flags)
 			cr_assert_not(b->flags & (TRUTH_LATE | TRUTH_TRUNC |
 						  TRUTH_RETGAP),
 				      "%s: block %zu", tag, i);
+		/* The gap flag: some of its execution is missing.  That
+		 * holds at least where a gap lies inside its span, where it
+		 * returned in one, where the trace ends in one, and where it
+		 * was entered in one (a late frame opened mid-trace). */
+		cr_assert_eq(t.version, 2);
+		if (!(b->flags & TRUTH_GAP)) {
+			struct truth t1 = t;
+
+			t1.version = 1;
+			cr_assert_not(truth_gap_flag(&t1, b), "%s: block %zu: a "
+				      "gap inside, no G", tag, i);
+			cr_assert_not(b->flags & TRUTH_RETGAP, "%s: block %zu: "
+				      "R without G", tag, i);
+			cr_assert_not((b->flags & TRUTH_LATE) && b->first,
+				      "%s: block %zu: late mid-trace without "
+				      "G", tag, i);
+			cr_assert_not((b->flags & TRUTH_TRUNC) && t.ngaps &&
+				      t.gaps[t.ngaps - 1].id == t.insns,
+				      "%s: block %zu: open at a trailing gap, "
+				      "no G", tag, i);
+		}
 		n += (b->flags & flags) != 0;
 		if (b->parent < 0 || b->parent >= npre || post[b->parent] < 0)
 			continue;
@@ -257,6 +278,38 @@ Test(synth, real)
 	cr_expect_gt(n, 0);
 }
 
+/* Decode errors: calls into library code the ELF lacks ("no memory
+ * mapped"), decoding resumed at the next PSB in the frame the error left,
+ * in an outer one, and deeper (in a callback of the missing code: a late
+ * frame).  libipt hits exactly the truth's errors. */
+Test(synth, errors)
+{
+	size_t n;
+	struct synth_counts c = real_scenario(SYNTH_ERRORS, TRUTH_LATE, &n);
+
+	cr_expect_geq(c.errors, 600, "%llu errors",
+		      (unsigned long long) c.errors);
+	cr_expect_gt(c.err_same, 0);
+	cr_expect_gt(c.err_shallower, 0);
+	cr_expect_gt(c.err_deeper, 0);
+	/* main's own L block in each seed, one per deeper resume */
+	cr_expect_eq(n, 6 + c.err_deeper);
+	cr_expect_eq(c.lib_calls + c.callbacks + c.syscalls, 0, "the missing "
+		     "libraries are traced: no disable");
+}
+
+/* longjmp and throw at most turns: many more than in unwind. */
+Test(synth, unwind_loop)
+{
+	size_t n;
+	struct synth_counts c = real_scenario(SYNTH_UNWIND_LOOP, TRUTH_UNWOUND,
+					      &n);
+
+	cr_expect_gt(c.longjmps, 100);
+	cr_expect_gt(c.throws, 100);
+	cr_expect_geq(n, c.longjmps + c.throws);
+}
+
 Test(synth, sysenter)
 {
 	size_t n;
@@ -278,16 +331,44 @@ Test(synth, truth_letters)
 	cr_assert_not_null(fp);
 	fprintf(fp, "htr-synth-truth 1\nfunc 0 0x401000 16 main\n"
 		"block 1 0 -1 1 2 5 6 U\nblock 2 0 0 3 3 7 7 CI\n"
+		"gap 4 disabled\n"
 		"block 0 -1 0 0 4 1 8 LTR\ninsns 5\nend\n");
 	fclose(fp);
 	cr_assert_eq(truth_load(&t, path, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(t.version, 1);
 	cr_assert_eq(t.nblocks, 3);
 	cr_expect_eq(t.blocks[0].func, TRUTH_FUNC_NONE);
 	cr_expect_eq(t.blocks[0].flags, TRUTH_UNWOUND);
 	cr_expect_eq(t.blocks[1].flags, TRUTH_CALLBACK | TRUTH_IRQ);
 	cr_expect_eq(t.blocks[2].flags, TRUTH_LATE | TRUTH_TRUNC |
 		     TRUTH_RETGAP);
+	/* format 1: "a gap lies inside its span" */
+	cr_expect(truth_gap_flag(&t, &t.blocks[2]));
+	cr_expect_not(truth_gap_flag(&t, &t.blocks[1]));
 	truth_free(&t);
+
+	/* format 2: the G letter says it; error gaps */
+	fp = fopen(path, "w");
+	cr_assert_not_null(fp);
+	fprintf(fp, "htr-synth-truth 2\nfunc 0 0x401000 16 main\n"
+		"gap 1 error\nblock 1 0 -1 1 2 5 6 LG\n"
+		"block 0 -1 0 0 2 1 8 LRG\nblock 2 -1 0 3 3 7 7 -\n"
+		"insns 4\nend\n");
+	fclose(fp);
+	cr_assert_eq(truth_load(&t, path, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(t.version, 2);
+	cr_assert_eq(t.ngaps, 1);
+	cr_expect(t.gaps[0].error && !t.gaps[0].overflow);
+	cr_expect_eq(t.blocks[0].flags, TRUTH_LATE | TRUTH_GAP);
+	cr_expect(truth_gap_flag(&t, &t.blocks[0]));
+	cr_expect(truth_gap_flag(&t, &t.blocks[1]));
+	cr_expect_not(truth_gap_flag(&t, &t.blocks[2]));
+	truth_free(&t);
+	fp = fopen(path, "w");
+	cr_assert_not_null(fp);
+	fprintf(fp, "htr-synth-truth 3\nend\n");
+	fclose(fp);
+	cr_expect_neq(truth_load(&t, path, err, sizeof(err)), 0);
 }
 
 /* xorshift64: a fixed sequence of configurations */
@@ -308,7 +389,7 @@ Test(synth, sweep, .timeout = 120)
 	uint64_t x = 0x9e3779b97f4a7c15ull;
 	unsigned i, runs[SYNTH_NSCENARIOS] = { 0 };
 
-	for (i = 0; i < 336; i++) {
+	for (i = 0; i < 20 * SYNTH_NSCENARIOS; i++) {
 		struct synth_opts o;
 		char tag[64];
 

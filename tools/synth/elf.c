@@ -26,15 +26,17 @@ int synth_write_elf(FILE *fp, const struct prog *p, uint64_t link)
 	uint64_t symoff, stroff, shstroff, shoff;
 	static const uint8_t zero[16];
 	int rc = -1;
+	size_t text_size = p->elf_text_size ? p->elf_text_size : p->text_size;
+	unsigned nfuncs = p->elf_nfuncs ? p->elf_nfuncs : p->nfuncs;
 
-	sym = calloc(p->nfuncs + 1, sizeof(*sym));
-	for (i = 0; i < p->nfuncs; i++)
+	sym = calloc(nfuncs + 1, sizeof(*sym));
+	for (i = 0; i < nfuncs; i++)
 		strsz += strlen(p->funcs[i].name) + 1;
 	str = calloc(1, strsz);
 	if (!sym || !str)
 		goto out;
 	off = 1;
-	for (i = 0; i < p->nfuncs; i++) {
+	for (i = 0; i < nfuncs; i++) {
 		Elf64_Sym *s = &sym[i + 1];
 
 		s->st_name = (Elf64_Word) off;
@@ -46,9 +48,9 @@ int synth_write_elf(FILE *fp, const struct prog *p, uint64_t link)
 		off += strlen(p->funcs[i].name) + 1;
 	}
 
-	symoff = TEXT_OFF + p->text_size;
+	symoff = TEXT_OFF + text_size;
 	symoff = (symoff + 7) & ~7ull;
-	stroff = symoff + (p->nfuncs + 1) * sizeof(Elf64_Sym);
+	stroff = symoff + (nfuncs + 1) * sizeof(Elf64_Sym);
 	shstroff = stroff + strsz;
 	shoff = (shstroff + sizeof(shstr) + 7) & ~7ull;
 
@@ -76,7 +78,7 @@ int synth_write_elf(FILE *fp, const struct prog *p, uint64_t link)
 	ph.p_flags = PF_R | PF_X;
 	ph.p_offset = 0;
 	ph.p_vaddr = ph.p_paddr = link;
-	ph.p_filesz = ph.p_memsz = TEXT_OFF + p->text_size;
+	ph.p_filesz = ph.p_memsz = TEXT_OFF + text_size;
 	ph.p_align = 0x1000;
 
 	memset(sh, 0, sizeof(sh));
@@ -85,12 +87,12 @@ int synth_write_elf(FILE *fp, const struct prog *p, uint64_t link)
 	sh[SH_TEXT].sh_flags = SHF_ALLOC | SHF_EXECINSTR;
 	sh[SH_TEXT].sh_addr = link + TEXT_OFF;
 	sh[SH_TEXT].sh_offset = TEXT_OFF;
-	sh[SH_TEXT].sh_size = p->text_size;
+	sh[SH_TEXT].sh_size = text_size;
 	sh[SH_TEXT].sh_addralign = 16;
 	sh[SH_SYMTAB].sh_name = 7;
 	sh[SH_SYMTAB].sh_type = SHT_SYMTAB;
 	sh[SH_SYMTAB].sh_offset = symoff;
-	sh[SH_SYMTAB].sh_size = (p->nfuncs + 1) * sizeof(Elf64_Sym);
+	sh[SH_SYMTAB].sh_size = (nfuncs + 1) * sizeof(Elf64_Sym);
 	sh[SH_SYMTAB].sh_link = SH_STRTAB;
 	sh[SH_SYMTAB].sh_info = 1;      /* index of the first global symbol */
 	sh[SH_SYMTAB].sh_addralign = 8;
@@ -112,11 +114,11 @@ int synth_write_elf(FILE *fp, const struct prog *p, uint64_t link)
 	for (off = sizeof(eh) + sizeof(ph); off < TEXT_OFF; off++)
 		if (fputc(0, fp) == EOF)
 			goto out;
-	if (fwrite(p->text, 1, p->text_size, fp) != p->text_size)
+	if (fwrite(p->text, 1, text_size, fp) != text_size)
 		goto out;
-	off = TEXT_OFF + p->text_size;
+	off = TEXT_OFF + text_size;
 	if (fwrite(zero, 1, symoff - off, fp) != symoff - off ||
-	    fwrite(sym, sizeof(*sym), p->nfuncs + 1, fp) != p->nfuncs + 1 ||
+	    fwrite(sym, sizeof(*sym), nfuncs + 1, fp) != nfuncs + 1 ||
 	    fwrite(str, 1, strsz, fp) != strsz ||
 	    fwrite(shstr, 1, sizeof(shstr), fp) != sizeof(shstr) ||
 	    fwrite(zero, 1, shoff - shstroff - sizeof(shstr), fp) !=

@@ -31,8 +31,11 @@ static void usage(FILE *fp)
 "  -s, --seed N          seed of program and execution (default 1)\n"
 "  -S, --scenario NAME   basic, nocomp, gap, overflow, late_start,\n"
 "                        abrupt_end, mixed, untraced, callback,\n"
-"                        overflow_pge, interrupt, unwind, late_gap, real\n"
-"                        or sysenter\n"
+"                        overflow_pge, interrupt, unwind, late_gap, real,\n"
+"                        sysenter, errors (calls into code the ELF lacks:\n"
+"                        decode errors resumed shallower, deeper and in\n"
+"                        the same frame) or unwind_loop (longjmp and\n"
+"                        throw at every turn)\n"
 "                        (default basic; see README.md)\n"
 "  -n, --insns N         traced instructions to aim for: 20000, 20k, 2M,\n"
 "                        1e8 or 2.5e6 (a whole number)\n"
@@ -45,7 +48,8 @@ static void usage(FILE *fp)
 "      --mtc-freq N      MTC every 2^N CTC ticks, 3..8 (default 6)\n"
 "      --ctc-ratio N     TSC ticks per CTC tick, 1..256 (default 2)\n"
 "      --libs N          untraced library functions, 1..64 (default 6;\n"
-"                        untraced, callback and real)\n"
+"                        untraced, callback and real; in errors: the\n"
+"                        missing ones)\n"
 "      --no-mtc          no MTC packets\n"
 "      --no-cyc          no CYC packets\n"
 "      --no-truth        do not write PREFIX.truth (for benchmarks)\n"
@@ -295,6 +299,12 @@ int main(int argc, char **argv)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	dt = since(&prog.start, &end);
+	if (!quiet && res.n.errors)
+		fprintf(stderr, "%shtr-synth: %s: %" PRIu64 " decode errors "
+			"(resumed %" PRIu64 " in the same frame, %" PRIu64
+			" shallower, %" PRIu64 " deeper)\n",
+			prog.tty ? "\r" : "", argv[optind], res.n.errors,
+			res.n.err_same, res.n.err_shallower, res.n.err_deeper);
 	if (!quiet)
 		fprintf(stderr, "%shtr-synth: %s: %" PRIu64 " insns, %" PRIu64
 			" blocks, %" PRIu64 " gaps, %" PRIu64 " bytes of trace, "

@@ -96,6 +96,11 @@ struct prog {
 	 * the instructions and what they load, for prog_link. */
 	struct { uint32_t insn, target; } *abs;
 	size_t nabs;
+	/* What the ELF holds, 0: everything.  Code past elf_text_size
+	 * runs and is traced, but a decoder has no code there (a library
+	 * not at hand); only the first elf_nfuncs functions are named. */
+	size_t elf_text_size;
+	unsigned elf_nfuncs;
 };
 
 /* Generate a program of @nfuncs traced functions from @seed (function 0 is

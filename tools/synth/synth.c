@@ -41,6 +41,11 @@
 			  * return that showed it */
 #define FLAG_CALLBACK 16u /* entered from untraced code: no traced call */
 #define FLAG_IRQ 32u     /* entered by an interrupt: no traced call */
+#define FLAG_GAP 64u     /* some of its execution is missing: open when a
+			  * gap began, or its start was lost in one */
+#define FLAG_LMID 128u   /* (not written) a late frame opened mid-trace,
+			  * where decoding resumed: not one the trace
+			  * started in */
 
 /* How a frame was entered, which decides what a decoder knows of it. */
 enum fkind {
@@ -52,6 +57,8 @@ enum fkind {
 	FK_CALLBACK,    /* untraced code called traced code: entry known
 			 * (TIP.PGE), return address not */
 	FK_IRQ,         /* an interrupt entered a traced handler */
+	FK_MISSING,     /* a traced call into code the image lacks (a
+			 * library not at hand): a decode error follows */
 };
 
 struct frame {
@@ -68,12 +75,17 @@ struct frame {
 	uint8_t kind;          /* enum fkind */
 	uint8_t no_tail;       /* a longjmp landed here: straight to ret */
 	uint8_t cbs;           /* FK_LIB: callbacks made */
+	uint8_t known;         /* a decoder has it open (it saw the call, or
+				* opened it where tracing resumed) */
+	uint8_t kret;          /* ... and knows its return address */
 };
 
 enum mode {
 	M_TRACED, M_OFF_GAP, M_OFF_OVF, M_PRE, M_STOPPED,
 	M_FILTERED,     /* running untraced code: no packets until traced
 			 * code runs again (TIP.PGE) */
+	M_OFF_ERR,      /* after a decode error: the processor traces on,
+			 * a decoder sees nothing up to the next PSB */
 };
 
 /* What a scenario contains; see scenario(). */
@@ -88,6 +100,10 @@ struct scen {
 				 * asynchronous disables */
 	int strict_resume;      /* resume a disable only where the tree rules
 				 * and the truth agree (not at an entry) */
+	int missing;            /* the library functions are traced but not
+				 * in the ELF: calls into them are decode
+				 * errors ("no memory mapped") */
+	int no_tail;            /* no tail calls */
 	struct prog_feat feat;
 };
 
@@ -133,6 +149,9 @@ struct run {
 				 * first: they close at the landing frame's
 				 * return */
 	unsigned nunw;
+	const struct frame **bview;  /* a decoder's open frames (see
+				      * err_resume_kind) */
+	unsigned err_at;        /* index of the frame an error left */
 	/* timing */
 	uint64_t tsc;           /* the real clock */
 	uint64_t ref;           /* time of the last emitted timing packet */
@@ -183,7 +202,15 @@ static int untraced_code(const struct run *r, uint32_t insn)
 {
 	uint8_t k = func_of(r, insn)->kind;
 
-	return k == SF_LIB || k == SF_LIB_CB;
+	return !r->sc.missing && (k == SF_LIB || k == SF_LIB_CB);
+}
+
+/* Code the processor traces but the ELF lacks. */
+static int missing_code(const struct run *r, uint32_t insn)
+{
+	uint8_t k = func_of(r, insn)->kind;
+
+	return r->sc.missing && (k == SF_LIB || k == SF_LIB_CB);
 }
 
 /* ------------------------------------------------------------------ */
@@ -323,7 +350,7 @@ static void psb(struct run *r, int enabled)
 static void truth_block(struct run *r, const struct frame *f, uint64_t last,
 			uint64_t tsc_last, unsigned flags)
 {
-	static const char letter[] = "LTRUCI";
+	static const char letter[] = "LTRUCIG";
 	char fl[8];
 	int n = 0;
 	unsigned i;
@@ -338,8 +365,11 @@ static void truth_block(struct run *r, const struct frame *f, uint64_t last,
 	if (!n)
 		fl[n++] = '-';
 	fl[n] = 0;
-	fprintf(r->truth, "block %lld %lld %u %llu %llu %llu %llu %s\n",
-		(long long) f->pre, (long long) f->parent, f->func,
+	/* A call into missing code: the next instruction a decoder gets is
+	 * elsewhere, so it knows no entry (tree rules, 2). */
+	fprintf(r->truth, "block %lld %lld %d %llu %llu %llu %llu %s\n",
+		(long long) f->pre, (long long) f->parent,
+		f->kind == FK_MISSING ? -1 : (int) f->func,
 		(unsigned long long) f->first, (unsigned long long) last,
 		(unsigned long long) f->tsc_first,
 		(unsigned long long) tsc_last, fl);
@@ -364,7 +394,16 @@ static void make_visible(struct run *r, unsigned i, uint64_t first,
 	f->parent = i ? r->st[i - 1].pre : -1;
 	f->first = first;
 	f->tsc_first = r->dtime;
-	f->flags = (uint8_t) flags;
+	f->flags = (uint8_t) (flags | (f->flags & FLAG_GAP));
+}
+
+/* A gap begins: every frame open now misses some of its execution. */
+static void gap_begins(struct run *r)
+{
+	unsigned i;
+
+	for (i = 0; i < r->depth; i++)
+		r->st[i].flags |= FLAG_GAP;
 }
 
 /* ------------------------------------------------------------------ */
@@ -388,6 +427,7 @@ static void push(struct run *r, uint32_t ret, uint32_t func, int traced_call,
 	if (r->depth > r->res.max_depth)
 		r->res.max_depth = r->depth;
 	if (traced_call) {
+		f->known = f->kret = 1;
 		make_visible(r, r->depth - 1, r->id, 0);
 		if (r->mode == M_TRACED) {
 			/* libipt keeps 64 return addresses; so do we. */
@@ -421,7 +461,8 @@ static int ret_addr_open(const struct run *r, uint32_t pc)
  * enough, so that it ends well within one MTC wrap. */
 static int hurry(const struct run *r)
 {
-	return r->winddown || ((r->mode == M_OFF_GAP || r->mode == M_OFF_OVF) &&
+	return r->winddown || ((r->mode == M_OFF_GAP || r->mode == M_OFF_OVF ||
+				r->mode == M_OFF_ERR) &&
 			       r->gap_len >= r->gap_min);
 }
 
@@ -432,14 +473,23 @@ static int want_call(struct run *r, int self)
 	return chance(r, self ? 45 : 70);
 }
 
-/* The frame a longjmp (@throw 0) or a throw (1) from the innermost frame
- * can land in, or -1.  Every frame from there up must be an ordinary traced
- * frame whose call the decoder saw; the tree rules then find the same
- * frame: by its return address for a longjmp (no frame above may share
- * it), by the function its landing pad is in for a throw (no frame above
- * may run it).  The landing frame must still run its own function (no
- * tail call since its entry): the pad is in that function. */
-static int unwind_target(struct run *r, int throw)
+/* The function frame @i runs now: where it called the frame above, or
+ * for the innermost the current instruction's. */
+static uint32_t cur_func(const struct run *r, unsigned i)
+{
+	return i + 1 < r->depth ? r->prog.insns[r->st[i + 1].ret].func :
+	       r->prog.insns[r->pc].func;
+}
+
+/* The frame a longjmp or a throw from the innermost frame can land in,
+ * or -1.  Every frame from there up must be an ordinary traced frame
+ * whose call the decoder saw.  Both land inside the landing frame's
+ * function (a jmp *%rax, or a ret to a rewritten return address: tree
+ * rules 3a and 3), so the tree rules find the same frame if it is the
+ * innermost running that function: no frame above may have entered it or
+ * run it (a tail call), and the landing frame must still run its own
+ * function (no tail call since its entry): the pad is in that function. */
+static int unwind_target(struct run *r)
 {
 	int cand[16], n = 0;
 	unsigned top = r->depth - 1, o, i;
@@ -451,11 +501,11 @@ static int unwind_target(struct run *r, int throw)
 		    (f->flags & FLAG_LATE) || f->ret == NO_RET)
 			break;
 		if (o == top || !r->prog.funcs[f->func].land ||
-		    r->prog.insns[r->st[o + 1].ret].func != f->func)
+		    cur_func(r, o) != f->func)
 			continue;
 		for (i = o + 1; i <= top; i++)
-			if (throw ? r->st[i].func == f->func :
-			    r->st[i].ret == f->ret)
+			if (r->st[i].func == f->func ||
+			    cur_func(r, i) == f->func)
 				break;
 		if (i <= top)
 			continue;
@@ -487,7 +537,7 @@ static int want_special(struct run *r, uint32_t pc)
 		return 0;
 	if (in->kind == SK_IJMP || in->kind == SK_RET) {
 		r->unw_throw = in->kind == SK_RET;
-		r->unw_o = unwind_target(r, r->unw_throw);
+		r->unw_o = unwind_target(r);
 		if (r->unw_o < 0)
 			return 0;
 	}
@@ -504,7 +554,8 @@ static int want_callback(struct run *r)
 	struct frame *f = &r->st[r->depth - 1];
 	unsigned caller, lo, span;
 
-	if (r->mode != M_FILTERED || f->kind != FK_LIB || hurry(r) ||
+	if (!((r->mode == M_FILTERED && f->kind == FK_LIB) ||
+	      (r->mode == M_OFF_ERR && f->kind == FK_MISSING)) || hurry(r) ||
 	    f->cbs >= 3 || r->depth >= r->o->max_depth || !chance(r, 60))
 		return 0;
 	caller = r->prog.insns[f->ret].func;
@@ -541,12 +592,14 @@ static int decide(struct run *r, const struct sinsn *in)
 		f->loop_n = f->loop_lim = 0;
 		return 0;
 	case SR_TAIL:
-		if (f->no_tail || hurry(r) || f->tails >= 2 || !chance(r, 35))
+		if (f->no_tail || r->sc.no_tail || hurry(r) || f->tails >= 2 ||
+		    !chance(r, 35))
 			return 1;
 		f->tails++;
 		return 0;
 	case SR_MAIN:
-		return !hurry(r);
+		/* A decode error's stretch does not end the program. */
+		return !(r->mode == M_OFF_ERR ? r->winddown : hurry(r));
 	case SR_SPECIAL:
 		return !want_special(r, r->pc);
 	case SR_CBLOOP:
@@ -563,8 +616,9 @@ static void report_gap_done(struct run *r)
 	unsigned i;
 
 	for (i = 0; i < r->ngap_done; i++)
-		truth_block(r, &r->gap_done[i], r->last_traced, r->last_dtime,
-			    FLAG_RETGAP);
+		if (r->gap_done[i].pre >= 0)
+			truth_block(r, &r->gap_done[i], r->last_traced,
+				    r->last_dtime, FLAG_RETGAP);
 	r->ngap_done = 0;
 }
 
@@ -671,6 +725,7 @@ static void start_off(struct run *r, enum mode m)
 		r->gap_min = cap;
 	r->ngap_events++;
 	r->res.n.early_gaps += r->sc.late && !r->late_returned;
+	gap_begins(r);
 }
 
 static void close_frame(struct run *r, uint64_t last_id, int traced_ret)
@@ -679,13 +734,12 @@ static void close_frame(struct run *r, uint64_t last_id, int traced_ret)
 
 	if (f->flags & FLAG_LATE)
 		r->late_returned = 1;
-	if (f->pre >= 0) {
-		if (traced_ret)
-			truth_block(r, f, last_id, r->dtime, 0);
-		else
-			/* Whether it returned shows only if tracing resumes. */
-			r->gap_done[r->ngap_done++] = *f;
-	}
+	if (f->pre >= 0 && traced_ret)
+		truth_block(r, f, last_id, r->dtime, 0);
+	else if (!traced_ret && (f->pre >= 0 || f->known))
+		/* Whether it returned shows only if tracing resumes (a
+		 * decoder still has it open till then). */
+		r->gap_done[r->ngap_done++] = *f;
 	if (f->comp)
 		r->ncomp--;
 	r->depth--;
@@ -757,6 +811,7 @@ static void lib_call(struct run *r, uint32_t target)
 	push(r, r->pc + 1, r->prog.insns[target].func, 0, FK_LIB);
 	r->ngap_done = 0;
 	r->mode = M_FILTERED;
+	gap_begins(r);
 }
 
 /* Untraced code calls traced code back: tracing resumes at its entry.
@@ -783,6 +838,7 @@ static void syscall_insn(struct run *r, uint32_t back)
 	r->special_pending = 0;
 	r->last_dtime = r->dtime;
 	ptw_ip_suppressed(&r->w, ppt_tip_pgd);
+	gap_begins(r);
 	r->tsc += 20 + synth_below(&r->rng, (unsigned) (r->wrap_ticks / 16));
 	r->pc = back;
 	r->ngap_done = 0;
@@ -814,12 +870,107 @@ static void report_unwound(struct run *r, uint64_t last)
 	r->nunw = 0;
 }
 
+/* A decode error begins after the instruction just run: execution went
+ * to code the image lacks (a call into a missing library, a callback
+ * returning into it).  The processor traces on; a decoder sees nothing
+ * up to the PSB where err_resume puts it back. */
+static void start_err(struct run *r)
+{
+	r->res.n.errors++;
+	/* the frame below the missing code's */
+	r->err_at = r->depth >= 2 ? r->depth - 2 : 0;
+	start_off(r, M_OFF_ERR);
+	r->gap_min = 2 + synth_below(&r->rng, 30);
+}
+
+/* The function a decoder gives a frame (none for code it lacks). */
+static uint32_t known_func(const struct frame *f)
+{
+	return f->kind == FK_MISSING ? UINT32_MAX : f->func;
+}
+
+/*
+ * Whether decoding may resume at r->pc after a decode error, and how the
+ * tree rules (README, 4: "after a decode error") then read it; 0: not
+ * here, they would get it wrong.  A decoder's open frames are the frames
+ * whose call it saw that are still open, then those that returned in the
+ * gap (innermost last); the frame main runs in is none of them (its call
+ * is not in the trace).  The rules in their order:
+ * 1: at the return address of one of them: it and the frames above it
+ *    returned; right if exactly the frames below it are still open;
+ * 2: inside the function of one of them (the innermost such): the frames
+ *    above it returned; right if exactly it and the frames below are open;
+ * 4: in a function none of them runs: one deeper frame, opened in the gap
+ *    under the innermost of them, all of which must still be open; the
+ *    frame's return (to its caller's function, or into the missing code)
+ *    is then a plain one as long as no open frame has its return address.
+ * Never at a function's entry (that reads as a callback).
+ */
+static int err_resume_kind(struct run *r)
+{
+	const struct frame **b = r->bview;
+	uint32_t pcf = r->prog.insns[r->pc].func;
+	unsigned d = r->depth, p = 1, n = 0, i;
+	int k;
+
+	if (r->gap_len < r->gap_min || missing_code(r, r->pc) ||
+	    r->prog.funcs[pcf].first == r->pc)
+		return 0;
+	while (p < d && r->st[p].known)
+		b[n++] = &r->st[p++];
+	for (i = r->ngap_done; i-- > 0;)
+		b[n++] = &r->gap_done[i];
+	for (k = (int) n - 1; k >= 0; k--)
+		if (b[k]->kret && b[k]->ret == r->pc)
+			break;
+	if (k >= 0)
+		return d == p && (unsigned) k + 1 == p ? 1 : 0;
+	for (k = (int) n - 1; k >= 0; k--)
+		if (known_func(b[k]) == pcf)
+			break;
+	if (k >= 0)
+		return d == p && (unsigned) k + 2 == d ? 2 : 0;
+	if (!n || n + 1 != p || d != p + 1 || r->st[p].func != pcf)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (b[i]->kret && b[i]->ret == r->st[p].ret)
+			return 0;
+	return 4;
+}
+
+/* Resume after a decode error: PSB+ with a FUP at r->pc, where a decoder
+ * syncs again.  @kind as err_resume_kind gives it. */
+static void err_resume(struct run *r, int kind)
+{
+	unsigned d = r->depth;
+
+	ptw_tnt_flush(&r->w);
+	psb(r, 1);
+	truth_gap(r, "error");
+	report_gap_done(r);
+	if (kind == 4) {
+		/* The deeper frame's caller (the missing code) holds a
+		 * traced instruction from now on. */
+		if (r->st[d - 2].pre < 0)
+			make_visible(r, d - 2, r->id, 0);
+		make_visible(r, d - 1, r->id,
+			     FLAG_LATE | FLAG_LMID | FLAG_GAP);
+		r->st[d - 1].known = 1;
+		r->res.n.err_deeper++;
+	} else if (d - 1 < r->err_at) {
+		r->res.n.err_shallower++;
+	} else {
+		r->res.n.err_same++;
+	}
+	r->mode = M_TRACED;
+}
+
 /* Execute the instruction at r->pc. Returns 0 when the program ended. */
 static int step(struct run *r)
 {
 	const struct sinsn *in = &r->prog.insns[r->pc];
 	int traced = r->mode == M_TRACED || r->mode == M_STOPPED;
-	int emit = r->mode == M_TRACED;
+	int emit = r->mode == M_TRACED || r->mode == M_OFF_ERR;
 	uint64_t my_id = r->id;
 	uint32_t next = r->pc + 1;
 	int ovf_here = 0, returned_open = 0, late;
@@ -870,6 +1021,18 @@ static int step(struct run *r)
 		 * traced instruction yet might return unseen. */
 		if (in->kind == SK_ICALL && emit)
 			tip(r, ppt_tip, addr(r, to));
+		if (r->mode == M_TRACED && missing_code(r, to)) {
+			struct frame *m;
+
+			push(r, r->pc + 1, r->prog.insns[to].func, 0,
+			     FK_MISSING);
+			m = &r->st[r->depth - 1];
+			m->known = m->kret = 1;
+			r->special_pending = 0;
+			start_err(r);
+			next = to;
+			break;
+		}
 		push(r, r->pc + 1, r->prog.insns[to].func, traced,
 		     lib || r->mode == M_FILTERED ? FK_HIDDEN : FK_NORMAL);
 		next = to;
@@ -885,7 +1048,9 @@ static int step(struct run *r)
 		return 1;
 	case SK_IJMP:
 		if (in->role == SR_LONGJMP) {
-			/* to a landing pad that leads to that frame's ret */
+			/* To a landing pad inside the landing frame's
+			 * function: the frames above it end here, unwound
+			 * (tree rules, 3a); it goes on (to its ret). */
 			const struct frame *o = &r->st[r->unw_o];
 
 			if (!emit || r->unw_o < 0)
@@ -895,6 +1060,8 @@ static int step(struct run *r)
 			r->st[r->unw_o].no_tail = 1;
 			r->res.n.longjmps++;
 			abandon(r);
+			report_unwound(r, my_id);
+			r->landing_pending = 1;
 			break;
 		}
 		if (emit) {
@@ -939,6 +1106,7 @@ static int step(struct run *r)
 			close_frame(r, my_id, 1);
 			r->ngap_done = 0;
 			r->mode = M_FILTERED;
+			gap_begins(r);
 			next = to;
 			break;
 		}
@@ -965,12 +1133,6 @@ static int step(struct run *r)
 			else
 				tip(r, ppt_tip, addr(r, to));
 		}
-		/* A longjmp landed in this frame: the frames it abandoned
-		 * end at its return, the one that showed it. */
-		if (r->nunw && traced) {
-			report_unwound(r, my_id);
-			r->landing_pending = 1;
-		}
 		late = f->flags & FLAG_LATE;
 		/* Where a frame entered before the trace or called from
 		 * untraced code returns to is unknown to a decoder: no
@@ -978,7 +1140,11 @@ static int step(struct run *r)
 		returned_open = !late && f->kind != FK_CALLBACK &&
 				f->kind != FK_HIDDEN;
 		close_frame(r, my_id, traced);
-		if (!traced && r->depth < r->gap_floor) {
+		if (traced && to != NO_RET && missing_code(r, to)) {
+			/* delivered; the code it returns to is not */
+			start_err(r);
+			returned_open = 0;
+		} else if (!traced && r->depth < r->gap_floor) {
 			r->gap_floor = r->depth;
 			r->gap_rets[r->ngap_rets++] = to;
 		} else {
@@ -1008,6 +1174,12 @@ static int step(struct run *r)
 	if ((r->mode == M_OFF_GAP || r->mode == M_OFF_OVF) &&
 	    may_resume(r, returned_open))
 		resume(r);
+	if (r->mode == M_OFF_ERR) {
+		int kind = err_resume_kind(r);
+
+		if (kind)
+			err_resume(r, kind);
+	}
 	return 1;
 }
 
@@ -1133,8 +1305,10 @@ static void execute(struct run *r)
 				fail(r, "canceled");
 		}
 	}
-	if (r->mode == M_OFF_GAP || r->mode == M_OFF_OVF)
-		truth_gap(r, r->mode == M_OFF_GAP ? "disabled" : "overflow");
+	if (r->mode == M_OFF_GAP || r->mode == M_OFF_OVF ||
+	    r->mode == M_OFF_ERR)
+		truth_gap(r, r->mode == M_OFF_GAP ? "disabled" :
+			  r->mode == M_OFF_ERR ? "error" : "overflow");
 	finish_truth(r);
 }
 
@@ -1142,7 +1316,7 @@ static void truncate_frame(struct run *r, struct frame *f, int *late_seen)
 {
 	if (f->pre < 0)
 		return;
-	if (f->flags & FLAG_LATE) {
+	if ((f->flags & FLAG_LATE) && !(f->flags & FLAG_LMID)) {
 		/* Frames entered before the trace that never return in it
 		 * nest with identical spans: a decoder sees only the
 		 * innermost, which then has no parent. */
@@ -1266,7 +1440,7 @@ static void write_bundle(FILE *fp, const char *prefix, uint64_t base)
 static const char *const scenario_names[SYNTH_NSCENARIOS] = {
 	"basic", "nocomp", "gap", "overflow", "late_start", "abrupt_end",
 	"mixed", "untraced", "callback", "overflow_pge", "interrupt",
-	"unwind", "late_gap", "real", "sysenter",
+	"unwind", "late_gap", "real", "sysenter", "errors", "unwind_loop",
 };
 
 /* What each scenario contains. */
@@ -1313,6 +1487,20 @@ static void scenario(const struct synth_opts *o, struct scen *sc)
 		sc->early = 1;
 		sc->gaps = 1;
 		sc->ovfs = 1;
+		break;
+	case SYNTH_ERRORS:
+		/* The libraries are traced but missing from the ELF. */
+		ft->libs = o->libs;
+		ft->callbacks = 1;
+		ft->special = 30;
+		sc->missing = 1;
+		/* A tail call in a gap would change the function a frame
+		 * runs unseen; the rules could not match it. */
+		sc->no_tail = 1;
+		break;
+	case SYNTH_UNWIND_LOOP:
+		ft->unwind = 1;
+		ft->special = 70;
 		break;
 	case SYNTH_SYSENTER:
 		ft->sysenter = 1;
@@ -1427,13 +1615,14 @@ int synth_run(const struct synth_opts *o, const char *prefix,
 	r->gap_rets = calloc(r->cap, sizeof(*r->gap_rets));
 	r->gap_done = calloc(r->cap, sizeof(*r->gap_done));
 	r->unw = calloc(r->cap, sizeof(*r->unw));
+	r->bview = calloc(2 * (size_t) r->cap, sizeof(*r->bview));
 	r->tsc = r->ref = r->mref = r->dtime = 0x100000;
 	r->wrap_ticks = (1ull << (o->mtc_freq + 8)) * o->ctc_ratio;
 	scenario(o, &r->sc);
 	r->gaps_left = r->sc.gaps;
 	r->ovfs_left = r->sc.ovfs;
 	r->unw_o = -1;
-	if (!r->st || !r->gap_rets || !r->gap_done || !r->unw ||
+	if (!r->st || !r->gap_rets || !r->gap_done || !r->unw || !r->bview ||
 	    prog_generate(&r->prog, o->seed, o->nfuncs, &r->sc.feat) < 0) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
@@ -1443,6 +1632,11 @@ int synth_run(const struct synth_opts *o, const char *prefix,
 		goto out;
 	}
 	prog_link(&r->prog, r->text);
+	if (r->sc.missing) {
+		/* The ELF ends before the libraries: no code mapped there. */
+		r->prog.elf_text_size = r->prog.funcs[r->prog.ntraced].off;
+		r->prog.elf_nfuncs = r->prog.ntraced;
+	}
 	if (out_open(elf, prefix, ".elf", err, errlen) < 0 ||
 	    out_open(pt, prefix, ".pt", err, errlen) < 0 ||
 	    (o->truth && out_open(truth, prefix, ".truth", err, errlen) < 0) ||
@@ -1458,7 +1652,7 @@ int synth_run(const struct synth_opts *o, const char *prefix,
 	}
 	r->truth = truth->fp;
 	if (r->truth) {
-		fprintf(r->truth, "htr-synth-truth 1\nseed %llu\nscenario %s\n"
+		fprintf(r->truth, "htr-synth-truth 2\nseed %llu\nscenario %s\n"
 			"elf %s.elf\ntrace %s.pt\nbase 0x%llx\n"
 			"decoder cpuid_0x15_eax 1 cpuid_0x15_ebx %u "
 			"mtc_freq %u nom_freq %u\n",
@@ -1502,6 +1696,7 @@ out:
 	free(r->gap_rets);
 	free(r->gap_done);
 	free(r->unw);
+	free(r->bview);
 	free(r);
 	return rc;
 }

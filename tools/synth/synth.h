@@ -30,6 +30,9 @@ enum synth_scenario {
 	SYNTH_LATE_GAP,   /* late start with gaps before the first return */
 	SYNTH_REAL,       /* all of the above, plus mixed */
 	SYNTH_SYSENTER,   /* 32-bit code: sysenter, back at a fixed landing */
+	SYNTH_ERRORS,     /* calls into code the ELF lacks: decode errors,
+			   * resumed shallower, deeper, in the same frame */
+	SYNTH_UNWIND_LOOP, /* longjmp and throw at every turn */
 	SYNTH_NSCENARIOS
 };
 
@@ -75,6 +78,10 @@ struct synth_counts {
 	uint64_t early_gaps;    /* gaps and overflows before the first
 				 * return of a frame the trace started in */
 	uint64_t sysenters;
+	uint64_t errors;        /* decode errors ("no memory mapped") */
+	uint64_t err_same;      /* ... resumed in the frame they left */
+	uint64_t err_shallower; /* ... in an outer frame */
+	uint64_t err_deeper;    /* ... in a frame entered in the gap */
 };
 
 struct synth_result {

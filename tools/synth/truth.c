@@ -40,7 +40,17 @@ int truth_load(struct truth *t, const char *path, char *err, size_t errlen)
 		lineno++;
 		if (sscanf(line, "%31s", word) != 1)
 			continue;
-		if (!strcmp(word, "block")) {
+		if (!strcmp(word, "htr-synth-truth")) {
+			if (sscanf(line, "htr-synth-truth %llu", &a) != 1 ||
+			    a < 1 || a > 2) {
+				snprintf(err, errlen, "%s:%zu: unknown truth "
+					 "format", path, lineno);
+				fclose(fp);
+				truth_free(t);
+				return -1;
+			}
+			t->version = (int) a;
+		} else if (!strcmp(word, "block")) {
 			struct truth_block *bl;
 
 			if (push((void **) &t->blocks, &t->nblocks, &capb,
@@ -63,7 +73,8 @@ int truth_load(struct truth *t, const char *path, char *err, size_t errlen)
 				    (strchr(flags, 'R') ? TRUTH_RETGAP : 0) |
 				    (strchr(flags, 'U') ? TRUTH_UNWOUND : 0) |
 				    (strchr(flags, 'C') ? TRUTH_CALLBACK : 0) |
-				    (strchr(flags, 'I') ? TRUTH_IRQ : 0);
+				    (strchr(flags, 'I') ? TRUTH_IRQ : 0) |
+				    (strchr(flags, 'G') ? TRUTH_GAP : 0);
 		} else if (!strcmp(word, "func")) {
 			struct truth_func *fn;
 
@@ -87,6 +98,7 @@ int truth_load(struct truth *t, const char *path, char *err, size_t errlen)
 				goto bad;
 			g->id = a;
 			g->overflow = !strcmp(kind, "overflow");
+			g->error = !strcmp(kind, "error");
 		} else if (!strcmp(word, "seed")) {
 			sscanf(line, "seed %llu", &a);
 			t->seed = a;
@@ -132,6 +144,18 @@ oom:
 	fclose(fp);
 	truth_free(t);
 	return -1;
+}
+
+int truth_gap_flag(const struct truth *t, const struct truth_block *b)
+{
+	size_t i;
+
+	if (t->version >= 2)
+		return (b->flags & TRUTH_GAP) != 0;
+	for (i = 0; i < t->ngaps; i++)
+		if (t->gaps[i].id > b->first && t->gaps[i].id <= b->last)
+			return 1;
+	return 0;
 }
 
 void truth_free(struct truth *t)

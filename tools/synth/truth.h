@@ -16,6 +16,8 @@
 #define TRUTH_CALLBACK 16u /* C: entered from untraced code (TIP.PGE at its
 			    * entry): no call at FIRST - 1 */
 #define TRUTH_IRQ 32u    /* I: entered by an interrupt: no call at FIRST - 1 */
+#define TRUTH_GAP 64u    /* G: some of its execution is missing (format 2;
+			  * format 1 does not say: see truth_gap_flag) */
 #define TRUTH_FUNC_NONE UINT32_MAX /* FUNC -1: unknown */
 
 struct truth_func {
@@ -35,9 +37,11 @@ struct truth_block {
 struct truth_gap {
 	uint64_t id;
 	int overflow;           /* 0: tracing disabled, 1: overflow */
+	int error;              /* 1: a decode error (overflow is 0) */
 };
 
 struct truth {
+	int version;            /* the format: 1, or 2 with G letters */
 	uint64_t seed, base, insns;
 	char scenario[32], elf[256], trace[256];
 	uint32_t cpuid_eax, cpuid_ebx, mtc_freq, nom_freq;
@@ -52,5 +56,9 @@ struct truth {
 /* Returns 0, or -1 with a message in @err. */
 int truth_load(struct truth *t, const char *path, char *err, size_t errlen);
 void truth_free(struct truth *t);
+
+/* Whether block @b has the gap flag.  Format 2 says (G); format 1 wrote
+ * no letter and meant "a gap lies inside its span". */
+int truth_gap_flag(const struct truth *t, const struct truth_block *b);
 
 #endif

@@ -1,6 +1,7 @@
 #include "verify.h"
 #include "truth.h"
 
+#include <elf.h>
 #include <intel-pt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,14 +47,24 @@ static void config(struct pt_config *c, const struct ref_cfg *cfg,
 	c->nom_freq = (uint8_t) cfg->nom_freq;
 }
 
+/* The synthesizer's single PT_LOAD, at @base: only the code it holds is
+ * mapped (the errors scenario's libraries are not). */
 static int add_elf(struct pt_image *img, const struct ref_cfg *cfg)
 {
-	struct stat st;
+	FILE *fp = fopen(cfg->elf, "rb");
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph;
+	int ok;
 
-	/* The synthesizer's single PT_LOAD starts at file offset 0. */
-	if (stat(cfg->elf, &st) < 0)
+	if (!fp)
 		return -1;
-	return pt_image_add_file(img, cfg->elf, 0, (uint64_t) st.st_size,
+	ok = fread(&eh, sizeof(eh), 1, fp) == 1 && eh.e_phnum == 1 &&
+	     fseek(fp, (long) eh.e_phoff, SEEK_SET) == 0 &&
+	     fread(&ph, sizeof(ph), 1, fp) == 1 && ph.p_type == PT_LOAD;
+	fclose(fp);
+	if (!ok)
+		return -1;
+	return pt_image_add_file(img, cfg->elf, ph.p_offset, ph.p_filesz,
 				 NULL, cfg->base);
 }
 
@@ -66,6 +77,7 @@ int ref_decode_insn(const struct ref_cfg *cfg, struct ref *out)
 	int status, off = 0, async_off = 0, call_pending = 0;
 	uint64_t call_id = 0, call_ret = 0, off_at = 0;
 	uint64_t pgd_ip = 0, irq_from = 0;   /* since the pending call */
+	uint64_t err_ip = 0;
 
 	if (!buf)
 		return -1;
@@ -108,7 +120,7 @@ int ref_decode_insn(const struct ref_cfg *cfg, struct ref *out)
 					 * syscall into untraced code). */
 					if (off && !(async_off &&
 						     ev.variant.enabled.ip == off_at)) {
-						struct ref_gap g = { out->insns, 0 };
+						struct ref_gap g = { out->insns, 0, 0 };
 
 						PUSH(out->gaps, out->ngaps, g);
 					}
@@ -121,7 +133,7 @@ int ref_decode_insn(const struct ref_cfg *cfg, struct ref *out)
 					off = 0;
 					break;
 				case ptev_overflow: {
-					struct ref_gap g = { out->insns, 1 };
+					struct ref_gap g = { out->insns, 1, 0 };
 
 					PUSH(out->gaps, out->ngaps, g);
 					break;
@@ -135,11 +147,14 @@ int ref_decode_insn(const struct ref_cfg *cfg, struct ref *out)
 			}
 			if (status < 0)
 				break;
+			insn.ip = 0;
 			status = pt_insn_next(d, &insn, sizeof(insn));
-			if (status < 0)
+			if (status < 0) {
+				err_ip = insn.ip;
 				break;
+			}
 			if (call_pending) {
-				struct ref_call cl = { call_id, insn.ip };
+				struct ref_call cl = { call_id, insn.ip, 0 };
 
 				if (pgd_ip)
 					cl.target = pgd_ip;
@@ -156,15 +171,33 @@ int ref_decode_insn(const struct ref_cfg *cfg, struct ref *out)
 			} else if (insn.iclass == ptic_return ||
 				   insn.iclass == ptic_far_return) {
 				PUSH(out->rets, out->nrets, out->insns);
+			} else if (insn.iclass == ptic_jump &&
+				   insn.raw[0] == 0xff) {
+				PUSH(out->ijmps, out->nijmps, out->insns);
 			}
 			out->insns++;
 		}
 		if (status == -pte_eos)
 			break;
+		{
+			/* Decoding goes on at the next PSB: an error gap.
+			 * A call right before it entered the code that is
+			 * not there: its callee is a block only if decoding
+			 * resumes inside a callback of it. */
+			struct ref_gap g = { out->insns, 0, 1 };
+
+			PUSH(out->gaps, out->ngaps, g);
+			if (call_pending) {
+				struct ref_call cl = { call_id, err_ip, 1 };
+
+				PUSH(out->calls, out->ncalls, cl);
+				call_pending = 0;
+			}
+		}
 		out->errors++;
 	}
 	if (off && async_off) {
-		struct ref_gap g = { out->insns, 0 };
+		struct ref_gap g = { out->insns, 0, 0 };
 
 		PUSH(out->gaps, out->ngaps, g);
 	}
@@ -195,6 +228,16 @@ int ref_decode_time(const struct ref_cfg *cfg, struct ref *out)
 		status = pt_blk_sync_forward(d);
 		if (status < 0)
 			break;
+		if (id) {
+			/* After a decode error the next block starts at the
+			 * PSB's time, not where the last one ended. */
+			struct ref_time t = { id, 0 };
+
+			if (out->ntimes && out->times[out->ntimes - 1].id == id)
+				out->ntimes--;
+			pt_blk_time(d, &t.tsc, NULL, NULL);
+			PUSH(out->times, out->ntimes, t);
+		}
 		for (;;) {
 			struct pt_block b;
 
@@ -234,6 +277,7 @@ void ref_free(struct ref *r)
 {
 	free(r->calls);
 	free(r->rets);
+	free(r->ijmps);
 	free(r->gaps);
 	free(r->times);
 	free(r->times_last);
@@ -280,14 +324,16 @@ static int compare(const struct truth *t, struct ref *r,
 {
 	struct ref_call *calls = calloc(t->nblocks + 1, sizeof(*calls));
 	uint64_t *rets = calloc(t->nblocks + 1, sizeof(*rets));
-	size_t nc = 0, nr = 0, i, j;
+	size_t nc = 0, nr = 0, i, j, nerr = 0;
 	int rc = -1;
 
 	if (!calls || !rets)
 		MISMATCH("out of memory");
-	if (r->errors)
-		MISMATCH("libipt hit %llu decode errors",
-			 (unsigned long long) r->errors);
+	for (i = 0; i < t->ngaps; i++)
+		nerr += t->gaps[i].error != 0;
+	if (r->errors != nerr)
+		MISMATCH("libipt hit %llu decode errors, truth has %zu",
+			 (unsigned long long) r->errors, nerr);
 	if (r->insns != t->insns)
 		MISMATCH("libipt decodes %llu instructions, truth says %llu",
 			 (unsigned long long) r->insns,
@@ -300,20 +346,26 @@ static int compare(const struct truth *t, struct ref *r,
 			 (unsigned long long) r->blk_insns,
 			 (unsigned long long) r->insns);
 	/* An invocation entered by a traced call is a call at first-1 to its
-	 * function's entry; one that did not end otherwise ends in a return
-	 * at last (unwound ones share the return that showed it). */
+	 * function's entry (late ones opened where decoding resumed have no
+	 * call); one that did not end otherwise ends in a return at last
+	 * (unwound ones share the return that showed it, or end at the jump
+	 * that did). */
 	for (i = 0; i < t->nblocks; i++) {
 		const struct truth_block *b = &t->blocks[i];
 
 		if (b->func >= t->nfuncs && b->func != TRUTH_FUNC_NONE)
 			MISMATCH("block %lld: bad function", (long long) b->pre);
 		if (!(b->flags & (TRUTH_LATE | TRUTH_CALLBACK | TRUTH_IRQ))) {
-			if (b->func == TRUTH_FUNC_NONE)
-				MISMATCH("block %lld: entered by a call to an "
-					 "unknown function", (long long) b->pre);
+			/* FUNC -1: a call into code the image lacks, right
+			 * before a decode error (target 0: not compared) */
 			calls[nc].id = b->first - 1;
-			calls[nc++].target = t->funcs[b->func].entry;
+			calls[nc++].target = b->func == TRUTH_FUNC_NONE ? 0 :
+					     t->funcs[b->func].entry;
 		}
+		if ((b->flags & TRUTH_UNWOUND) && r->nijmps &&
+		    bsearch(&b->last, r->ijmps, r->nijmps, sizeof(uint64_t),
+			    cmp_u64))
+			continue;
 		if (!(b->flags & (TRUTH_TRUNC | TRUTH_RETGAP)))
 			rets[nr++] = b->last;
 	}
@@ -326,17 +378,33 @@ static int compare(const struct truth *t, struct ref *r,
 	qsort(r->times, r->ntimes, sizeof(*r->times), cmp_time);
 	qsort(r->times_last, r->ntimes_last, sizeof(*r->times_last),
 	      cmp_time);
-	for (i = 0; i < nc && i < r->ncalls; i++)
-		if (r->calls[i].id != calls[i].id ||
-		    r->calls[i].target != calls[i].target)
-			MISMATCH("call #%zu: libipt at %llu to 0x%llx, truth at "
-				 "%llu to 0x%llx", i,
-				 (unsigned long long) r->calls[i].id,
-				 (unsigned long long) r->calls[i].target,
-				 (unsigned long long) calls[i].id,
-				 (unsigned long long) calls[i].target);
-	if (r->ncalls != nc)
-		MISMATCH("libipt decodes %zu calls, truth has %zu", r->ncalls, nc);
+	/* A call right before a decode error is in the truth only where its
+	 * callee became a block; every other call is in both. */
+	for (i = 0, j = 0; i < nc || j < r->ncalls; j++) {
+		if (j == r->ncalls)
+			MISMATCH("truth has call #%zu at %llu, libipt not", i,
+				 (unsigned long long) calls[i].id);
+		if (i < nc && r->calls[j].id == calls[i].id &&
+		    (r->calls[j].target == calls[i].target ||
+		     (!calls[i].target && r->calls[j].err))) {
+			i++;
+			continue;
+		}
+		if (r->calls[j].err && (i == nc ||
+					r->calls[j].id != calls[i].id))
+			continue;
+		if (i == nc)
+			MISMATCH("libipt decodes call #%zu at %llu to 0x%llx, "
+				 "truth has no more", j,
+				 (unsigned long long) r->calls[j].id,
+				 (unsigned long long) r->calls[j].target);
+		MISMATCH("call #%zu: libipt at %llu to 0x%llx, truth at "
+			 "%llu to 0x%llx", j,
+			 (unsigned long long) r->calls[j].id,
+			 (unsigned long long) r->calls[j].target,
+			 (unsigned long long) calls[i].id,
+			 (unsigned long long) calls[i].target);
+	}
 	for (i = 0; i < nr && i < r->nrets; i++)
 		if (r->rets[i] != rets[i])
 			MISMATCH("return #%zu: libipt at %llu, truth at %llu", i,
@@ -348,7 +416,8 @@ static int compare(const struct truth *t, struct ref *r,
 		MISMATCH("libipt sees %zu gaps, truth has %zu", r->ngaps, t->ngaps);
 	for (i = 0; i < t->ngaps; i++)
 		if (r->gaps[i].id != t->gaps[i].id ||
-		    r->gaps[i].overflow != t->gaps[i].overflow)
+		    r->gaps[i].overflow != t->gaps[i].overflow ||
+		    r->gaps[i].error != t->gaps[i].error)
 			MISMATCH("gap #%zu: libipt at %llu, truth at %llu", i,
 				 (unsigned long long) r->gaps[i].id,
 				 (unsigned long long) t->gaps[i].id);
@@ -356,7 +425,7 @@ static int compare(const struct truth *t, struct ref *r,
 		const struct truth_block *b = &t->blocks[i];
 		uint64_t tsc = 0;
 
-		if (!(b->flags & TRUTH_LATE)) {
+		if (!(b->flags & TRUTH_LATE) || b->first) {
 			if (time_at(r, b->first, 0, &tsc) < 0 ||
 			    tsc != b->tsc_first)
 				MISMATCH("block %lld: tsc at its first instruction "

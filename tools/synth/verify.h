@@ -9,19 +9,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct ref_call { uint64_t id, target; };
+struct ref_call {
+	uint64_t id, target;
+	int err;        /* a decode error came right after it: whether the
+			 * callee ran a traced instruction depends on where
+			 * decoding resumed (target: where the error was) */
+};
 struct ref_time { uint64_t id, tsc; };
-struct ref_gap { uint64_t id; int overflow; };
+struct ref_gap { uint64_t id; int overflow, error; };
 
 struct ref {
 	uint64_t insns;
-	uint64_t errors;        /* decode errors (there should be none) */
+	uint64_t errors;        /* decode errors (an "error" gap each) */
 	/* Near calls whose callee ran a traced instruction, with the
 	 * callee's entry: the next instruction, or where a TIP.PGD or an
 	 * interrupt says the callee began.  A call into untraced code that
 	 * comes straight back is no block, so it is left out. */
 	struct ref_call *calls; size_t ncalls;
 	uint64_t *rets; size_t nrets;   /* near and far returns */
+	uint64_t *ijmps; size_t nijmps; /* indirect near jumps */
 	struct ref_gap *gaps; size_t ngaps;
 	/* Block decoder: the time after each block, keyed by the ID after
 	 * it (times) and by its last ID (times_last). */
