@@ -207,8 +207,8 @@ struct htr_func_stats {
  * block's ~MODULE!NAME) by its NAME alone, so "memcpy" finds
  * libc.so.6!memcpy; a pattern with '!' matches whole names only.  A
  * pattern without '@' also matches a name with a symbol version by the
- * name before it ("memcpy" finds memcpy@@GLIBC_2.14 and memcpy@GLIBC_2.2.5;
- * a PLT stub's "@plt" is not a version). */
+ * name before it ("memcpy" finds memcpy@@GLIBC_2.14 and memcpy@GLIBC_2.2.5,
+ * and "memcpy@plt", a PLT stub nothing bound). */
 #define HTR_MATCH_EXACT 0   /* @pattern is a name */
 #define HTR_MATCH_GLOB  1   /* @pattern is an fnmatch(3) glob (no flags) */
 
@@ -246,7 +246,11 @@ typedef int (*htr_sym_fn)(const char *name, uint32_t block, void *payload);
 /**
  * Symbol index lookup: for every function whose name matches @pattern (in
  * byte order of the names), call @fn for each of its blocks in
- * chronological order (by first instruction).
+ * chronological order (by first instruction).  Then the blocks entered
+ * through a function that always leads to a matching name, whose own name
+ * does not match, each once under its own name: another name of the same
+ * address (puts finds _IO_puts), a PLT stub's target, a tail jump its
+ * first straight-line instructions end in (qsort_r finds qsort).
  *
  * Returns 0 when every block was visited, the callback's positive value
  * or own negative code when it stopped, HTR_ERR_CALLBACK,
