@@ -1083,17 +1083,17 @@ static int cmp_export(const void *a, const void *b)
 	return x->mod < y->mod ? -1 : x->mod > y->mod;
 }
 
-/* Whether export @e satisfies a reference to a symbol of version @want
- * (NULL: none), as the dynamic loader binds: the version asked for, else
- * an unversioned definition or the default version. */
+/* How well export @e satisfies a reference to a symbol of version @want
+ * (NULL: none), as the dynamic loader binds: 0 the version asked for, 1
+ * an unversioned definition, 2 the default version, 3 not at all. */
 static int binds(const struct loader *ld, const struct export *e,
 		 const char *want)
 {
 	if (e->version == UINT32_MAX)
 		return 1;
 	if (want && !strcmp(ld->tpool + e->version, want))
-		return 1;
-	return !e->hidden;
+		return 0;
+	return e->hidden ? 3 : 2;
 }
 
 /*
@@ -1133,6 +1133,7 @@ static int resolve_stubs(struct loader *ld)
 				   ld->tpool + st->version;
 		uint32_t mod = st->mod, best = UINT32_MAX;
 		uint64_t next = 0;
+		int how = 3;
 		struct htr_elf_func c;
 		char *plt;
 		size_t lo = 0, hi = ld->nexports, len = strlen(label);
@@ -1151,12 +1152,17 @@ static int resolve_stubs(struct loader *ld)
 			for (; lo < ld->nexports &&
 			     !strcmp(ld->exports[lo].sname, imp); lo++) {
 				const struct export *e = &ld->exports[lo];
+				int b = binds(ld, e, want);
 
-				if (binds(ld, e, want) && (best == UINT32_MAX ||
+				/* The first module in search order, its best
+				 * version. */
+				if (b < 3 && (best == UINT32_MAX ||
 				    order[e->mod] < order[best] ||
 				    (order[e->mod] == order[best] &&
-				     e->mod < best))) {
+				     (e->mod < best ||
+				      (e->mod == best && b < how))))) {
 					best = e->mod;
+					how = b;
 					next = e->addr;
 				}
 			}
