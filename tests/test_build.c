@@ -193,6 +193,96 @@ Test(build, sysenter) { scenario(SYNTH_SYSENTER); }
 Test(build, errors) { scenario(SYNTH_ERRORS); }
 Test(build, unwind_loop) { scenario(SYNTH_UNWIND_LOOP); }
 
+/* The truth's depth: the most blocks nested in one another. */
+static uint32_t truth_depth(const struct truth *t)
+{
+	uint32_t best = 0, *depth_of_pre;
+	int64_t npre = 0;
+	size_t i;
+
+	for (i = 0; i < t->nblocks; i++)
+		if (t->blocks[i].pre + 1 > npre)
+			npre = t->blocks[i].pre + 1;
+	depth_of_pre = calloc((size_t) npre + 1, sizeof(*depth_of_pre));
+	cr_assert_not_null(depth_of_pre);
+	/* Post-order: a parent comes after its children; walk backwards. */
+	for (i = t->nblocks; i-- > 0;) {
+		const struct truth_block *b = &t->blocks[i];
+		uint32_t d = b->parent >= 0 && b->parent < npre ?
+			     depth_of_pre[b->parent] + 1 : 1;
+
+		depth_of_pre[b->pre] = d;
+		if (d > best)
+			best = d;
+	}
+	free(depth_of_pre);
+	return best;
+}
+
+/* @s at a small and a large size (@n1, @n2 instructions: more decode
+ * errors, more longjmps and throws): the depth stays within the
+ * program's nesting, equals the truth's at both sizes, and the trees are
+ * the truth's.  Returns the larger build's count of error gaps. */
+static uint64_t depth_flat(enum synth_scenario s, uint64_t n1, uint64_t n2)
+{
+	uint64_t sizes[2] = { n1, n2 }, errors = 0;
+	struct truth t[2];
+	struct htr_file *f[2] = { NULL, NULL };
+	char tag[2][64];
+	unsigned k;
+
+	for (k = 0; k < 2; k++) {
+		struct synth_opts o;
+		struct htr_file_info fi;
+		uint64_t i;
+
+		synth_opts_init(&o);
+		o.scenario = s;
+		o.seed = 1;    /* errors: all three ways of resuming */
+		o.insns = sizes[k];
+		o.max_depth = 8;
+		snprintf(tag[k], sizeof(tag[k]), "flat-%s-%" PRIu64,
+			 synth_scenario_name(s), sizes[k]);
+		make(&o, tag[k], &t[k], &f[k], "%s.elf");
+		fi.size = sizeof(fi);
+		cr_assert_eq(htr_file_info(f[k], &fi, sizeof(fi)), 0);
+		errors = 0;
+		for (i = 0; i < t[k].ngaps; i++)
+			errors += t[k].gaps[i].error != 0;
+		fprintf(stderr, "%s: %" PRIu64 " insns, %" PRIu64 " decode "
+			"errors, depth %u, truth %u\n", tag[k], fi.ninsns,
+			errors, fi.max_depth, truth_depth(&t[k]));
+		/* main's frame and at most max_depth calls */
+		cr_assert_leq(fi.max_depth, o.max_depth + 1, "%s: depth %u",
+			      tag[k], fi.max_depth);
+		cr_assert_eq(fi.max_depth, truth_depth(&t[k]), "%s: depth %u, "
+			     "truth %u", tag[k], fi.max_depth,
+			     truth_depth(&t[k]));
+	}
+	/* Then block for block (after the depths: they say more at a
+	 * glance when a block differs). */
+	for (k = 0; k < 2; k++) {
+		compare(&t[k], f[k], tag[k], 1);
+		htr_file_close(f[k]);
+		truth_free(&t[k]);
+	}
+	return errors;
+}
+
+/* Decode errors that resume in the frame they left, shallower and deeper
+ * (hundreds of them): the depth does not grow with their number. */
+Test(build, errors_depth_flat, .timeout = 120)
+{
+	cr_assert_geq(depth_flat(SYNTH_ERRORS, 2000, 100000), 100);
+}
+
+/* longjmp and throw at most turns, 20 000 and 600 000 instructions (a
+ * few hundred and some ten thousand unwindings): the depth stays flat. */
+Test(build, unwind_loop_depth_flat, .timeout = 120)
+{
+	depth_flat(SYNTH_UNWIND_LOOP, 20000, 600000);
+}
+
 /* The same execution traced at the link address and at a PIE base (the
  * synthesizer's code is position independent): FILE and FILE@BASE give
  * the truth's tree each time, and the two trees are the same but for the
