@@ -175,6 +175,10 @@ static int perf_trace(struct htr_cursor *c)
 				    ti.tid, ti.pid);
 	rc = htr_perfdata__join(c->pd->data, t->chunks, t->nchunks,
 				&c->joined, &c->err);
+	/* User and kernel traced: as htr build decoded it (without
+	 * --kcore/--vmlinux; a build with them fails the size check). */
+	if (rc == 0 && c->pd->pt.kernel)
+		rc = htr_perfdata__user_only(&c->joined, NULL, &c->err);
 	if (rc < 0)
 		return rc;
 	c->trace = (uint8_t *) c->joined.data;

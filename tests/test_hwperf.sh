@@ -23,6 +23,7 @@ set -u
 htr=$1
 cmp=$2
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/same_htr.sh"
 src=$here/record
 
 for tool in qemu-x86_64 cc python3; do
@@ -122,7 +123,7 @@ check() {
 	"$htr" build -q -j1 -o "$d/j1" "$d/$f" 2>/dev/null
 	"$htr" build -q -j2 --chunk-size 1K -o "$d/j2" "$d/$f" 2>/dev/null
 	for h in "$d"/j1.*.htr; do
-		cmp -s "$h" "$d/j2.${h##*/j1.}" ||
+		same_htr "$h" "$d/j2.${h##*/j1.}" ||
 			fail "$what: -j1 and -j2 built other files"
 	done
 	rm -f "$d"/j1.* "$d"/j2.*
@@ -192,6 +193,22 @@ variants() {
 	case $opt in *--no-ret-compression*) ;; *) return ;; esac
 	[ $have_perf -eq 1 ] || return
 	perf_agree "$d" kc.data kc "$name user+kernel, cycles"
+	# htr insns --trace re-decodes the user+kernel perf.data as the
+	# build did: perf's instructions, one by one.
+	case $opt in *--cpus*) ;; *)
+		h=$(ls "$d"/kc.*.htr)
+		n=$("$htr" info "$h" | awk '$1 == "instructions:" { print $2 }')
+		"$htr" insns --trace "$d/kc.data" --count "$n" "$h" |
+			awk '$2 != "gap" { sub(/^0x/, "", $2); print $2 }' \
+			>"$d/htr.ips"
+		perf script -f -i "$d/kc.data" --itrace=i1i -F tid,ip \
+			2>/dev/null | awk '$1 != 0 { print $2 }' >"$d/perf.ips"
+		if [ -s "$d/htr.ips" ] && cmp -s "$d/htr.ips" "$d/perf.ips"; then
+			echo "ok      $name: htr insns --trace gives perf's $n instructions"
+		else
+			fail "$name: htr insns --trace: $(wc -l <"$d/htr.ips") instructions, not perf's $(wc -l <"$d/perf.ips")"
+		fi ;;
+	esac
 	# No clock_data: perf has no wall clock; the counts alone.
 	want=$(perf_counts "$d/old.data")
 	got=$(for h in "$d"/old.*.htr; do
