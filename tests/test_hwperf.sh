@@ -17,11 +17,17 @@
 # TIP.  A library withheld at build time: still one tree, the one line
 # names it.
 #
-# usage: test_hwperf.sh HTR RECORD-CMP
+# The reader on every truncation and 20000 byte flips of the two-event,
+# perf 4.x and pipe layouts, and the user-only rewrite on every
+# truncation and 2000 flipped copies of each trace, which it must leave
+# as it is the second time (test_perfdata_check).
+#
+# usage: test_hwperf.sh HTR RECORD-CMP CHECK
 # exit: 0 all as expected, 1 a failure, 77 skipped (a tool is missing)
 set -u
 htr=$1
 cmp=$2
+check=$3
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/same_htr.sh"
 src=$here/record
@@ -179,12 +185,21 @@ variants() {
 		--cycles --old ||
 		{ fail "$name: hwperf.py"; return; }
 	check "$d" k.data "$name user+kernel"
+	if res=$("$check" --user-only "$d/k.data" 2>&1); then
+		echo "ok      $name user+kernel: $(echo "$res" | tail -1)"
+	else
+		fail "$name user+kernel: $(echo "$res" | grep FAIL | head -3)"
+	fi
 	check "$d" kc.data "$name user+kernel, cycles + intel_pt"
 	check "$d" old.data "$name user+kernel, cycles, perf 4.x layout"
 	if [ $have_perf -eq 1 ]; then
 		if perf inject -i "$d/kc.data" -o - >"$d/pipe.data" \
 			2>"$d/err"; then
 			check "$d" pipe.data "$name user+kernel, cycles, pipe format"
+			for f in kc old pipe; do
+				"$check" "$d/$f.data" >"$d/check.out" 2>&1 ||
+					fail "$name: the reader on $f.data: $(grep FAIL "$d/check.out" | head -2)"
+			done
 		else
 			fail "$name: perf inject: $(head -1 "$d/err")"
 		fi

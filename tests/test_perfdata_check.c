@@ -36,6 +36,19 @@
  *                                        excluded), then "unplaced N"; or
  *                                        the error
  *
+ *   test_perfdata_check --user-only FILE
+ *                                        FILE traced user and kernel
+ *                                        code: each thread's or CPU's
+ *                                        trace made user-only
+ *                                        (htr_perfdata__user_only) must
+ *                                        come out once more as it is
+ *                                        (it is then user-only), with as
+ *                                        many kernel stretches as FILE's
+ *                                        TIPs from user into kernel code
+ *                                        say; every truncation of it and
+ *                                        2000 copies with random byte
+ *                                        flips each a bounded trace
+ *
  * Each read is also checked: every thread's trace chunk lies in the file.
  * exit: 0 ok, 1 a failure
  */
@@ -279,6 +292,125 @@ static int filters(const char *path, const char *str)
 	return 0;
 }
 
+/* One user_only() of @n bytes at @p (its own buffer): its output into
+ * *@out (malloc'ed, *@on bytes) if @out; 1 if it went wrong. */
+static int user_only(const uint8_t *p, size_t n, uint8_t **out, size_t *on,
+		     uint64_t *stretches, const char *what)
+{
+	struct htr_perf_joined j;
+	struct htr_perf_kstats ks;
+	struct htr_err err;
+
+	memset(&j, 0, sizeof(j));
+	memset(&err, 0, sizeof(err));
+	j.data = p;
+	j.size = n;
+	if (htr_perfdata__user_only(&j, &ks, &err) != 0) {
+		printf("FAIL: %s: %s\n", what, err.msg);
+		return 1;
+	}
+	/* Each packet grows by at most 7 bytes (a 2-byte TIP written as a
+	 * 9-byte one, a TIP.PGE's MODE.Exec): at most 4.5 times. */
+	if (j.size > n / 2 * 9 + 16) {
+		printf("FAIL: %s: %zu bytes from %zu\n", what,
+		       (size_t) j.size, n);
+		htr_perfdata__unjoin(&j);
+		return 1;
+	}
+	if (stretches)
+		*stretches = ks.stretches;
+	if (out) {
+		*out = malloc(j.size ? j.size : 1);
+		if (*out)
+			memcpy(*out, j.data, j.size);
+		*on = (size_t) j.size;
+	}
+	if (j.map)
+		htr_perfdata__unjoin(&j);
+	return out && !*out;
+}
+
+static int user_only_check(const char *path)
+{
+	struct htr_perfdata *pd = NULL;
+	struct htr_err err;
+	uint8_t *p, *a = NULL, *b = NULL, *q;
+	size_t size, an = 0, bn = 0, i, k, n, traces = 0;
+	uint64_t st = 0, st2 = 0, seed = 0x2545f4914f6cdd1dull;
+	int fails = 0;
+
+	p = htr_test_slurp(path, &size);
+	memset(&err, 0, sizeof(err));
+	if (!p || htr_perfdata__parse(&pd, p, size, path, &err) < 0 ||
+	    !pd->pt.kernel) {
+		printf("FAIL: %s: %s\n", path, p ? (err.msg[0] ? err.msg :
+		       "not a trace of user and kernel code") : "unreadable");
+		return 1;
+	}
+	for (i = 0; i < pd->nthreads + pd->ncpus; i++) {
+		const struct htr_perf_chunk *c = i < pd->nthreads ?
+			pd->threads[i].chunks : pd->cpus[i - pd->nthreads].chunks;
+		size_t nc = i < pd->nthreads ? pd->threads[i].nchunks :
+			    pd->cpus[i - pd->nthreads].nchunks;
+		struct htr_perf_joined j;
+
+		if (!nc)
+			continue;
+		if (htr_perfdata__join(pd->data, c, nc, &j, &err) != 0) {
+			printf("FAIL: join: %s\n", err.msg);
+			return 1;
+		}
+		traces++;
+		/* Copies of their own size: ASan sees a read past them. */
+		q = malloc(j.size);
+		memcpy(q, j.data, j.size);
+		fails += user_only(q, j.size, &a, &an, &st, "the trace");
+		fails += user_only(a, an, &b, &bn, &st2, "its user-only trace");
+		if (!fails && (an != bn || memcmp(a, b, an) || st2 || !st)) {
+			printf("FAIL: trace %zu: %llu stretches; user-only "
+			       "again: %zu bytes of %zu (%s), %llu stretches\n",
+			       i, (unsigned long long) st, bn, an,
+			       an == bn && !memcmp(a, b, an) ? "the same" :
+			       "others", (unsigned long long) st2);
+			fails++;
+		}
+		printf("trace %zu: %zu bytes, %llu kernel stretches, %zu "
+		       "user-only\n", i, (size_t) j.size,
+		       (unsigned long long) st, an);
+		free(a);
+		free(b);
+		a = b = NULL;
+		for (n = 0; n < j.size && fails <= 10; n++) {
+			uint8_t *t = malloc(n ? n : 1);
+
+			memcpy(t, j.data, n);
+			fails += user_only(t, n, NULL, NULL, NULL, "a cut");
+			free(t);
+		}
+		for (k = 0; k < 2000 && fails <= 10; k++) {
+			memcpy(q, j.data, j.size);
+			for (n = 0; n < 4; n++) {
+				seed = seed * 6364136223846793005ull +
+				       1442695040888963407ull;
+				q[(seed >> 16) % j.size] ^=
+					(uint8_t) (1 + (seed >> 8) % 255);
+			}
+			fails += user_only(q, j.size, NULL, NULL, NULL,
+					   "flips");
+		}
+		free(q);
+		htr_perfdata__unjoin(&j);
+	}
+	htr_perfdata__close(pd);
+	free(p);
+	if (!traces) {
+		printf("FAIL: %s: no trace\n", path);
+		fails++;
+	}
+	printf("user-only: %zu traces, %d failures\n", traces, fails);
+	return fails ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	uint8_t *p, *q;
@@ -311,6 +443,8 @@ int main(int argc, char **argv)
 		return filters(argv[2], argv[3]);
 	if (argc == 4 && !strcmp(argv[1], "--split"))
 		return split(argv[2], argv[3]);
+	if (argc == 3 && !strcmp(argv[1], "--user-only"))
+		return user_only_check(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "--no-switches"))
 		return no_switches(argv[2], argv[3]);
 	if (argc == 6 && !strcmp(argv[1], "--rename"))
