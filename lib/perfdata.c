@@ -1970,6 +1970,13 @@ int htr_perfdata__user_only(struct htr_perf_joined *j,
 			case 0xc2:                  /* MWAIT */
 				keep = state == KS_USER;
 				break;
+			case 0x43:                  /* PIP */
+			case 0xc8:                  /* VMCS */
+				/* The kernel's CR3 writes: nothing the user
+				 * code's decoding needs (the walk would give
+				 * up on them). */
+				keep = in_psb || state == KS_USER;
+				break;
 			default:
 				keep = (p[1] & 0x1f) == 0x12 ?
 				       state == KS_USER : 1;

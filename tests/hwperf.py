@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Rewrite a perf.data of `htr record` as perf writes one on hardware.
 
-usage: hwperf.py IN OUT [--kernel] [--cycles] [--old]
+usage: hwperf.py IN OUT [--kernel] [--cycles] [--old] [--per-task]
        hwperf.py --kcore-dir DIR
 
 IN is a file-format perf.data of a user-only recording (`htr record`,
@@ -22,6 +22,10 @@ written it with:
             (another sample_type; every event has IDENTIFIER), with a
             SAMPLE record of the idle task (pid 0) after each sideband
             record that has a time.
+  --per-task  (CPU-wide IN) `perf record -- prog` without -a: per-task
+            events on every CPU (inherit), so SWITCH records of the
+            workload's own threads (switch-out naming no next task), none
+            of the idle task; have_sched_switch 2.
   --old     perf 4.x's layout: attrs of 112 bytes (PERF_ATTR_SIZE_VER5),
             AUXTRACE_INFO with the 10 private words perf 4.1 wrote (no MTC,
             CYC, CTC, filter words), TIME_CONV without the 5.10 fields, no
@@ -44,6 +48,7 @@ KSTUB_CODE = bytes([0x48, 0x85, 0xc0, 0x74, 0x00, 0x48, 0x0f, 0x07])
 KSTUB_RET = KSTUB + 5
 PT_TYPE = 8
 REC_SAMPLE, REC_AUXTRACE_INFO, REC_AUXTRACE, REC_TIME_CONV = 9, 70, 71, 79
+REC_SWITCH, REC_SWITCH_CPU_WIDE = 14, 15
 FEAT_EVENT_DESC, FEAT_AUXTRACE, FEAT_CLOCK_DATA = 12, 18, 29
 SAMPLE_IP, SAMPLE_TID, SAMPLE_TIME, SAMPLE_CPU = 1, 2, 4, 128
 SAMPLE_PERIOD, SAMPLE_IDENTIFIER = 256, 1 << 16
@@ -228,6 +233,16 @@ def main():
             body = body[:8 + 10 * 8]
         elif typ == REC_TIME_CONV and '--old' in opts:
             body = body[:24]
+        elif typ == REC_SWITCH_CPU_WIDE and '--per-task' in opts:
+            # The task's own SWITCH: no next/prev task; none of the idle
+            # task (the sample_id's pid/tid: TID first of the trailer).
+            pid, tid = struct.unpack_from('<II', body, len(body) - 32)
+            if tid == 0:
+                o += size
+                continue
+            typ, body = REC_SWITCH, body[8:]
+        elif typ == REC_AUXTRACE_INFO and '--per-task' in opts:
+            struct.pack_into('<Q', body, 8 + 8 * 7, 2)   # have_sched_switch
         o += size
         recs += struct.pack('<IHH', typ, misc, 8 + len(body)) + body + pay
         # A cycles sample of the idle task after sideband with a time

@@ -4,7 +4,8 @@
 # u; a kernel stub at every syscall and switch, its code not at hand), a
 # cycles event before intel_pt's (two attrs of other sample_types, SAMPLE
 # records), perf 4.x's layout (shorter attrs, AUXTRACE_INFO of 10 words,
-# no clock_data), per-thread and CPU-wide (--cpus 2, SWITCH_CPU_WIDE), the
+# no clock_data), per-thread and CPU-wide (--cpus 2, SWITCH_CPU_WIDE; and
+# per-task SWITCH records, as perf record -- prog writes them), the
 # file and, through perf inject, the pipe format.  Every variant must
 # build one tree per thread, each the recorder's truth of that thread
 # (record-cmp: the kernel stretches are where user code stopped), its
@@ -204,10 +205,21 @@ variants() {
 			fail "$name: perf inject: $(head -1 "$d/err")"
 		fi
 	fi
-	case $opt in *--cpus*) ;; *) kernel_code "$d" "$name" ;; esac
+	case $opt in
+	*--cpus*)
+		# perf record -- prog without -a: per-task events on every
+		# CPU, the workload's own SWITCH records.
+		python3 "$here/hwperf.py" "$d/rec.data" "$d/task.data" \
+			--kernel --cycles --per-task ||
+			fail "$name: hwperf.py --per-task"
+		check "$d" task.data "$name user+kernel, cycles, per-task switches" ;;
+	*) kernel_code "$d" "$name" ;;
+	esac
 	case $opt in *--no-ret-compression*) ;; *) return ;; esac
 	[ $have_perf -eq 1 ] || return
 	perf_agree "$d" kc.data kc "$name user+kernel, cycles"
+	[ -f "$d/task.data" ] &&
+		perf_agree "$d" task.data task "$name user+kernel, per-task switches"
 	# htr insns --trace re-decodes the user+kernel perf.data as the
 	# build did: perf's instructions, one by one.
 	case $opt in *--cpus*) ;; *)
