@@ -452,8 +452,10 @@ static HOT int next_block(struct dec *s, struct blk *o)
 				o->direct = direct_branch(s, &b, &o->exit);
 		}
 	}
+	/* A block an error cut short ends where libipt's cache says: no
+	 * time of its own. */
 	if (o->n)
-		o->has_tsc = dec_time(s, &o->tsc) >= 0;
+		o->has_tsc = st >= 0 && dec_time(s, &o->tsc) >= 0;
 	return st;
 }
 
@@ -1026,7 +1028,7 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 {
 	struct pt_config c;
 	struct dec s;
-	int status, rc = 0, synced = 0, have_err = 0;
+	int status, rc = 0, synced = 0, have_err = 0, resynced = 0;
 
 	if (!cfg || !img || !sink || !sink->run || (!cfg->trace && cfg->size))
 		return htr_err__set(err, HTR_ERR_INVALID, "decode: bad arguments");
@@ -1057,8 +1059,10 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 			uint64_t tsc;
 
 			/* The time the first PSB+ gave holds from the first
-			 * instruction on, before any block reports one. */
-			if (!synced && !s.has_tsc && sink->time &&
+			 * instruction on, before any block reports one; so
+			 * does the time of the PSB+ decoding resumes at after
+			 * an error (the builder holds it for the next run). */
+			if ((synced ? resynced : !s.has_tsc) && sink->time &&
 			    dec_time(&s, &tsc) >= 0) {
 				s.has_tsc = 1;
 				s.tsc = tsc;
@@ -1066,6 +1070,7 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 					goto out;
 			}
 			synced = 1;
+			resynced = 0;
 			if ((rc = note_sync(&s)) != 0 ||
 			    (rc = decode_synced(&s, &status)) != 0)
 				goto out;
@@ -1084,9 +1089,12 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 			s.sync_pend = 0;
 			s.off = s.async_off = 0;
 			/* Where libipt stops before an error depends on its
-			 * block cache, and with it the time it read last: the
-			 * run the error cut short has none. */
-			s.pend_has_tsc = 0;
+			 * block cache, and with it the time it read last: a
+			 * run the error may have cut short has none.  One
+			 * that ended at a branch (a call into missing code)
+			 * ended there whatever the cache. */
+			if (s.pend_cls == HTR_IC_OTHER)
+				s.pend_has_tsc = 0;
 			rc = gap(&s, HTR_GAP_ERROR, off, s.runaway ?
 				 HTR_GAP_CODE_RUNAWAY : status);
 			s.runaway = 0;
@@ -1110,6 +1118,7 @@ int htr_decode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 			if ((rc = sync_next(&s, off > s.psb_tried ? off :
 					    s.psb_tried, &status)) != 0)
 				goto out;
+			resynced = 1;
 		}
 	}
 	if ((rc = flush(&s)) != 0)

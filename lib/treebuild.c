@@ -25,6 +25,14 @@ struct frame {
 	uint8_t fn_known;       /* @fn looked up (0 there: no symbol) */
 };
 
+/* The last lookups of func_of(): jumps land at few places (PLT targets,
+ * switch tables), over and over. */
+#define FN_CACHE 256
+struct fn_slot {
+	uint64_t addr;          /* 0: empty */
+	uint64_t start, fn;     /* fn 0: no symbol holds addr */
+};
+
 /* Open addressing, entry -> function index; grows at 1/2 load. */
 struct funcmap {
 	uint64_t *keys;         /* 0 = empty slot (0 is never an entry) */
@@ -46,12 +54,17 @@ struct htr_tb {
 	uint64_t errors, runaways;
 	int ret_pending;        /* a return waits to learn where it landed */
 	uint64_t ret_last;      /* its ID */
+	int err_tsc_pending;    /* the time where decoding resumed after an
+				 * error, for the next run's first
+				 * instruction */
+	uint64_t err_tsc;
 	int jmp_pending;        /* so does an indirect jump */
 	uint64_t jmp_last, jmp_src;     /* its ID and address */
 	uint64_t folded, nfolded;       /* calls past the depth limit: open,
 					 * ever */
 	htr_tb_extent_fn extent;
 	void *extent_ctx;
+	struct fn_slot fn_cache[FN_CACHE];
 	struct funcmap funcs;   /* call targets */
 	struct funcmap anchors; /* addresses late frames ran, not targets */
 	uint32_t nentries;      /* in the writer's function table */
@@ -387,10 +400,21 @@ static size_t outer_ret_match(const struct htr_tb *t, uint64_t ip)
 
 /* Whether a sized symbol holds @addr: its start in *@start, its function
  * (FUNC for FUNC.cold) in *@fn. */
-static int func_of(const struct htr_tb *t, uint64_t addr, uint64_t *start,
+static int func_of(struct htr_tb *t, uint64_t addr, uint64_t *start,
 		   uint64_t *fn)
 {
-	return t->extent && addr && t->extent(t->extent_ctx, addr, start, fn);
+	struct fn_slot *c = &t->fn_cache[mix(addr) & (FN_CACHE - 1)];
+
+	if (!t->extent || !addr)
+		return 0;
+	if (c->addr != addr) {
+		c->addr = addr;
+		if (!t->extent(t->extent_ctx, addr, &c->start, &c->fn))
+			c->fn = 0;
+	}
+	*start = c->start;
+	*fn = c->fn;
+	return c->fn != 0;
 }
 
 /* The function frame @f is in (0: none known), looked up once. */
@@ -584,6 +608,11 @@ int htr_tb__run(struct htr_tb *t, uint64_t ip, uint32_t ninsn,
 	last = t->id + ninsn - 1;
 	if (last > HTR_MAX_ID)
 		return HTR_ERR_LIMIT;
+	if (t->err_tsc_pending) {
+		t->err_tsc_pending = 0;
+		if ((rc = htr_writer__tsc(t->w, t->id, t->err_tsc)) < 0)
+			return rc;
+	}
 	t->id += ninsn;
 	switch (cls) {
 	case HTR_IC_CALL:
@@ -737,6 +766,17 @@ int htr_tb__resume(struct htr_tb *t, uint64_t ip)
 
 int htr_tb__time(struct htr_tb *t, uint64_t tsc)
 {
+	/* After an error it is the time the next instruction starts at,
+	 * not the time after the last one before the gap: kept even when
+	 * it did not change, as the next run's first instruction may
+	 * change it. */
+	if (t->in_gap && t->gap.kind == HTR_GAP_ERROR) {
+		t->have_tsc = 1;
+		t->last_tsc = tsc;
+		t->err_tsc_pending = 1;
+		t->err_tsc = tsc;
+		return 0;
+	}
 	if (t->have_tsc && tsc == t->last_tsc)
 		return 0;
 	t->have_tsc = 1;

@@ -52,6 +52,48 @@ static unsigned truth_flags(unsigned f)
 	       (f & TRUTH_UNWOUND ? HTR_BLOCK_UNWOUND : 0);
 }
 
+/* Whether a decode error lies right before instruction @id. */
+static int after_error(const struct truth *t, uint64_t id)
+{
+	size_t lo = 0, hi = t->ngaps;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (t->gaps[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < t->ngaps && t->gaps[lo].id == id; lo++)
+		if (t->gaps[lo].error)
+			return 1;
+	return 0;
+}
+
+/* The time instruction @id starts at: the first time point at it, else
+ * the last one before it. */
+static int first_point_at(const struct htr_file *f, uint64_t id,
+			  uint64_t *tsc)
+{
+	uint64_t lo = 0, hi = htr_tsc_count(f), at;
+
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		cr_assert_eq(htr_tsc_point(f, mid, &at, tsc), 0);
+		if (at < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* None there: the time before it goes on. */
+	if (lo == htr_tsc_count(f) ||
+	    (htr_tsc_point(f, lo, &at, tsc) == 0 && at != id))
+		return lo ? htr_tsc_point(f, lo - 1, &at, tsc) : -1;
+	return 0;
+}
+
 /* The file's tree is the truth's, block for block.  @gaps: also check the
  * gap flags: the truth's G ("some of its execution is missing"), or for a
  * format-1 truth (the shipped sample's) "a gap lies inside its span", as
@@ -122,6 +164,17 @@ static void compare(const struct truth *t, const struct htr_file *f,
 			cr_assert_eq(htr_tsc_point(f, 0, &at, &tsc), 0);
 			cr_assert_eq(at, 0);
 			cr_assert_eq(tsc, tb->tsc_first, "%s: late block %zu "
+				     "starts at %" PRIu64 ", truth %" PRIu64, tag,
+				     i, tsc, tb->tsc_first);
+		} else if (after_error(t, tb->first)) {
+			/* Starts where decoding resumed after an error: at
+			 * the time of the PSB+ there, the first time point
+			 * at its first instruction (a later one at the same
+			 * ID is the time after it). */
+			cr_assert_eq(first_point_at(f, tb->first, &tsc), 0,
+				     "%s: block %zu: no time point at its "
+				     "first instruction", tag, i);
+			cr_assert_eq(tsc, tb->tsc_first, "%s: block %zu "
 				     "starts at %" PRIu64 ", truth %" PRIu64, tag,
 				     i, tsc, tb->tsc_first);
 		} else {

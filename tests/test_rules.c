@@ -495,10 +495,10 @@ Test(rules, sysenter_lands_elsewhere)
 /*
  * longjmp: 0x1000 call f; f: 0x1010 call g; g: 0x1020 call h;
  * h: 0x1030 jmp *%rax -> 0x1015 (TIP), f's code after its call to g:
- * the return address of g's frame.  Without symbols (raw code) rule 3a
- * reads it as a return to g: h closes unwound at the jump, g closes
- * there normally.  0x1015 ret -> 0x1005 (TIP), f's return address: f
- * closes.  0x1005 nop; 0x1006 jmp *%rax leaves.
+ * the return address of g's frame.  Rule 3a, also without symbols: the
+ * jump left g and h (f goes on right after its call to g), which close
+ * unwound at the jump.  0x1015 ret -> 0x1005 (TIP), f's return address:
+ * f closes.  0x1005 nop; 0x1006 jmp *%rax leaves.
  * IDs: 0 call f, 1 call g, 2 call h, 3 jmp, 4 ret, 5 nop, 6 jmp.
  */
 Test(rules, longjmp_unwinds)
@@ -531,8 +531,8 @@ Test(rules, longjmp_unwinds)
 	cr_assert_eq(h->last, 3);
 	cr_assert_eq(h->flags, HTR_BLOCK_UNWOUND);
 	cr_assert_eq(g->last, 3);
-	cr_assert_eq(g->flags, 0, "g: flags %#x: the jump is a return to it",
-		     g->flags);
+	cr_assert_eq(g->flags, HTR_BLOCK_UNWOUND, "g: flags %#x: the jump "
+		     "left it", g->flags);
 	cr_assert_eq(f->first, 1);
 	cr_assert_eq(f->last, 4);
 	cr_assert_eq(f->flags, 0);
