@@ -68,7 +68,9 @@ struct htr_decode_sink {
 	 * @run did not carry it (the first PSB+'s, a preempted callee's:
 	 * below); it applies from the last instruction of that run on (a
 	 * report before the first run: from the first instruction on - the
-	 * time of the first PSB+).  Runs are not cut where only the time
+	 * time of the first PSB+; one after an ERROR gap, before the next
+	 * run: the time that run's first instruction starts at - the
+	 * PSB+'s where decoding resumed).  Runs are not cut where only the time
 	 * changes: the time inside a run is not sampled, but a run after a
 	 * call or a resume whose first instruction is a jump that read trace
 	 * (a PLT stub's) is cut after that jump, the time a callee starts
