@@ -138,7 +138,8 @@ check() {
 }
 
 # $1 the recording's directory, $2 what: k.data with the kernel stub's
-# code (--kcore DIR: perf record --kcore's layout; --vmlinux FILE): no
+# code (--kcore DIR: perf record --kcore's layout; --vmlinux FILE; the
+# perf.data directory perf record --kcore writes, as it is): no
 # gap, no warning, and every stretch's 3 instructions decoded (2 of the
 # last one, the exit's, which never returns).
 kernel_code() {
@@ -148,10 +149,20 @@ kernel_code() {
 	"$htr" build -q -o "$d/nok" "$d/k.data" 2>"$d/err"
 	s=$(sed -n 's/.* \([0-9]*\) stretches in the kernel.*/\1/p' "$d/err")
 	base=$("$htr" info "$d"/nok.*.htr | awk '$1 == "instructions:" { print $2 }')
-	for how in "--kcore $d/kc" "--vmlinux $d/kc/vmlinux"; do
+	# perf record --kcore's own layout: a directory, DIR/data and
+	# DIR/kcore_dir, built as it is.
+	mkdir "$d/dir.data" && cp "$d/k.data" "$d/dir.data/data" &&
+		cp -r "$d/kc/kcore_dir" "$d/dir.data/"
+	for how in "--kcore $d/kc" "--vmlinux $d/kc/vmlinux" "--dir"; do
 		rm -f "$d"/kk.*
-		# shellcheck disable=SC2086
-		if ! "$htr" build -q $how -o "$d/kk" "$d/k.data" 2>"$d/err"; then
+		if [ "$how" = --dir ]; then
+			"$htr" build -q "$d/dir.data" 2>"$d/err" &&
+				mv "$d"/dir.*.htr "$d/kk.dir.htr"
+		else
+			# shellcheck disable=SC2086
+			"$htr" build -q $how -o "$d/kk" "$d/k.data" 2>"$d/err"
+		fi
+		if [ $? -ne 0 ]; then
 			fail "$what ${how%% *}: $(head -1 "$d/err")"
 			continue
 		fi

@@ -68,7 +68,9 @@ static const char usage_text[] =
 static const char usage_text2[] =
 "      --kcore DIR         perf.data of user and kernel (intel_pt// without\n"
 "                          u), per-thread: the kernel's code from perf\n"
-"                          record --kcore's copy (DIR/kcore_dir/kcore);\n"
+"                          record --kcore's copy (DIR/kcore_dir/kcore;\n"
+"                          default: that of a perf.data directory, which\n"
+"                          perf record --kcore writes: DIR/data is read);\n"
 "                          without it or --vmlinux the kernel's stretches\n"
 "                          are gaps named [kernel]\n"
 "      --vmlinux FILE      the same from the kernel's ELF image\n"
@@ -1142,7 +1144,7 @@ int cmd_build(int argc, char **argv)
 	const char *symfs = NULL, *buildid_dir = NULL;
 	const char *kcore = NULL, *vmlinux = NULL;
 	char *home_debug = NULL;
-	char *out = NULL, *defout = NULL;
+	char *out = NULL, *defout = NULL, *dirdata = NULL;
 	int has_tid = 0;
 	uint32_t tid = 0;
 	size_t nelf = 0, nraw = 0, i;
@@ -1279,6 +1281,32 @@ int cmd_build(int argc, char **argv)
 		rc = usage_error("build", optind == argc ? "no TRACE given"
 				 : "more than one TRACE given");
 		goto done;
+	}
+	/* perf record --kcore writes a directory: DIR/data, DIR/kcore_dir. */
+	{
+		struct stat sb;
+
+		if (stat(argv[optind], &sb) == 0 && S_ISDIR(sb.st_mode) &&
+		    (dirdata = malloc(strlen(argv[optind]) + 16))) {
+			sprintf(dirdata, "%s/data", argv[optind]);
+			if (is_perfdata(dirdata)) {
+				char *kc = malloc(strlen(argv[optind]) + 32);
+
+				if (kc) {
+					sprintf(kc, "%s/kcore_dir/kcore",
+						argv[optind]);
+					if (!kcore && !vmlinux &&
+					    access(kc, R_OK) == 0)
+						kcore = argv[optind];
+					free(kc);
+				}
+				/* OUT next to the directory, as for a file. */
+				if (!out)
+					out = defout = perf_prefix(argv[optind],
+								   NULL);
+				argv[optind] = dirdata;
+			}
+		}
 	}
 	if (is_perfdata(argv[optind])) {
 		struct perf_build pb;
@@ -1421,6 +1449,7 @@ done:
 	htr_builder_free(b);
 	free(home_debug);
 	free(defout);
+	free(dirdata);
 	free(elfs);
 	free(raws);
 	return rc;
