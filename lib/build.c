@@ -344,12 +344,12 @@ static int direct_sync(void *ctx, uint64_t offset)
 	return g->apply_rc = htr_tb__sync(g->o->tb, offset);
 }
 
-static int func_extent(void *ctx, uint64_t addr, uint64_t *start,
+static int func_extent(void *ctx, uint64_t addr, uint64_t *entry,
 		       uint64_t *func)
 {
-	uint64_t end;
+	uint64_t start, end;
 
-	return htr_image__func_extent(ctx, addr, start, &end, func);
+	return htr_image__func_extent(ctx, addr, &start, &end, func, entry);
 }
 
 static int map_trace(struct htr_builder *b, const char *path,

@@ -250,9 +250,11 @@ static int cmp_func_name(const void *a, const void *b)
 /* The start of the function @name is split from (FUNC for "FUNC.cold",
  * "FUNC.cold.N", "FUNC.part.N", also after GCC's other clone suffixes:
  * "f.isra.0.cold" is part of "f.isra.0"), among @byname (@n, sorted by
- * name); @own if it is not split-off code or its FUNC is not there. */
+ * name); @own if it is not split-off code or its FUNC is not there.
+ * *@is_cold: it is FUNC.cold, which is jumped to, never called: its
+ * start is no entry. */
 static uint64_t split_from(const struct htr_elf_func *byname, long n,
-			   const char *name, uint64_t own)
+			   const char *name, uint64_t own, int *is_cold)
 {
 	const char *cold = strstr(name, ".cold"), *part = strstr(name, ".part.");
 	const char *cut = cold && (!part || cold < part) ? cold : part;
@@ -260,12 +262,14 @@ static uint64_t split_from(const struct htr_elf_func *byname, long n,
 	char buf[512];
 	size_t len;
 
+	*is_cold = 0;
 	if (!cut || (len = (size_t) (cut - name)) == 0 || len >= sizeof(buf))
 		return own;
 	memcpy(buf, name, len);
 	buf[len] = '\0';
 	key.name = buf;
 	hit = bsearch(&key, byname, (size_t) n, sizeof(*byname), cmp_func_name);
+	*is_cold = hit && cold;
 	return hit ? hit->value : own;
 }
 
@@ -302,11 +306,13 @@ static int add_extents(struct htr_image *img, Elf *elf, uint64_t bias)
 	for (i = 0; i < n; i++)
 		if (f[i].size && f[i].value + f[i].size > f[i].value) {
 			struct htr_image_extent *e = &img->ext[img->next++];
+			int is_cold;
 
 			e->start = f[i].value + bias;
 			e->end = f[i].value + f[i].size + bias;
-			e->func = split_from(byname, n, f[i].name, f[i].value) +
-				  bias;
+			e->func = split_from(byname, n, f[i].name, f[i].value,
+					     &is_cold) + bias;
+			e->entry = is_cold ? e->func : e->start;
 		}
 	free(f);
 	free(byname);
@@ -316,7 +322,8 @@ static int add_extents(struct htr_image *img, Elf *elf, uint64_t bias)
 }
 
 int htr_image__func_extent(const struct htr_image *img, uint64_t addr,
-			   uint64_t *start, uint64_t *end, uint64_t *func)
+			   uint64_t *start, uint64_t *end, uint64_t *func,
+			   uint64_t *entry)
 {
 	size_t lo = 0, hi = img->next, i;
 
@@ -335,6 +342,7 @@ int htr_image__func_extent(const struct htr_image *img, uint64_t addr,
 			*start = img->ext[i].start;
 			*end = img->ext[i].end;
 			*func = img->ext[i].func;
+			*entry = img->ext[i].entry;
 			return 1;
 		}
 	return 0;

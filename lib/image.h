@@ -71,13 +71,16 @@ struct htr_image_extent {
 	uint64_t func;             /* the function it is part of: the start
 				    * of FUNC for FUNC.cold, FUNC.part.N
 				    * (GCC's split-off code), else @start */
+	uint64_t entry;            /* where it is entered: @start, but
+				    * @func for FUNC.cold (only jumped to) */
 };
 
-/* The function holding @addr: fills [*start, *end) and *@func (see
- * struct htr_image_extent) and returns 1, or returns 0 (no sized symbol
- * covers it).  Read-only; any thread. */
+/* The function holding @addr: fills [*start, *end), *@func and *@entry
+ * (see struct htr_image_extent) and returns 1, or returns 0 (no sized
+ * symbol covers it).  Read-only; any thread. */
 int htr_image__func_extent(const struct htr_image *img, uint64_t addr,
-			   uint64_t *start, uint64_t *end, uint64_t *func);
+			   uint64_t *start, uint64_t *end, uint64_t *func,
+			   uint64_t *entry);
 const struct htr_image_piece *htr_image__piece(const struct htr_image *img,
 					       size_t i);
 

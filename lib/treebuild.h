@@ -24,11 +24,12 @@ struct htr_tb;
 #define HTR_TB_MAX_DEPTH (1u << 18)
 
 /* Functions from the image's symbols, for the rules that need them
- * (README, "Tree rules" 3, 3a, 4): returns 1 with *@start the start of
- * the sized symbol holding @addr and *@func the function it is part of
- * (the same for FUNC and FUNC.cold), or 0 when no symbol with a size
- * covers @addr.  Called on the builder's thread; must return. */
-typedef int (*htr_tb_extent_fn)(void *ctx, uint64_t addr, uint64_t *start,
+ * (README, "Tree rules" 3, 3a, 4): returns 1 with *@entry the entry of
+ * the sized symbol holding @addr (its start; for FUNC.cold, only jumped
+ * to, FUNC's) and *@func the function it is part of (the same for FUNC
+ * and FUNC.cold), or 0 when no symbol with a size covers @addr.  Called
+ * on the builder's thread; must return. */
+typedef int (*htr_tb_extent_fn)(void *ctx, uint64_t addr, uint64_t *entry,
 				uint64_t *func);
 
 int htr_tb__alloc(struct htr_tb **out, struct htr_writer *w);

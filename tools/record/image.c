@@ -331,6 +331,8 @@ static uint64_t parent_func(const Elf64_Sym *syms, size_t n, const char *str,
 		c = p;
 	if (!c || c == name)
 		return own;
+	/* (FUNC.cold is only jumped to: read_funcs() gives it FUNC's
+	 * entry.) */
 	len = (size_t) (c - name);
 	for (i = 0; i < n; i++) {
 		const char *o;
@@ -385,6 +387,8 @@ static void read_funcs(struct rec_mod *m)
 		m->funcs[k].end = y->st_value + y->st_size;
 		m->funcs[k].func = parent_func(syms, n, str, strs->sh_size,
 					       str + y->st_name, y->st_value);
+		m->funcs[k].entry = strstr(str + y->st_name, ".cold") ?
+				    m->funcs[k].func : y->st_value;
 		k++;
 	}
 	m->nfuncs = k;
@@ -414,7 +418,7 @@ int rec_image_func(struct rec_image *im, uint64_t pc, uint64_t *start,
 	}
 	for (i = lo; i-- > 0 && lo - i <= 8;)
 		if (a < m->funcs[i].end) {
-			*start = m->funcs[i].start + m->bias;
+			*start = m->funcs[i].entry + m->bias;
 			*func = m->funcs[i].func + m->bias;
 			return 1;
 		}

@@ -51,6 +51,8 @@ struct rec_mod {
 struct rec_func {
 	uint64_t start, end;    /* [start, end), link addresses */
 	uint64_t func;          /* FUNC's start for FUNC.cold, FUNC.part.N */
+	uint64_t entry;         /* its start; FUNC's for FUNC.cold (only
+				 * jumped to, never entered) */
 };
 
 enum rec_kind {
@@ -97,8 +99,9 @@ const struct rec_insn *rec_image_insn(struct rec_image *im, uint64_t pc,
 				      uint64_t now);
 struct rec_mod *rec_image_mod(struct rec_image *im, uint64_t pc);
 /* The sized function symbol holding runtime address @pc: returns 1 with
- * its runtime start in *@start and the runtime start of the function it
- * is part of in *@func (FUNC for FUNC.cold and FUNC.part.N), else 0. */
+ * its runtime entry in *@start (its start; FUNC's for FUNC.cold) and the
+ * runtime start of the function it is part of in *@func (FUNC for
+ * FUNC.cold and FUNC.part.N), else 0. */
 int rec_image_func(struct rec_image *im, uint64_t pc, uint64_t *start,
 		   uint64_t *func);
 
