@@ -14,8 +14,10 @@
 #           not right after a gap: those were entered untraced);
 #  returns  the IDs of the return instructions: perf's samples flagged
 #           "return" (also "tr end return", a return out of the filter)
-#           against LAST of every block that ended at a return (no T or R
-#           flag; blocks left by longjmp/exceptions share their LAST);
+#           against LAST of every block that ended at a return (no T, R
+#           or U flag: blocks a return left by longjmp/exceptions share
+#           their LAST with the block it closed; those a jump left end at
+#           the jump);
 #  listing  --itrace=cr lists as many calls and returns as the
 #           instruction samples carry;
 #  times    user-only recordings: perf's time (--ns) at LAST of every
@@ -232,7 +234,7 @@ compare() {
 		first = $5; last = $6; fl = $9
 		if (fl !~ /[LE]/ && !(first in gap) && first > 0)
 			print "truth c " first - 1
-		if (fl !~ /[TR]/)
+		if (fl !~ /[TRU]/)
 			print "truth r " last
 		# the time a decoder reports at both ends
 		if (time[first] != $7)
