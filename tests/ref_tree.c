@@ -295,7 +295,8 @@ struct frame {
 	uint64_t first, ret, entry;
 	uint64_t anchor;       /* an address in its function (README: its
 				* entry, else the first address it ran, or
-				* the function entry a jump took it to) */
+				* the function entry an indirect jump took
+				* it to) */
 	size_t child_base;     /* its children in b->open[child_base..] */
 	unsigned flags;
 	uint8_t has_first, has_ret, has_entry, entry_pending, far;
@@ -315,9 +316,9 @@ struct builder {
 				* since the last late block */
 	int ret_pending;       /* a return waits for its landing address */
 	uint64_t ret_id;
-	int jmp_pending;       /* a jump waits for its landing address */
-	int jmp_ind;           /* ... an indirect near jump */
-	uint64_t jmp_id, jmp_src, jmp_next;
+	int jmp_pending;       /* an indirect near jump waits for its
+				* landing address */
+	uint64_t jmp_id, jmp_src;
 	int off, async_off;    /* tracing disabled (asynchronously) */
 	uint64_t off_at;       /* where the asynchronous disable stopped */
 	int gap_pending;       /* gaps whose resume address is not known */
@@ -605,7 +606,7 @@ static int resolve_return(struct builder *b, int known, uint64_t l)
 	return pop(b, r, 0);
 }
 
-/* Rule 3a: the jump at b->jmp_id landed at @l (@known). */
+/* Rule 3a: the indirect jump at b->jmp_id landed at @l (@known). */
 static int resolve_jump(struct builder *b, int known, uint64_t l)
 {
 	size_t k = b->depth - 1, i;
@@ -613,24 +614,25 @@ static int resolve_jump(struct builder *b, int known, uint64_t l)
 	struct ref_func fl, fs;
 
 	b->jmp_pending = 0;
-	if (!known || l == b->jmp_next)
-		return 0;       /* unknown, or a conditional jump not taken */
-	/* To an open frame's return address: a return to it. */
-	if (b->jmp_ind)
-		for (i = k + 1; i-- > 1;)
-			if (b->st[i].has_ret && b->st[i].ret == l)
-				return close_to(b, i, j, kernel_call(b, i) ?
-						0 : REF_UNWOUND, 0);
+	if (!known)
+		return 0;
+	/* The innermost frame's return address: a return in disguise.  An
+	 * outer frame's: the jump left it and the frames above it. */
+	if (k > 0 && b->st[k].has_ret && b->st[k].ret == l)
+		return pop(b, j, 0);
+	for (i = k; i-- > 1;)
+		if (b->st[i].has_ret && b->st[i].ret == l)
+			return close_to(b, i, j, REF_UNWOUND, REF_UNWOUND);
 	if (func(b, l, &fl) < 0)
 		return 0;
-	/* To a function's entry (a PLT stub's jump, a tail call): the frame
-	 * runs that function now. */
+	/* To a function's entry (a PLT stub's jump, a tail call through a
+	 * pointer): the frame runs that function now.  (A direct tail call
+	 * is not seen: README.) */
 	if (fl.entry && fl.start == l) {
 		b->st[k].anchor = l;
 		return 0;
 	}
-	if (!b->jmp_ind ||
-	    (func(b, b->jmp_src, &fs) == 0 && fs.id == fl.id))
+	if (func(b, b->jmp_src, &fs) == 0 && fs.id == fl.id)
 		return 0;
 	/* Into an outer frame's function (longjmp, a landing pad): the
 	 * frames above it were abandoned. */
@@ -818,16 +820,12 @@ static int on_insn(struct builder *b, const struct step *s)
 		b->ret_pending = 1;
 		b->ret_id = id;
 		return 0;
-	case ptic_jump:
-	case ptic_cond_jump:
-		b->jmp_pending = 1;
-		b->jmp_ind = s->ijmp;
-		b->jmp_id = id;
-		b->jmp_src = s->a;
-		/* Not taken, a conditional jump lands here. */
-		b->jmp_next = s->cls == ptic_cond_jump ? s->a + s->size : 0;
-		return 0;
 	default:
+		if (s->ijmp) {
+			b->jmp_pending = 1;
+			b->jmp_id = id;
+			b->jmp_src = s->a;
+		}
 		return 0;
 	}
 }

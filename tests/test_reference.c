@@ -1131,10 +1131,10 @@ Test(reference, hand_jumps, .timeout = 60)
 	struct hand h;
 
 	hand_program(&h);
-	/* lj_g2 jumps to lj_g1's return address: a return to it, lj_g2
-	 * abandoned, lj_g1 returns. */
+	/* lj_g2 jumps to lj_g1's return address, an outer frame's: the
+	 * jump left lj_g1 and lj_g2. */
 	hand_case(&h, "to-return-address", "psb:at_lj_g1_call at_lj_g1_ret",
-		  "?{late,truncated}(lj_g1(lj_g2{unwound}) "
+		  "?{late,truncated}(lj_g1{unwound}(lj_g2{unwound}) "
 		  "lj_h1{truncated}(lj_h2{truncated}))");
 	/* lj_h2 jumps to the start of lj_main.cold, part of lj_main, whose
 	 * entry it is not (a landing pad: GCC puts cleanup pads first in
@@ -1144,9 +1144,10 @@ Test(reference, hand_jumps, .timeout = 60)
 	/* A switch in lj_main (nothing), a call to a stub without a symbol
 	 * whose jump goes to lj_tgt's entry: the stub's frame runs lj_tgt;
 	 * lj_u jumps into lj_tgt: lj_u abandoned.  lj_tgt tail-jumps
-	 * (directly) to lj_tail's entry: the frame runs lj_tail; lj_u2
-	 * jumps into lj_tail: lj_u2 abandoned.  lj_tail returns to lj_main
-	 * as the stub's frame. */
+	 * directly to lj_tail's entry, which the rules do not see (the
+	 * frame stays in lj_tgt); lj_u2's jump into lj_tail changes
+	 * nothing; lj_tail returns to lj_main at the stub's frame's return
+	 * address: lj_u2 abandoned there (rule 3). */
 	hand_case(&h, "stub-and-tail-call",
 		  "psb:at_lj_back at_lj_sw lj_tgt at_lj_tgt_mid at_lj_tail_in "
 		  "at_lj_end",
