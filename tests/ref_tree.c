@@ -1063,9 +1063,8 @@ static size_t base_len(const char *name)
 
 		while (d > 0 && name[d - 1] >= '0' && name[d - 1] <= '9')
 			d--;
-		if (d < n && d >= 6 && !strncmp(name + d - 6, ".part.", 6)) {
-			n = d - 6;
-		} else if (d < n && d >= 6 && !strncmp(name + d - 6, ".cold.", 6)) {
+		if (d < n && d >= 6 && (!strncmp(name + d - 6, ".part.", 6) ||
+					!strncmp(name + d - 6, ".cold.", 6))) {
 			n = d - 6;
 		} else if (n >= 5 && !strncmp(name + n - 5, ".cold", 5)) {
 			n -= 5;
@@ -1140,10 +1139,12 @@ static int symtab(const uint8_t *buf, size_t size, const Elf64_Ehdr *eh,
 			continue;
 		st = (const Elf64_Shdr *) (const void *)
 			(buf + eh->e_shoff + sh->sh_link * sizeof(Elf64_Shdr));
-		if (st->sh_offset > size || st->sh_size > size - st->sh_offset ||
-		    !st->sh_size || buf[st->sh_offset + st->sh_size - 1])
+		if (st->sh_offset > size ||
+		    st->sh_size > size - st->sh_offset || !st->sh_size ||
+		    buf[st->sh_offset + st->sh_size - 1])
 			continue;
-		*syms = (const Elf64_Sym *) (const void *) (buf + sh->sh_offset);
+		*syms = (const Elf64_Sym *) (const void *)
+			(buf + sh->sh_offset);
 		*nsym = sh->sh_size / sizeof(Elf64_Sym);
 		*str = (const char *) buf + st->sh_offset;
 		*strsize = st->sh_size;
@@ -1291,7 +1292,8 @@ int ref_elf_symbol(const char *path, const char *name, uint64_t *addr)
 	    symtab(buf, size, eh, &syms, &nsym, &str, &strsize) < 0)
 		nsym = 0;
 	for (i = 0; i < nsym && rc; i++)
-		if (syms[i].st_name < strsize && syms[i].st_shndx != SHN_UNDEF &&
+		if (syms[i].st_name < strsize &&
+		    syms[i].st_shndx != SHN_UNDEF &&
 		    !strcmp(str + syms[i].st_name, name)) {
 			*addr = syms[i].st_value;
 			rc = 0;

@@ -1169,8 +1169,8 @@ Test(reference, hand_decode_errors, .timeout = 60)
 	 * were open when the gap began.  At the end de_main jumps into the
 	 * library: a trailing gap. */
 	hand_case(&h, "same",
-		  "psb:de_main de_e de_f unmapped lib psb:at_de_f_mid at_de_e_r1 "
-		  "at_de_e_mid at_de_main_r1 unmapped",
+		  "psb:de_main de_e de_f unmapped lib psb:at_de_f_mid "
+		  "at_de_e_r1 at_de_e_mid at_de_main_r1 unmapped",
 		  "?{late,truncated,gap}(de_e{gap}(de_f{gap}))");
 	/* Shallower: decoding resumes in de_main: de_f and de_e returned
 	 * unseen. */
