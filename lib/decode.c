@@ -453,9 +453,10 @@ static HOT int next_block(struct dec *s, struct blk *o)
 		}
 	}
 	/* A block an error cut short ends where libipt's cache says: no
-	 * time of its own. */
+	 * time of its own (the end of the trace is no error). */
 	if (o->n)
-		o->has_tsc = st >= 0 && dec_time(s, &o->tsc) >= 0;
+		o->has_tsc = (st >= 0 || st == -pte_eos) &&
+			     dec_time(s, &o->tsc) >= 0;
 	return st;
 }
 

@@ -559,13 +559,12 @@ static int land_jump(struct htr_tb *t, uint64_t to)
 	if (!func_of(t, to, &lo, &fn))
 		return 0;
 	/* A PLT stub's jump, a tail call: the frame runs that function
-	 * now.  A late frame keeps its anchor: it names the block. */
+	 * now (a late frame's anchor stays: it names the block). */
 	if (to == lo) {
-		if (top->func != HTR_FUNC_NONE) {
+		if (top->func != HTR_FUNC_NONE)
 			top->anchor = to;
-			top->fn = fn;
-			top->fn_known = 1;
-		}
+		top->fn = fn;
+		top->fn_known = 1;
 		return 0;
 	}
 	if (func_of(t, t->jmp_src, &slo, &sfn) && sfn == fn)
