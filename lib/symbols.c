@@ -247,17 +247,16 @@ static Elf_Scn *find_section(Elf *elf, Elf64_Word type, GElf_Shdr *sh)
 	return NULL;
 }
 
-/* @elf's .symtab (or, without one, .dynsym): its data, its strings' and
- * its entry count; 0 if none is usable. */
-static size_t sym_table(Elf *elf, Elf_Data **data, Elf_Data **strdata)
+/* @elf's symbol table of @type (*@scnp, its *@data), the strings it
+ * names (*@strdata) and its entry count; 0 if it has none usable. */
+static size_t table_of(Elf *elf, Elf64_Word type, Elf_Scn **scnp,
+		       Elf_Data **data, Elf_Data **strdata)
 {
 	Elf_Scn *scn, *strscn;
 	GElf_Shdr sh, strsh;
 	size_t n, shnum;
 
-	scn = find_section(elf, SHT_SYMTAB, &sh);
-	if (!scn)
-		scn = find_section(elf, SHT_DYNSYM, &sh);
+	*scnp = scn = find_section(elf, type, &sh);
 	if (!scn || elf_getshdrnum(elf, &shnum) != 0 || sh.sh_link == 0 ||
 	    sh.sh_link >= shnum)
 		return 0;
@@ -274,6 +273,15 @@ static size_t sym_table(Elf *elf, Elf_Data **data, Elf_Data **strdata)
 	if (gelf_getclass(elf) == ELFCLASS32)
 		n = (*data)->d_size / sizeof(Elf32_Sym);
 	return n > INT_MAX ? INT_MAX : n;      /* gelf_getsym takes an int */
+}
+
+/* @elf's .symtab (or, without one, .dynsym), as table_of(). */
+static size_t sym_table(Elf *elf, Elf_Data **data, Elf_Data **strdata)
+{
+	Elf_Scn *scn;
+	size_t n = table_of(elf, SHT_SYMTAB, &scn, data, strdata);
+
+	return n || scn ? n : table_of(elf, SHT_DYNSYM, &scn, data, strdata);
 }
 
 /* The name of @sym in @strdata, or NULL if it has none or it is not in
@@ -736,23 +744,14 @@ static uint64_t stub_got(const uint8_t *p, size_t len, uint64_t addr)
 static const char *ifunc_at(Elf *elf, Elf64_Word type, uint64_t value)
 {
 	Elf_Data *data, *strdata;
-	Elf_Scn *scn, *strscn;
-	GElf_Shdr sh, strsh;
+	Elf_Scn *scn;
 	const char *best = NULL, *name;
 	uint32_t rank = UINT32_MAX;
-	size_t n, i, shnum;
+	size_t n, i;
 	GElf_Sym sym;
 
-	scn = find_section(elf, type, &sh);
-	if (!scn || elf_getshdrnum(elf, &shnum) != 0 || !sh.sh_link ||
-	    sh.sh_link >= shnum || !(strscn = elf_getscn(elf, sh.sh_link)) ||
-	    !gelf_getshdr(strscn, &strsh) || strsh.sh_type != SHT_STRTAB ||
-	    !(data = elf_getdata(scn, NULL)) || !data->d_buf ||
-	    !(strdata = elf_getdata(strscn, NULL)) || !strdata->d_buf ||
-	    !strdata->d_size)
-		return NULL;
-	n = data->d_size / sizeof(Elf64_Sym);
-	for (i = 0; i < n && i <= INT_MAX; i++)
+	n = table_of(elf, type, &scn, &data, &strdata);
+	for (i = 0; i < n; i++)
 		if (gelf_getsym(data, (int) i, &sym) &&
 		    GELF_ST_TYPE(sym.st_info) == STT_GNU_IFUNC &&
 		    sym.st_value == value && sym.st_shndx != SHN_UNDEF &&
@@ -896,25 +895,18 @@ static int exports(struct loader *ld, Elf *elf, uint32_t mod,
 		   const struct segs *sg)
 {
 	Elf_Data *data, *strdata;
-	Elf_Scn *scn, *strscn;
-	GElf_Shdr sh, strsh;
+	Elf_Scn *scn;
 	struct versions ver;
-	size_t n, i, k, shnum;
+	size_t n, i, k;
 	GElf_Sym sym;
 	int rc = 0;
 
-	scn = find_section(elf, SHT_DYNSYM, &sh);
-	if (!scn || elf_getshdrnum(elf, &shnum) != 0 || !sh.sh_link ||
-	    sh.sh_link >= shnum || !(strscn = elf_getscn(elf, sh.sh_link)) ||
-	    !gelf_getshdr(strscn, &strsh) || strsh.sh_type != SHT_STRTAB ||
-	    !(data = elf_getdata(scn, NULL)) || !data->d_buf ||
-	    !(strdata = elf_getdata(strscn, NULL)) || !strdata->d_buf ||
-	    !strdata->d_size)
+	n = table_of(elf, SHT_DYNSYM, &scn, &data, &strdata);
+	if (!n)
 		return 0;
 	if (versions_load(elf, elf_ndxscn(scn), &ver))
 		return HTR_ERR_NOMEM;
-	n = data->d_size / sizeof(Elf64_Sym);
-	for (i = 1; i < n && i <= INT_MAX && !rc; i++) {
+	for (i = 1; i < n && !rc; i++) {
 		unsigned type, bind, vis;
 		const char *name, *version;
 		struct export *e;
