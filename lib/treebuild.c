@@ -30,7 +30,7 @@ struct frame {
 #define FN_CACHE 256
 struct fn_slot {
 	uint64_t addr;          /* 0: empty */
-	uint64_t start, fn;     /* fn 0: no symbol holds addr */
+	uint64_t entry, fn;     /* fn 0: no symbol holds addr */
 };
 
 /* Open addressing, entry -> function index; grows at 1/2 load. */
@@ -398,9 +398,9 @@ static size_t outer_ret_match(const struct htr_tb *t, uint64_t ip)
 	return 0;
 }
 
-/* Whether a sized symbol holds @addr: its start in *@start, its function
- * (FUNC for FUNC.cold) in *@fn. */
-static int func_of(struct htr_tb *t, uint64_t addr, uint64_t *start,
+/* Whether a sized symbol holds @addr: its entry in *@entry (for
+ * FUNC.cold, FUNC's), its function (FUNC for FUNC.cold) in *@fn. */
+static int func_of(struct htr_tb *t, uint64_t addr, uint64_t *entry,
 		   uint64_t *fn)
 {
 	struct fn_slot *c = &t->fn_cache[mix(addr) & (FN_CACHE - 1)];
@@ -409,10 +409,10 @@ static int func_of(struct htr_tb *t, uint64_t addr, uint64_t *start,
 		return 0;
 	if (c->addr != addr) {
 		c->addr = addr;
-		if (!t->extent(t->extent_ctx, addr, &c->start, &c->fn))
+		if (!t->extent(t->extent_ctx, addr, &c->entry, &c->fn))
 			c->fn = 0;
 	}
-	*start = c->start;
+	*entry = c->entry;
 	*fn = c->fn;
 	return c->fn != 0;
 }
@@ -420,11 +420,11 @@ static int func_of(struct htr_tb *t, uint64_t addr, uint64_t *start,
 /* The function frame @f is in (0: none known), looked up once. */
 static uint64_t frame_fn(struct htr_tb *t, struct frame *f)
 {
-	uint64_t start;
+	uint64_t entry;
 
 	if (!f->fn_known) {
 		f->fn_known = 1;
-		if (!func_of(t, f->anchor, &start, &f->fn))
+		if (!func_of(t, f->anchor, &entry, &f->fn))
 			f->fn = 0;
 	}
 	return f->fn;
@@ -448,9 +448,9 @@ static size_t frame_in(struct htr_tb *t, size_t below, uint64_t fn)
  * start: it never counts. */
 static size_t inside_frame(struct htr_tb *t, size_t below, uint64_t ip)
 {
-	uint64_t lo, fn;
+	uint64_t ent, fn;
 
-	if (!func_of(t, ip, &lo, &fn) || ip == lo)
+	if (!func_of(t, ip, &ent, &fn) || ip == ent)
 		return t->depth;
 	return frame_in(t, below, fn);
 }
@@ -459,9 +459,9 @@ static size_t inside_frame(struct htr_tb *t, size_t below, uint64_t ip)
  * frame below index @below is in. */
 static int inside_other(struct htr_tb *t, size_t below, uint64_t ip)
 {
-	uint64_t lo, fn;
+	uint64_t ent, fn;
 
-	return func_of(t, ip, &lo, &fn) && ip != lo &&
+	return func_of(t, ip, &ent, &fn) && ip != ent &&
 	       frame_in(t, below, fn) == t->depth;
 }
 
@@ -542,7 +542,7 @@ static int land_return(struct htr_tb *t, uint64_t to)
  * reaching a landing pad), they close unwound (README, "Tree rules" 3a). */
 static int land_jump(struct htr_tb *t, uint64_t to)
 {
-	uint64_t last = t->jmp_last, lo, fn, slo, sfn;
+	uint64_t last = t->jmp_last, ent, fn, sentry, sfn;
 	struct frame *top = &t->st[t->depth - 1];
 	size_t i;
 
@@ -556,18 +556,18 @@ static int land_jump(struct htr_tb *t, uint64_t to)
 	i = outer_ret_match(t, to);
 	if (i)
 		return pop_to(t, i - 1, last, HTR_BLOCK_UNWOUND);
-	if (!func_of(t, to, &lo, &fn))
+	if (!func_of(t, to, &ent, &fn))
 		return 0;
 	/* A PLT stub's jump, a tail call: the frame runs that function
 	 * now (a late frame's anchor stays: it names the block). */
-	if (to == lo) {
+	if (to == ent) {
 		if (top->func != HTR_FUNC_NONE)
 			top->anchor = to;
 		top->fn = fn;
 		top->fn_known = 1;
 		return 0;
 	}
-	if (func_of(t, t->jmp_src, &slo, &sfn) && sfn == fn)
+	if (func_of(t, t->jmp_src, &sentry, &sfn) && sfn == fn)
 		return 0;
 	i = frame_in(t, t->depth - 1, fn);
 	return i < t->depth ? pop_to(t, i, last, HTR_BLOCK_UNWOUND) : 0;
@@ -679,13 +679,13 @@ int htr_tb__gap(struct htr_tb *t, const struct htr_decode_gap *g)
  * as after a synchronous disable (README, "Tree rules" 4). */
 static int resume_error(struct htr_tb *t, uint64_t ip, uint64_t last)
 {
-	uint64_t lo, fn;
-	int sym = func_of(t, ip, &lo, &fn);
+	uint64_t ent, fn;
+	int sym = func_of(t, ip, &ent, &fn);
 	struct frame *f;
 	size_t i;
 	int rc;
 
-	if (func_known(t, ip) || (sym && ip == lo))
+	if (func_known(t, ip) || (sym && ip == ent))
 		return push_at(t, ip);
 	if (!sym)
 		return 0;
@@ -707,7 +707,7 @@ static int resume_error(struct htr_tb *t, uint64_t ip, uint64_t last)
  * rules" 4); @last is the last instruction before the gap. */
 static int close_unseen(struct htr_tb *t, uint64_t ip, uint64_t last)
 {
-	uint64_t lo, fn;
+	uint64_t ent, fn;
 	size_t i;
 
 	/* At an open frame's return address: it and the frames above it
@@ -736,7 +736,7 @@ static int close_unseen(struct htr_tb *t, uint64_t ip, uint64_t last)
 	/* At a function's entry: called from untraced code or by the kernel
 	 * (a callback, a signal handler). */
 	if (func_known(t, ip) ||
-	    (func_of(t, ip, &lo, &fn) && ip == lo))
+	    (func_of(t, ip, &ent, &fn) && ip == ent))
 		return push_at(t, ip);
 	/* The kernel returned, wherever it landed (sysenter). */
 	for (i = 1; i < t->depth; i++)
