@@ -25,6 +25,9 @@ struct frame {
 	uint8_t fn_known;       /* @fn looked up (0 there: no symbol) */
 };
 
+/* Callers remembered per function, for resumes after errors. */
+#define TB_CALLERS 4
+
 /* The last lookups of func_of(): jumps land at few places (PLT targets,
  * switch tables), over and over. */
 #define FN_CACHE 256
@@ -68,6 +71,10 @@ struct htr_tb {
 	struct funcmap funcs;   /* call targets */
 	struct funcmap anchors; /* addresses late frames ran, not targets */
 	uint32_t nentries;      /* in the writer's function table */
+	uint64_t (*caller)[TB_CALLERS];  /* by function index: the
+					  * functions traced calls to it came
+					  * from, the first few (0: none) */
+	size_t ncaller;
 };
 
 static uint64_t mix(uint64_t x)
@@ -236,6 +243,7 @@ void htr_tb__free(struct htr_tb *t)
 	free(t->funcs.vals);
 	free(t->anchors.keys);
 	free(t->anchors.vals);
+	free(t->caller);
 	free(t);
 }
 
@@ -271,13 +279,72 @@ static int push(struct htr_tb *t, uint64_t ret_ip, int far)
 	return 0;
 }
 
+static uint64_t frame_fn(struct htr_tb *t, struct frame *f);
+
+/* The function of frame @f's caller, when a traced call (a frame with a
+ * return address, below another) enters function @idx: the first few
+ * are kept.  Where decoding resumes after an error they say who called
+ * it (rule 4). */
+static int note_caller(struct htr_tb *t, struct frame *f, uint32_t idx)
+{
+	uint64_t *c, fn;
+	unsigned k;
+
+	if (idx >= t->ncaller) {
+		size_t n = idx + 1 > 2 * t->ncaller ? idx + 1 + 64 :
+						      2 * t->ncaller;
+		uint64_t (*a)[TB_CALLERS] = realloc(t->caller, n * sizeof(*a));
+
+		if (!a)
+			return HTR_ERR_NOMEM;
+		memset(a + t->ncaller, 0, (n - t->ncaller) * sizeof(*a));
+		t->caller = a;
+		t->ncaller = n;
+	}
+	c = t->caller[idx];
+	if (c[TB_CALLERS - 1])
+		return 0;
+	fn = frame_fn(t, f - 1);
+	for (k = 0; fn && k < TB_CALLERS; k++) {
+		if (c[k] == fn)
+			break;
+		if (!c[k]) {
+			c[k] = fn;
+			break;
+		}
+	}
+	return 0;
+}
+
+/* The innermost open frame in a function a traced call to function
+ * @idx came from; t->depth if none. */
+static size_t caller_frame(struct htr_tb *t, uint32_t idx)
+{
+	size_t i;
+	unsigned k;
+
+	if (idx >= t->ncaller)
+		return t->depth;
+	for (i = t->depth; i-- > 0;)
+		for (k = 0; k < TB_CALLERS && t->caller[idx][k]; k++)
+			if (frame_fn(t, &t->st[i]) == t->caller[idx][k])
+				return i;
+	return t->depth;
+}
+
 static int set_entry(struct htr_tb *t, struct frame *f, uint64_t entry)
 {
+	int rc;
+
 	f->entry_pending = 0;
 	f->entry = entry;
 	if (!f->anchor)
 		f->anchor = entry;
-	return func_index(t, entry, &f->func);
+	rc = func_index(t, entry, &f->func);
+	if (rc < 0 || !f->ret_ip || f->far || f == t->st ||
+	    f->func == HTR_FUNC_NONE)
+		return rc;
+	return note_caller(t, f, f->func);
 }
 
 /* Some of the execution of every frame open as a gap begins is missing
@@ -682,6 +749,7 @@ static int resume_error(struct htr_tb *t, uint64_t ip, uint64_t last)
 	uint64_t ent, fn;
 	int sym = func_of(t, ip, &ent, &fn);
 	struct frame *f;
+	uint32_t idx;
 	size_t i;
 	int rc;
 
@@ -692,7 +760,14 @@ static int resume_error(struct htr_tb *t, uint64_t ip, uint64_t last)
 	i = frame_in(t, t->depth, fn);
 	if (i < t->depth)
 		return pop_to(t, i, last, HTR_BLOCK_IMPLICIT);
-	/* A deeper frame entered in the gap: its start was lost. */
+	/* A function a traced call from an open frame's function entered
+	 * before: that frame called it again, the frames above it returned
+	 * unseen.  Else a deeper frame entered in the gap (a callback from
+	 * the code the error hid).  Either way its start was lost. */
+	if (func_lookup(&t->funcs, ent, &idx) &&
+	    (i = caller_frame(t, idx)) < t->depth &&
+	    (rc = pop_to(t, i, last, HTR_BLOCK_IMPLICIT)) < 0)
+		return rc;
 	if ((rc = push(t, 0, 0)) < 0 || t->folded)
 		return rc;
 	f = &t->st[t->depth - 1];

@@ -303,6 +303,12 @@ struct frame {
 	uint8_t callback;      /* entered from untraced code */
 };
 
+#define REF_CALLERS 4
+struct called {
+	uint64_t entry;
+	uint64_t from[REF_CALLERS];     /* 0: none */
+};
+
 struct builder {
 	const struct ref_config *cfg;
 	struct ref_tree *t;
@@ -329,6 +335,10 @@ struct builder {
 	 * open addressing, 0 = empty (0 is never an entry). */
 	uint64_t *entries;
 	size_t nentries, ecap;
+	/* Traced calls seen: callee entry, then the first REF_CALLERS
+	 * distinct functions (ref_func.id) calls to it came from. */
+	struct called *called;
+	size_t ncalled, ccap;
 };
 
 static uint64_t hash64(uint64_t x)
@@ -402,14 +412,47 @@ static int sym_entry(const struct builder *b, uint64_t addr)
 	return func(b, addr, &f) == 0 && f.entry && f.start == addr;
 }
 
+/* The record of the traced calls to @entry, or NULL.  (A linear search:
+ * the reference's traces are small.) */
+static struct called *called_of(const struct builder *b, uint64_t entry)
+{
+	size_t i;
+
+	for (i = 0; i < b->ncalled; i++)
+		if (b->called[i].entry == entry)
+			return &b->called[i];
+	return NULL;
+}
+
 /* Frame @f's entry is @addr. */
 static int set_entry(struct builder *b, struct frame *f, uint64_t addr)
 {
+	struct ref_func caller;
+	struct called *c;
+	unsigned k;
+
 	f->entry_pending = 0;
 	f->has_entry = 1;
 	f->entry = addr;
 	if (!f->anchor)
 		f->anchor = addr;
+	/* Rule 4: a traced call from the function of the frame below. */
+	if (f->has_ret && !f->far && f != b->st &&
+	    func(b, f[-1].anchor, &caller) == 0) {
+		c = called_of(b, addr);
+		if (!c) {
+			if (GROW(b->called, b->ccap, b->ncalled) < 0)
+				return -1;
+			c = &b->called[b->ncalled++];
+			memset(c, 0, sizeof(*c));
+			c->entry = addr;
+		}
+		for (k = 0; k < REF_CALLERS && c->from[k] != caller.id; k++)
+			if (!c->from[k]) {
+				c->from[k] = caller.id;
+				break;
+			}
+	}
 	return entry_add(b, addr);
 }
 
@@ -711,6 +754,7 @@ static int push_callback(struct builder *b, uint64_t r)
 static int resume_error(struct builder *b, uint64_t r, uint64_t last)
 {
 	struct ref_func f;
+	struct called *c;
 	size_t i;
 
 	if (!b->cfg->func_of)
@@ -722,11 +766,30 @@ static int resume_error(struct builder *b, uint64_t r, uint64_t last)
 		return close_above(b, i, last, REF_IMPLICIT);
 	if (is_entry(b, r))
 		return push_callback(b, r);
-	/* Inside a function no open frame is in: a deeper frame, entered
-	 * in the gap. */
-	if (func(b, r, &f) == 0)
-		return push_late(b, r, b->nopen, 0, 0);
-	return 0;
+	if (func(b, r, &f) < 0)
+		return 0;
+	/* Inside a function no open frame is in.  If traced calls to it
+	 * came from the function of an open frame (the innermost such),
+	 * that frame called it: the frames above it returned unseen.
+	 * Either way a frame whose start was lost opens there; without such
+	 * a call it is deeper, entered in the gap. */
+	if (f.entry && (c = called_of(b, f.start)))
+		for (i = b->depth; i-- > 0;) {
+			struct ref_func fa;
+			unsigned k;
+
+			if (func(b, b->st[i].anchor, &fa) < 0)
+				continue;
+			for (k = 0; k < REF_CALLERS && c->from[k]; k++)
+				if (c->from[k] == fa.id)
+					break;
+			if (k < REF_CALLERS && c->from[k]) {
+				if (close_above(b, i, last, REF_IMPLICIT) < 0)
+					return -1;
+				break;
+			}
+		}
+	return push_late(b, r, b->nopen, 0, 0);
 }
 
 /* Rule 4: tracing resumes at @r after the pending gaps; the first rule
@@ -975,6 +1038,7 @@ int ref_tree_build(const uint8_t *trace, size_t size, struct pt_image *image,
 	free(b.st);
 	free(b.open);
 	free(b.entries);
+	free(b.called);
 	free(st.s);
 	return rc;
 }

@@ -107,6 +107,9 @@ struct scen {
 	struct prog_feat feat;
 };
 
+/* Callers a builder keeps per function (lib/treebuild.c). */
+#define SYNTH_CALLERS 4
+
 struct run {
 	const struct synth_opts *o;
 	struct scen sc;
@@ -151,6 +154,9 @@ struct run {
 	unsigned nunw;
 	const struct frame **bview;  /* a decoder's open frames (see
 				      * err_resume_kind) */
+	uint32_t (*callers)[SYNTH_CALLERS];  /* by function: the first
+					      * functions a decoder saw call
+					      * it, + 1 (0: none) */
 	unsigned err_at;        /* index of the frame an error left */
 	/* timing */
 	uint64_t tsc;           /* the real clock */
@@ -409,6 +415,45 @@ static void gap_begins(struct run *r)
 /* ------------------------------------------------------------------ */
 /* execution */
 
+/* The function a decoder gives a frame (none for code it lacks). */
+static uint32_t known_func(const struct frame *f)
+{
+	return f->kind == FK_MISSING ? UINT32_MAX : f->func;
+}
+
+/* A decoder saw @caller call @func (rule 4 uses the first few). */
+static void note_caller(struct run *r, uint32_t func, uint32_t caller)
+{
+	uint32_t *c = r->callers[func];
+	unsigned k;
+
+	for (k = 0; caller != UINT32_MAX && k < SYNTH_CALLERS; k++) {
+		if (c[k] == caller + 1)
+			break;
+		if (!c[k]) {
+			c[k] = caller + 1;
+			break;
+		}
+	}
+}
+
+/* Whether a decoder saw @func called from one of its @n open frames @b or
+ * the frame main runs in: rule 4 resumes there, not deeper. */
+static int caller_open(const struct run *r, uint32_t func,
+		       const struct frame **b, unsigned n)
+{
+	unsigned i, k;
+
+	for (k = 0; k < SYNTH_CALLERS && r->callers[func][k]; k++) {
+		if (r->callers[func][k] - 1 == known_func(&r->st[0]))
+			return 1;
+		for (i = 0; i < n; i++)
+			if (r->callers[func][k] - 1 == known_func(b[i]))
+				return 1;
+	}
+	return 0;
+}
+
 static void push(struct run *r, uint32_t ret, uint32_t func, int traced_call,
 		 enum fkind kind)
 {
@@ -430,6 +475,7 @@ static void push(struct run *r, uint32_t ret, uint32_t func, int traced_call,
 		f->known = f->kret = 1;
 		make_visible(r, r->depth - 1, r->id, 0);
 		if (r->mode == M_TRACED) {
+			note_caller(r, func, known_func(&r->st[r->depth - 2]));
 			/* libipt keeps 64 return addresses; so do we. */
 			if (r->ncomp == 64) {
 				unsigned i;
@@ -883,12 +929,6 @@ static void start_err(struct run *r)
 	r->gap_min = 2 + synth_below(&r->rng, 30);
 }
 
-/* The function a decoder gives a frame (none for code it lacks). */
-static uint32_t known_func(const struct frame *f)
-{
-	return f->kind == FK_MISSING ? UINT32_MAX : f->func;
-}
-
 /*
  * Whether decoding may resume at r->pc after a decode error, and how the
  * tree rules (README, 4: "after a decode error") then read it; 0: not
@@ -900,10 +940,12 @@ static uint32_t known_func(const struct frame *f)
  *    returned; right if exactly the frames below it are still open;
  * 2: inside the function of one of them (the innermost such): the frames
  *    above it returned; right if exactly it and the frames below are open;
- * 4: in a function none of them runs: one deeper frame, opened in the gap
- *    under the innermost of them, all of which must still be open; the
- *    frame's return (to its caller's function, or into the missing code)
- *    is then a plain one as long as no open frame has its return address.
+ * 4: in a function none of them runs and that a decoder never saw called
+ *    from one of them (or it would resume in that one): one deeper
+ *    frame, opened in the gap under the innermost of them, all of which
+ *    must still be open; the frame's return (to its caller's function, or
+ *    into the missing code) is then a plain one as long as no open frame
+ *    has its return address.
  * Never at a function's entry (that reads as a callback).
  */
 static int err_resume_kind(struct run *r)
@@ -930,7 +972,8 @@ static int err_resume_kind(struct run *r)
 			break;
 	if (k >= 0)
 		return d == p && (unsigned) k + 2 == d ? 2 : 0;
-	if (!n || n + 1 != p || d != p + 1 || r->st[p].func != pcf)
+	if (!n || n + 1 != p || d != p + 1 || r->st[p].func != pcf ||
+	    caller_open(r, pcf, b, n))
 		return 0;
 	for (i = 0; i < n; i++)
 		if (b[i]->kret && b[i]->ret == r->st[p].ret)
@@ -1623,7 +1666,8 @@ int synth_run(const struct synth_opts *o, const char *prefix,
 	r->ovfs_left = r->sc.ovfs;
 	r->unw_o = -1;
 	if (!r->st || !r->gap_rets || !r->gap_done || !r->unw || !r->bview ||
-	    prog_generate(&r->prog, o->seed, o->nfuncs, &r->sc.feat) < 0) {
+	    prog_generate(&r->prog, o->seed, o->nfuncs, &r->sc.feat) < 0 ||
+	    !(r->callers = calloc(r->prog.nfuncs, sizeof(*r->callers)))) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
@@ -1697,6 +1741,7 @@ out:
 	free(r->gap_done);
 	free(r->unw);
 	free(r->bview);
+	free(r->callers);
 	free(r);
 	return rc;
 }
