@@ -250,9 +250,11 @@ for opt in O0 O2; do
 	out=$T/$name-300
 	cc "-$opt" -g -o "$exe" "$src/libnest.c" || {
 		fail "cannot compile libnest.c"; continue; }
-	# meson's random MALLOC_PERTURB_ changes libc's paths, and with
-	# them where the PSBs fall: one recording for every run.
-	if ! env -u MALLOC_PERTURB_ "$htr" record -q --psb-period 1024 \
+	# The environment moves the program's stack and libc's paths
+	# (meson's random MALLOC_PERTURB_, LD_LIBRARY_PATH), and with them
+	# where the PSBs fall, which decides how much rule 4 can tell (README,
+	# "Where these rules are wrong"): one recording for every run.
+	if ! env -i PATH=/usr/bin:/bin "$htr" record -q --psb-period 1024 \
 		--raw "$out" -- "$exe" 300 >"$out.out" 2>&1 </dev/null; then
 		fail "$name: htr record: $(tail -1 "$out.out")"
 		continue
