@@ -102,6 +102,60 @@ if [ "$(head -c 8 "$work/p.data" 2>/dev/null)" != PERFILE2 ] ||
 fi
 ls "$work" | grep -q 'rec-' && fail "record -o left a temporary directory"
 
+# argv[0] as the user gave it (a multi-call program picks its behaviour
+# from it: xzcat -> xz, busybox), while the recording names the real file,
+# as the kernel would: the module is multi, the process (COMM) other.
+# $1: how to call it (the symlink's path, relative or bare: PATH).
+cat >"$work/bin/multi.c" <<'EOF'
+#include <stdio.h>
+#include <string.h>
+int main(int argc, char **argv)
+{
+	const char *b = strrchr(argv[0], '/');
+
+	(void) argc;
+	printf("%s\n", argv[0]);
+	return strcmp(b ? b + 1 : argv[0], "other") ? 4 : 5;
+}
+EOF
+cc -g -o "$work/bin/multi" "$work/bin/multi.c"
+ln -s multi "$work/bin/other"
+argv0() {
+	(cd "$work/bin" && PATH="$work/bin:$PATH" "$1") >"$work/a0.want"
+	want=$?
+	rm -f "$work/a0.data"* "$work/a0."*.htr
+	(cd "$work/bin" && PATH="$work/bin:$PATH" "$htr" record \
+		-o "$work/a0.data" -- "$1") >"$work/a0.out" 2>"$work/a0.err"
+	if [ "$want" -ne 5 ] || ! cmp -s "$work/a0.want" "$work/a0.out" ||
+	   ! grep -q "exited with status $want " "$work/a0.err"; then
+		fail "record -- $1: argv[0] not as given: exit $want," \
+			"$(cat "$work/a0.out") $(cat "$work/a0.err")"
+		return
+	fi
+	"$htr" build -q "$work/a0.data" -o "$work/a0" 2>"$work/a0.err"
+	if ! "$htr" find main "$work"/a0.*.htr 2>&1 | grep -q ' multi!main ' ||
+	   ! "$htr" find main "$work"/a0.*.htr | grep -q "^# thread .*, other)"
+	then
+		fail "record -- $1: build: not module multi, comm other:" \
+			"$("$htr" find main "$work"/a0.*.htr 2>&1) $(cat "$work/a0.err")"
+		return
+	fi
+	oks=$((oks + 1))
+}
+argv0 "$work/bin/other"
+argv0 ./other
+argv0 other
+if command -v xz >/dev/null 2>&1 && [ -x /usr/bin/xzcat ]; then
+	echo hello | xz >"$work/t.xz"
+	"$htr" record -q -o "$work/xz.data" -- /usr/bin/xzcat "$work/t.xz" \
+		>"$work/xz.out" 2>"$work/xz.err"
+	if [ "$(cat "$work/xz.out")" = hello ]; then
+		oks=$((oks + 1))
+	else
+		fail "record -- /usr/bin/xzcat: $(cat "$work/xz.out" "$work/xz.err")"
+	fi
+fi
+
 # ---------------------------------------------------------------- suite
 
 printf 'banana\napple\ncherry\napple\n' >"$work/sort.in"

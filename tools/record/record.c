@@ -169,7 +169,7 @@ static int spawn(struct qemu *q, const char *qemu, const char *exe,
 
 	for (n = 0; argv[n]; n++)
 		;
-	av = calloc(n + 8, sizeof(*av));
+	av = calloc(n + 10, sizeof(*av));
 	if (!av)
 		return errf(err, errlen, "out of memory");
 	if (pipe(lp) < 0 || pipe(ep) < 0) {
@@ -188,9 +188,15 @@ static int spawn(struct qemu *q, const char *qemu, const char *exe,
 	av[3] = "exec,nochain,strace";
 	av[4] = "-D";
 	av[5] = dpath;
-	av[6] = (char *) exe;
+	/* qemu runs the real file (@exe, which the image and the perf.data
+	 * name, as the kernel's d_path would) but PROG sees argv[0] as the
+	 * user gave it: a multi-call program (xzcat -> xz, busybox) picks
+	 * its behaviour from it. */
+	av[6] = "-0";
+	av[7] = argv[0];
+	av[8] = (char *) exe;
 	for (i = 1; i < n; i++)
-		av[6 + i] = argv[i];
+		av[8 + i] = argv[i];
 	q->pid = fork();
 	if (q->pid < 0) {
 		free(av);
@@ -923,7 +929,10 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 		struct rec_perf_thread *pt = calloc(ts.n, sizeof(*pt));
 		char (*paths)[PATH_MAX] = calloc(ts.n, sizeof(*paths));
 		size_t n = 0;
-		const char *comm = strrchr(exe, '/') + 1;
+		/* The kernel names the process after the file name
+		 * execve was given, not the file it resolves to. */
+		const char *comm = strrchr(argv[0], '/') ?
+				   strrchr(argv[0], '/') + 1 : argv[0];
 		char pdata[PATH_MAX];
 		int real;
 

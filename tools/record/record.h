@@ -51,7 +51,8 @@ struct rec_result {
 	double seconds;
 };
 
-/* Run @argv (argv[0] is PROG, resolved on PATH) and write the outputs.
+/* Run @argv (argv[0] is PROG, resolved on PATH to its real file, which the
+ * outputs name; PROG still sees argv[0] as given) and write the outputs.
  * Outputs appear all at once when everything succeeded, never in part.
  * Returns 0 (also when PROG exited non-zero: see res->exit_status), or -1
  * with a one-line reason in @err (PROG killed by a signal is -1 too, with
