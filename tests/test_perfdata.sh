@@ -573,6 +573,69 @@ rc=$?
 	echo "ok      --tid of no thread: $(cat "$work/err")" ||
 	fail "--tid 1: exit $rc, $(cat "$work/err")"
 
+# -o on a perf.data (issue 36): each case in a fresh directory (holding
+# an empty dir/), run there; exactly the files expected, no others.
+# $1 what, $2 the exit status, $3 the files (sorted, space-separated; "-"
+# none), then htr build's arguments.
+on=0
+oname() {
+	what=$1 code=$2 want=$3
+	shift 3
+	on=$((on + 1))
+	od=$work/o$on
+	mkdir -p "$od/dir"
+	(cd "$od" && "$htr" build -q "$@" >/dev/null 2>"$work/o$on.err")
+	rc=$?
+	got=$(cd "$od" && find . -type f | sed 's|^\./||' | sort | tr '\n' ' ')
+	got=${got% }
+	[ -n "$got" ] || got=-
+	if [ $rc -ne "$code" ]; then
+		fail "-o $what: exit $rc, not $code: $(head -2 "$work/o$on.err")"
+	elif [ "$got" != "$want" ]; then
+		fail "-o $what: wrote '$got', not '$want'"
+	elif [ "$code" -ne 0 ] && [ "$(wc -l <"$work/o$on.err")" -ne 1 ]; then
+		fail "-o $what: not one line: $(cat "$work/o$on.err")"
+	else
+		echo "ok      -o $what: ${got}$([ "$code" -eq 0 ] ||
+			echo "; $(cat "$work/o$on.err")")"
+	fi
+}
+# "$1TID$2" for each thread of threads-O2, sorted as oname() lists.
+each() {
+	for t in $otids; do
+		echo "$1$t$2"
+	done | sort | tr '\n' ' ' | sed 's/ $//'
+}
+d=$work/c.threads-O2
+otids=$(ls "$d"/rec.*.htr | sed 's/.*rec\.\([0-9]*\)\.htr/\1/')
+otid=$(echo "$otids" | head -1)
+opid=$("$htr" info "$d/rec.$otid.htr" | sed -n 's/^thread:.*(pid \([0-9]*\).*/\1/p')
+one=$work/c.calls-O0/rec.data
+if [ "$(echo "$otids" | wc -l)" -lt 2 ] || [ -z "$opid" ]; then
+	fail "-o: threads-O2 built $(echo "$otids" | wc -l) thread(s), pid '$opid'"
+else
+	oname "foo.htr, one thread" 0 foo.htr "$one" -o foo.htr
+	oname "foo.htr, --tid" 0 foo.htr "$d/rec.data" --tid "$otid" -o foo.htr
+	oname "foo.htr, several threads" 0 "$(each foo. .htr)" "$d/rec.data" -o foo.htr
+	oname "dir/" 0 "$(each dir/rec. .htr)" "$d/rec.data" -o dir/
+	oname "dir (a directory)" 0 "$(each dir/rec. .htr)" "$d/rec.data" -o dir
+	oname "dir/, one thread" 0 "$(ls "$work/c.calls-O0"/rec.*.htr |
+		sed 's|.*/|dir/|')" "$one" -o dir/
+	oname "dir/%p-%t-100%%.htr" 0 "$(each "dir/$opid-" -100%.htr)" \
+		"$d/rec.data" -o 'dir/%p-%t-100%%.htr'
+	oname "%p.htr, one thread" 0 "$opid.htr" "$d/rec.data" --tid "$otid" \
+		-o '%p.htr'
+	oname "prefix" 0 "$(each pre. .htr)" "$d/rec.data" -o pre
+	oname "%p.htr, several threads" 2 - "$d/rec.data" -o '%p.htr'
+	oname "%x.htr" 2 - "$d/rec.data" -o '%x.htr'
+	oname "nodir/" 1 - "$d/rec.data" -o nodir/
+	# CPU-wide: the threads the file names, with their pattern.
+	cw=$work/w.threads-O2.2
+	oname "cpu-wide dir/%t.htr" 0 "$(ls "$cw"/cw.*.htr |
+		sed 's|.*/cw\.|dir/|' | sort | tr '\n' ' ' | sed 's/ $//')" \
+		"$cw/cw.data" -o 'dir/%t.htr'
+fi
+
 # The reader in process: every truncation point, random flips (of the
 # pipe format too, when perf made one).
 data=$work/c.calls-O0/rec.data

@@ -27,8 +27,8 @@ static const char usage_text[] =
 "OUT (default: TRACE with its extension replaced by .htr).\n"
 "\n"
 "A perf.data (perf record -e intel_pt//u, also with -z; htr record) is\n"
-"recognized by its magic: each thread's trace becomes OUT.TID.htr\n"
-"(default OUT: FILE without its extension), with the image from the\n"
+"recognized by its magic: each thread's trace becomes STEM.TID.htr\n"
+"(STEM: FILE without its extension; or see -o), with the image from the\n"
 "recorded mappings and the timing parameters, CPU and TSC conversion\n"
 "from the file.  Per-CPU buffers (perf record without --per-thread, -a)\n"
 "are split into threads with the context-switch records.  A module that\n"
@@ -56,8 +56,14 @@ static const char usage_text[] =
 "                          Lake, ...) the build needs them: a direct\n"
 "                          jump or call out of the ranges may stop\n"
 "                          tracing without saying where\n"
-"  -o, --output OUT        where to write the .htr file (perf.data: the\n"
-"                          prefix of the OUT.TID.htr files)\n"
+"  -o, --output OUT        where to write the .htr file.  perf.data:\n"
+"                          NAME.htr is that file for one thread,\n"
+"                          NAME.TID.htr for several; DIR/ or a directory\n"
+"                          gives DIR/STEM.TID.htr (STEM: FILE's name\n"
+"                          without its extension); a pattern expands %t\n"
+"                          to the tid, %p to the pid, %% to % (several\n"
+"                          threads need %t); another OUT is a prefix:\n"
+"                          OUT.TID.htr\n"
 "      --tid N             perf.data: only the thread N\n"
 "      --symfs DIR         perf.data: look for the modules under DIR\n"
 "      --buildid-dir DIR   perf.data: perf's build-id cache, for modules\n"
@@ -268,15 +274,137 @@ static int is_perfdata(const char *path)
 	return r;
 }
 
-/* OUT of a perf.data build: -o, or the file without its extension. */
-static char *perf_prefix(const char *trace, const char *out)
+/* The default stem of a perf.data build's files: the file without its
+ * extension (perf.data: perf, so perf.TID.htr). */
+static char *perf_stem(const char *trace)
 {
 	const char *slash = strrchr(trace, '/');
 	const char *dot = strrchr(trace, '.');
 	size_t stem = dot && (!slash || dot > slash + 1) ? (size_t) (dot - trace)
 							 : strlen(trace);
 
-	return out ? strdup(out) : strndup(trace, stem);
+	return strndup(trace, stem);
+}
+
+/* Append @s to @d with each % doubled (literal in a pattern). */
+static char *pat_cat(char *d, const char *s, size_t n)
+{
+	for (; n && *s; s++, n--) {
+		if (*s == '%')
+			*d++ = '%';
+		*d++ = *s;
+	}
+	*d = '\0';
+	return d;
+}
+
+/* The names of a perf.data build's files, as a pattern of -o: %t the tid,
+ * %p the pid, %% a %.  @outarg is -o (NULL: none), @stem the default
+ * (perf_stem()), @nthreads how many threads are built.
+ *   none            STEM.%t.htr
+ *   DIR/ or a dir   DIR/BASENAME-OF-STEM.%t.htr
+ *   with a %        itself (several threads need %t)
+ *   NAME.htr        itself for one thread, NAME.%t.htr for several
+ *   anything else   a prefix: OUT.%t.htr
+ * Returns the pattern (malloc'd), or NULL with the error printed and
+ * *@rc set (before anything is written). */
+static char *perf_pattern(const char *outarg, const char *stem,
+			  size_t nthreads, int *rc)
+{
+	const char *base, *p;
+	struct stat sb;
+	size_t n;
+	char *pat, *e;
+
+	*rc = HTR_EXIT_OK;
+	base = outarg ? outarg : stem;
+	n = strlen(base);
+	pat = malloc(2 * (n + strlen(stem)) + 16);
+	if (!pat) {
+		*rc = fail("build", "out of memory");
+		return NULL;
+	}
+	if (!outarg) {
+		strcpy(pat_cat(pat, stem, SIZE_MAX), ".%t.htr");
+		return pat;
+	}
+	if (strchr(outarg, '%')) {
+		int has_t = 0;
+
+		for (p = outarg; (p = strchr(p, '%')); p += 2) {
+			if (p[1] != 't' && p[1] != 'p' && p[1] != '%') {
+				*rc = usage_error("build", "-o %s: a %% not "
+						  "followed by t (tid), p (pid) "
+						  "or %%", outarg);
+				free(pat);
+				return NULL;
+			}
+			has_t |= p[1] == 't';
+		}
+		if (nthreads > 1 && !has_t) {
+			*rc = usage_error("build", "-o %s: %zu threads but no %%t "
+					  "(tid) in the pattern", outarg,
+					  nthreads);
+			free(pat);
+			return NULL;
+		}
+		strcpy(pat, outarg);
+		return pat;
+	}
+	if (outarg[n - 1] == '/' || (stat(outarg, &sb) == 0 &&
+				     S_ISDIR(sb.st_mode))) {
+		int st = stat(outarg, &sb);
+
+		if (st != 0 || !S_ISDIR(sb.st_mode)) {
+			*rc = fail("build", "-o %s: %s", outarg, st != 0 ?
+				   strerror(errno) : "not a directory");
+			free(pat);
+			return NULL;
+		}
+		p = strrchr(stem, '/');
+		e = pat_cat(pat, outarg, SIZE_MAX);
+		if (outarg[n - 1] != '/')
+			*e++ = '/';
+		strcpy(pat_cat(e, p ? p + 1 : stem, SIZE_MAX), ".%t.htr");
+		return pat;
+	}
+	p = strrchr(outarg, '/');
+	p = p ? p + 1 : outarg;
+	if (strlen(p) > 4 && !strcmp(outarg + n - 4, ".htr")) {
+		if (nthreads > 1)
+			strcpy(pat_cat(pat, outarg, n - 4), ".%t.htr");
+		else
+			pat_cat(pat, outarg, SIZE_MAX);
+		return pat;
+	}
+	strcpy(pat_cat(pat, outarg, SIZE_MAX), ".%t.htr");
+	return pat;
+}
+
+/* The file of thread @tid of process @pid under perf_pattern()'s @pat
+ * (malloc'd; NULL: out of memory). */
+static char *perf_out_name(const char *pat, uint32_t tid, uint32_t pid)
+{
+	char *out = malloc(strlen(pat) * 6 + 1), *o = out;
+	const char *p;
+
+	if (!out)
+		return NULL;
+	for (p = pat; *p; p++) {
+		if (*p != '%') {
+			*o++ = *p;
+			continue;
+		}
+		p++;
+		if (*p == 't')
+			o += sprintf(o, "%u", tid);
+		else if (*p == 'p')
+			o += sprintf(o, "%u", pid);
+		else
+			*o++ = '%';
+	}
+	*o = '\0';
+	return out;
 }
 
 struct perf_build {
@@ -849,7 +977,7 @@ done:
  * decoded with the image of process @pid.  @others gets the tids of
  * other threads found with trace. */
 static int cpuwide_pid(struct perf_build *pb, const struct htr_perfdata *pd,
-		       uint32_t pid, const char *prefix, int has_tid,
+		       uint32_t pid, const char *pattern, int has_tid,
 		       uint32_t tid, struct htr_cpuwide_stats *cs,
 		       size_t *built)
 {
@@ -871,17 +999,16 @@ static int cpuwide_pid(struct perf_build *pb, const struct htr_perfdata *pd,
 
 		if (t->pid != pid || !t->tid || (has_tid && t->tid != tid))
 			continue;
-		out = malloc(strlen(prefix) + 32);
+		out = perf_out_name(pattern, t->tid, t->pid);
 		if (!out) {
 			rc = fail("build", "out of memory");
 			goto done;
 		}
-		sprintf(out, "%s.%u.htr", prefix, t->tid);
 		if (same_file(pb->trace, out)) {
-			free(out);
 			rc = usage_error("build", "%s: the output would "
 					 "overwrite the trace; give another "
-					 "-o", prefix);
+					 "-o", out);
+			free(out);
 			goto done;
 		}
 		v[n].tid = t->tid;
@@ -945,7 +1072,7 @@ done:
 /* A CPU-wide recording: the threads of the workload's process first, then
  * those of any other process that has trace. */
 static int build_cpuwide(struct perf_build *pb, const struct htr_perfdata *pd,
-			 const char *prefix, int has_tid, uint32_t tid,
+			 const char *pattern, int has_tid, uint32_t tid,
 			 size_t *built)
 {
 	struct htr_cpuwide_stats cs;
@@ -979,7 +1106,7 @@ static int build_cpuwide(struct perf_build *pb, const struct htr_perfdata *pd,
 	if (pd->nthreads)
 		pids[npids++] = pd->threads[0].pid;
 	for (k = 0; k < npids && rc == HTR_EXIT_OK && !stop_signal; k++) {
-		rc = cpuwide_pid(pb, pd, pids[k], prefix, has_tid, tid, &cs,
+		rc = cpuwide_pid(pb, pd, pids[k], pattern, has_tid, tid, &cs,
 				 built);
 		/* Processes of the other threads that had trace. */
 		for (i = 0; i < cs.nother; i++) {
@@ -1010,14 +1137,15 @@ static int build_cpuwide(struct perf_build *pb, const struct htr_perfdata *pd,
 	return rc;
 }
 
-/* htr build FILE.data: one .htr per thread. */
-static int build_perf(struct perf_build *pb, const char *outarg, int has_tid,
-		      uint32_t tid)
+/* htr build FILE.data: one .htr per thread, named by perf_pattern() from
+ * -o (@outarg, NULL: none) and @stem (NULL: perf_stem() of the trace). */
+static int build_perf(struct perf_build *pb, const char *outarg,
+		      const char *stem, int has_tid, uint32_t tid)
 {
 	struct htr_perfdata *pd = NULL;
 	struct htr_err err;
-	char *prefix = NULL, *out = NULL;
-	size_t i, built = 0;
+	char *pattern = NULL, *defstem = NULL, *out = NULL;
+	size_t i, built = 0, nthreads = 0;
 	int rc = HTR_EXIT_OK, r;
 
 	memset(&err, 0, sizeof(err));
@@ -1027,18 +1155,31 @@ static int build_perf(struct perf_build *pb, const char *outarg, int has_tid,
 		fprintf(stderr, "htr: build: warning: %s: snapshot mode: each "
 			"thread's snapshots are decoded one after the other\n",
 			pb->trace);
-	prefix = perf_prefix(pb->trace, outarg);
-	if (!prefix) {
+	if (!stem)
+		stem = defstem = perf_stem(pb->trace);
+	if (!stem) {
 		rc = fail("build", "out of memory");
 		goto done;
 	}
+	/* The threads to build (CPU-wide: those the file names), known
+	 * before anything is written. */
+	for (i = 0; i < pd->nthreads; i++) {
+		const struct htr_perf_thread *t = &pd->threads[i];
+
+		if ((pd->ncpus ? t->tid != 0 : t->pt_bytes != 0) &&
+		    (!has_tid || t->tid == tid))
+			nthreads++;
+	}
+	pattern = perf_pattern(outarg, stem, nthreads, &rc);
+	if (!pattern)
+		goto done;
 	if (pd->ncpus) {
 		if (pd->pt.kernel && (pb->kcore || pb->vmlinux))
 			fprintf(stderr, "htr: build: note: %s: a CPU-wide "
 				"recording: --kcore/--vmlinux are not used "
 				"(its threads are told apart where user code "
 				"resumes)\n", pb->trace);
-		rc = build_cpuwide(pb, pd, prefix, has_tid, tid, &built);
+		rc = build_cpuwide(pb, pd, pattern, has_tid, tid, &built);
 		goto none;
 	}
 	for (i = 0; i < pd->nthreads; i++) {
@@ -1047,12 +1188,11 @@ static int build_perf(struct perf_build *pb, const char *outarg, int has_tid,
 		if (!t->pt_bytes || (has_tid && t->tid != tid))
 			continue;
 		free(out);
-		out = malloc(strlen(prefix) + 32);
+		out = perf_out_name(pattern, t->tid, t->pid);
 		if (!out) {
 			rc = fail("build", "out of memory");
 			goto done;
 		}
-		sprintf(out, "%s.%u.htr", prefix, t->tid);
 		r = perf_thread(pb, pd, t, out);
 		if (r != HTR_EXIT_OK)
 			rc = r;
@@ -1078,7 +1218,8 @@ done:
 	free(pb->warned);
 	pb->warned = NULL;
 	pb->nwarned = 0;
-	free(prefix);
+	free(pattern);
+	free(defstem);
 	free(out);
 	htr_perfdata__close(pd);
 	return rc;
@@ -1301,9 +1442,7 @@ int cmd_build(int argc, char **argv)
 					free(kc);
 				}
 				/* OUT next to the directory, as for a file. */
-				if (!out)
-					out = defout = perf_prefix(argv[optind],
-								   NULL);
+				defout = perf_stem(argv[optind]);
 				argv[optind] = dirdata;
 			}
 		}
@@ -1346,7 +1485,7 @@ int cmd_build(int argc, char **argv)
 			sigaction(SIGINT, &sa, NULL);
 			sigaction(SIGTERM, &sa, NULL);
 		}
-		rc = build_perf(&pb, out, has_tid, tid);
+		rc = build_perf(&pb, out, defout, has_tid, tid);
 		goto done;
 	}
 	if (has_tid || symfs || buildid_dir) {
