@@ -317,6 +317,10 @@ static char *perf_pattern(const char *outarg, const char *stem,
 	char *pat, *e;
 
 	*rc = HTR_EXIT_OK;
+	if (outarg && !*outarg) {
+		*rc = usage_error("build", "-o: an empty name");
+		return NULL;
+	}
 	base = outarg ? outarg : stem;
 	n = strlen(base);
 	pat = malloc(2 * (n + strlen(stem)) + 16);
