@@ -71,6 +71,11 @@ for c in "1 $T" "1 $T $nomtc" "1 $T --nom-freq 16" "0 $T $timing" \
 	fi
 done
 expect 0 '' "$htr" info "$dir/t.htr"
+# Durations: bare in the output's unit, or with a unit where it is ns.
+expect 0 '' "$htr" export --format folded --min-duration 5 "$dir/t.htr"
+expect 2 "bad value '1xs'" "$htr" export --format folded --min-duration 1xs "$dir/t.htr"
+expect 2 "bad value 'us'" "$htr" export --format folded --min-duration us "$dir/t.htr"
+expect 2 "$dir/t.htr are TSC ticks" "$htr" export --format folded --min-duration 1us "$dir/t.htr"
 expect 0 '' "$htr" info --verify "$dir/t.htr"
 expect 0 '' "$htr" dump --depth 2 "$dir/t.htr"
 expect 0 '' "$htr" dump --from 1000 "$dir/t.htr"

@@ -364,6 +364,14 @@ with tempfile.TemporaryDirectory() as d:
                                            for t in tracks.values()),
                       "perfetto perf.data --ticks: the track says ticks")
                 against_chrome("perf.data --ticks", psl, tev)
+                for t, ns in (("1us", "1000"), ("2ms", "2000000"),
+                              ("300ns", "300")):
+                    a = run(htr, "export", "--format", "folded",
+                            "--min-duration", t, ph).stdout
+                    b = run(htr, "export", "--format", "folded",
+                            "--min-duration", ns, ph).stdout
+                    check(a == b, "folded perf.data --min-duration %s: as "
+                          "%s (the file's unit, ns)" % (t, ns))
 
         # protoc, an independent reader of the same bytes.
         protoc = shutil.which("protoc")

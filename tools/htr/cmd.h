@@ -43,6 +43,10 @@ int usage_error(const char *cmd, const char *fmt, ...)
 	;
 /* Parse an unsigned number (0x.. hex or decimal).  Returns 0 or -1. */
 int parse_u64(const char *s, uint64_t *out);
+/* Parse a duration: a whole number, bare (*@unit 0: the output's unit)
+ * or followed by ns, us, ms or s (*@unit 1, *@out in ns).  Returns 0 or
+ * -1. */
+int parse_duration(const char *s, uint64_t *out, int *unit);
 /* Parse two such numbers as START-END.  Returns 0 or -1 (the order is
  * the caller's to check). */
 int parse_range(const char *s, uint64_t *start, uint64_t *end);

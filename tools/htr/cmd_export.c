@@ -46,9 +46,10 @@ static const char usage_text[] =
 "                       instruction ID\n"
 "  -d, --depth N        N levels at most; deeper time stays with the\n"
 "                       block at level N\n"
-"  -m, --min-duration T leave out blocks whose total is below T (ns or\n"
-"                       ticks, as the output); their time stays with\n"
-"                       their parent\n"
+"  -m, --min-duration T leave out blocks whose total is below T: a\n"
+"                       whole number in the output's unit (ns or\n"
+"                       ticks), or with ns, us, ms or s (ns output\n"
+"                       only); their time stays with their parent\n"
 "      --gaps           chrome, perfetto: an instant event at every gap\n"
 "      --ticks          times in TSC ticks even when ns are known\n"
 "  -h, --help           show this help\n"
@@ -555,12 +556,13 @@ int cmd_export(int argc, char **argv)
 	};
 	struct exp e;
 	struct htr_file *f = NULL;
-	const char *path, *out = NULL, *format = NULL;
+	const char *path, *out = NULL, *format = NULL, *dur_arg = NULL;
 	char *tmp = NULL;
 	uint64_t from_id = 0, v, id;
 	uint32_t from = HTR_NONE;
 	struct htr_thread_info ti;
 	int c, have_from = 0, gaps = 0, ticks = 0, rc = HTR_EXIT_FAIL, err;
+	int dur_unit = 0;
 
 	memset(&e, 0, sizeof(e));
 	e.max_level = UINT64_MAX;
@@ -583,9 +585,12 @@ int cmd_export(int argc, char **argv)
 			e.max_level = v;
 			break;
 		case 'm':
-			if (parse_u64(optarg, &e.min_dur) < 0)
+			if (parse_duration(optarg, &e.min_dur, &dur_unit) < 0)
 				return usage_error("export", "--min-duration: bad "
-						   "value '%s'", optarg);
+						   "value '%s' (a whole number, "
+						   "with ns, us, ms or s)",
+						   optarg);
+			dur_arg = optarg;
 			break;
 		case O_GAPS: gaps = 1; break;
 		case O_TICKS: ticks = 1; break;
@@ -640,6 +645,14 @@ int cmd_export(int argc, char **argv)
 	e.f = f;
 	e.have_t0 = htr_tsc_point(f, 0, &id, &e.t0) == 0;
 	units_init(&e.units, f, ticks);
+	/* A duration with a unit needs times in ns. */
+	if (dur_unit && !e.units.ns) {
+		rc = usage_error("export", "--min-duration %s: the times of %s "
+				 "are TSC ticks (%s): give ticks", dur_arg,
+				 path, ticks ? "--ticks" :
+				 "no perf clock in the file");
+		goto out;
+	}
 	e.pid = e.tid = 1;
 	if (htr_file_thread(f, &ti, sizeof(ti)) == 0) {
 		e.pid = ti.pid;

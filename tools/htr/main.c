@@ -82,6 +82,39 @@ int parse_u64(const char *s, uint64_t *out)
 	return 0;
 }
 
+int parse_duration(const char *s, uint64_t *out, int *unit)
+{
+	static const struct { const char *name; uint64_t ns; } units[] = {
+		{ "ns", 1 }, { "us", 1000 }, { "ms", 1000000 },
+		{ "s", 1000000000 },
+	};
+	char num[32];
+	size_t n = 0, i;
+	uint64_t v;
+
+	while (s && isdigit((unsigned char) s[n]) && n < sizeof(num) - 1)
+		n++;
+	if (!s || !n || n == sizeof(num) - 1)
+		return -1;
+	memcpy(num, s, n);
+	num[n] = '\0';
+	if (parse_u64(num, &v) < 0)
+		return -1;
+	*unit = s[n] != '\0';
+	if (!*unit) {
+		*out = v;
+		return 0;
+	}
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (!strcmp(s + n, units[i].name)) {
+			if (v > UINT64_MAX / units[i].ns)
+				return -1;
+			*out = v * units[i].ns;
+			return 0;
+		}
+	return -1;
+}
+
 int parse_range(const char *s, uint64_t *start, uint64_t *end)
 {
 	const char *dash = strchr(s, '-');
