@@ -71,6 +71,12 @@ for c in "1 $T" "1 $T $nomtc" "1 $T --nom-freq 16" "0 $T $timing" \
 	fi
 done
 expect 0 '' "$htr" info "$dir/t.htr"
+# Inputs of another kind given where an .htr is wanted: say what they are.
+printf 'PERFILE2\020\0\0\0\0\0\0\0' >"$dir/fake.data"
+expect 1 "fake.data: a perf.data, not an htr file: 'htr build" "$htr" dump "$dir/fake.data"
+expect 1 "t.pt: an Intel PT trace, not an htr file" "$htr" top "$T"
+expect 1 "t.elf: an ELF file, not an htr file: 'htr build TRACE --elf" "$htr" info "$E"
+expect 1 "not an htr file (bad magic)" "$htr" gaps "$dir/t.truth"
 # Durations: bare in the output's unit, or with a unit where it is ns.
 expect 0 '' "$htr" export --format folded --min-duration 5 "$dir/t.htr"
 expect 2 "bad value '1xs'" "$htr" export --format folded --min-duration 1xs "$dir/t.htr"
@@ -283,9 +289,18 @@ expect 1 'missing.htr' "$htr" info "$dir/missing.htr"
 
 # A build killed midway leaves no file that opens.
 "$synth" -q --no-truth --no-bundle -n 200M "$dir/big" || exit 1
+# (Killed as soon as its temporary appears: a quiet machine builds the
+# whole trace in well under a second.)
+until_tmp() {
+	n=0
+	while ! ls "$dir" | grep -q "^$1.tmp" && [ $n -lt 1000 ]; do
+		sleep 0.01
+		n=$((n + 1))
+	done
+}
 "$htr" build -q $timing "$dir/big.pt" --elf "$dir/big.elf" -o "$dir/big.htr" &
 pid=$!
-sleep 1
+until_tmp big.htr
 kill -9 "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 if [ -e "$dir/big.htr" ]; then
@@ -310,7 +325,7 @@ fi
 # the exit status says which signal.
 "$htr" build -q $timing "$dir/big.pt" --elf "$dir/big.elf" -o "$dir/term.htr" 2>"$dir/err" &
 pid=$!
-sleep 1
+until_tmp term.htr
 kill -TERM "$pid" 2>/dev/null
 wait "$pid"
 st=$?

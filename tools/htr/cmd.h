@@ -43,6 +43,12 @@ int usage_error(const char *cmd, const char *fmt, ...)
 	;
 /* Parse an unsigned number (0x.. hex or decimal).  Returns 0 or -1. */
 int parse_u64(const char *s, uint64_t *out);
+struct htr_open_opts;
+/* htr_file_open() of @path (@oo may be NULL) into *@f; on failure one
+ * line on stderr (saying what the file is when htr reads it otherwise:
+ * a perf.data, a trace, an ELF) and -1; *@f may still need closing. */
+int open_htr(const char *cmd, const char *path,
+	     const struct htr_open_opts *oo, struct htr_file **f);
 /* Parse a duration: a whole number, bare (*@unit 0: the output's unit)
  * or followed by ns, us, ms or s (*@unit 1, *@out in ns).  Returns 0 or
  * -1. */

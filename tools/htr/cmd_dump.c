@@ -382,11 +382,8 @@ int cmd_dump(int argc, char **argv)
 	 * a damaged file fails before any line is printed. */
 	htr_open_opts_init(&oo);
 	oo.verify_body = !have_from && d.max_level == UINT64_MAX;
-	err = htr_file_open(&f, path, &oo);
-	if (err < 0) {
-		rc = fail("dump", "%s", f ? htr_last_error(f) : htr_errstr(err));
+	if (open_htr("dump", path, &oo, &f) < 0)
 		goto out;
-	}
 	if (tsc && open_analysis("dump", f, HTR_ANALYZE_ALL, &d.an) < 0)
 		goto out;
 	if (lines) {

@@ -626,11 +626,8 @@ int cmd_export(int argc, char **argv)
 		return usage_error("export", "--format perfetto: stdout is a "
 				   "terminal; use -o OUT or a redirection");
 	path = argv[optind];
-	err = htr_file_open(&f, path, NULL);
-	if (err < 0) {
-		rc = fail("export", "%s", f ? htr_last_error(f) : htr_errstr(err));
+	if (open_htr("export", path, NULL, &f) < 0)
 		goto out;
-	}
 	if (open_analysis("export", f, HTR_ANALYZE_ALL, &e.an) < 0)
 		goto out;
 	if (have_from) {

@@ -205,11 +205,8 @@ int cmd_find(int argc, char **argv)
 	if (!glob_ok(pattern))
 		return usage_error("find", "'%s': a [ without its ] in the glob",
 				   pattern);
-	ch = htr_file_open(&f, path, NULL);
-	if (ch < 0) {
-		rc = fail("find", "%s", f ? htr_last_error(f) : htr_errstr(ch));
+	if (open_htr("find", path, NULL, &f) < 0)
 		goto out;
-	}
 	if (open_analysis("find", f, HTR_ANALYZE_ALL, &c.an) < 0)
 		goto out;
 	if (lines) {

@@ -61,11 +61,8 @@ int cmd_gaps(int argc, char **argv)
 	if (optind + 1 != argc)
 		return usage_error("gaps", optind == argc ? "no FILE given" :
 				   "more than one FILE given");
-	err = htr_file_open(&f, argv[optind], NULL);
-	if (err < 0) {
-		rc = fail("gaps", "%s", f ? htr_last_error(f) : htr_errstr(err));
+	if (open_htr("gaps", argv[optind], NULL, &f) < 0)
 		goto out;
-	}
 	n = htr_gap_count(f);
 	if (json)
 		printf("[");

@@ -95,11 +95,8 @@ int cmd_info(int argc, char **argv)
 	if (optind + 1 != argc)
 		return usage_error("info", "expected one FILE.htr");
 	path = argv[optind];
-	err = htr_file_open(&f, path, &oo);
-	if (err < 0) {
-		rc = fail("info", "%s", f ? htr_last_error(f) : htr_errstr(err));
+	if (open_htr("info", path, &oo, &f) < 0)
 		goto out;
-	}
 	memset(&in, 0, sizeof(in));
 	in.size = sizeof(in);
 	err = htr_file_info(f, &in, sizeof(in));

@@ -88,11 +88,8 @@ int cmd_insns(int argc, char **argv)
 	if (!co.trace)
 		return usage_error("insns", "--trace is required");
 	path = argv[optind];
-	err = htr_file_open(&f, path, NULL);
-	if (err < 0) {
-		rc = fail("insns", "%s", f ? htr_last_error(f) : htr_errstr(err));
+	if (open_htr("insns", path, NULL, &f) < 0)
 		goto out;
-	}
 	if (have_block) {
 		struct htr_block_info bi;
 

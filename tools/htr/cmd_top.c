@@ -149,11 +149,8 @@ int cmd_top(int argc, char **argv)
 	if (optind + 1 != argc)
 		return usage_error("top", "expected one FILE.htr");
 	path = argv[optind];
-	ch = htr_file_open(&f, path, NULL);
-	if (ch < 0) {
-		rc = fail("top", "%s", f ? htr_last_error(f) : htr_errstr(ch));
+	if (open_htr("top", path, NULL, &f) < 0)
 		goto out;
-	}
 	if (open_analysis("top", f, HTR_ANALYZE_ALL, &an) < 0)
 		goto out;
 	got = htr_func_visit(an, NULL, HTR_MATCH_GLOB, add, &c);

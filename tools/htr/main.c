@@ -82,6 +82,45 @@ int parse_u64(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* What @path is when it is not an .htr file but something htr reads
+ * otherwise, and what to do with it (a format taking @path twice), or
+ * NULL. */
+static const char *other_input(const char *path)
+{
+	static const uint8_t psb[4] = { 0x02, 0x82, 0x02, 0x82 };
+	uint8_t b[8] = { 0 };
+	FILE *fp = fopen(path, "rb");
+	size_t n = fp ? fread(b, 1, sizeof(b), fp) : 0;
+
+	if (fp)
+		fclose(fp);
+	if (n >= 8 && !memcmp(b, "PERFILE2", 8))
+		return "%s: a perf.data, not an htr file: 'htr build %s' "
+		       "makes one per thread";
+	if (n >= 4 && !memcmp(b, psb, 4))
+		return "%s: an Intel PT trace, not an htr file: 'htr build %s "
+		       "--elf PROG' makes one";
+	if (n >= 4 && !memcmp(b, "\x7f" "ELF", 4))
+		return "%s: an ELF file, not an htr file: 'htr build TRACE "
+		       "--elf %s' decodes a trace of it";
+	return NULL;
+}
+
+int open_htr(const char *cmd, const char *path,
+	     const struct htr_open_opts *oo, struct htr_file **f)
+{
+	int err = htr_file_open(f, path, oo);
+	const char *what;
+
+	if (err >= 0)
+		return 0;
+	if (err == HTR_ERR_FORMAT && (what = other_input(path)))
+		fail(cmd, what, path, path);
+	else
+		fail(cmd, "%s", *f ? htr_last_error(*f) : htr_errstr(err));
+	return -1;
+}
+
 int parse_duration(const char *s, uint64_t *out, int *unit)
 {
 	static const struct { const char *name; uint64_t ns; } units[] = {
