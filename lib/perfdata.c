@@ -4,6 +4,8 @@
 #include "le.h"
 #include "tmpfile.h"
 
+#include <intel-pt.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -1725,119 +1727,33 @@ static void ks_ip(struct kstrip *k, uint8_t hdr, uint64_t ip, int suppress)
 	ks_put(k, p, 1 + n);
 }
 
-static const uint8_t ks_psb[16] = {
-	0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
-	0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
-};
-
-static int is_psb(const uint8_t *p)
+/* The IP of an IP packet @ip after @last (libipt's packet decoder gives
+ * the payload; the last-IP rule is the decoder's, not exported). */
+static uint64_t ks_ipval(const struct pt_packet_ip *ip, uint64_t last)
 {
-	return !memcmp(p, ks_psb, sizeof(ks_psb));
+	switch (ip->ipc) {
+	case pt_ipc_update_16: return (last & ~0xffffull) | ip->ip;
+	case pt_ipc_update_32: return (last & ~0xffffffffull) | ip->ip;
+	case pt_ipc_sext_48:
+		return (uint64_t) ((int64_t) (ip->ip << 16) >> 16);
+	case pt_ipc_update_48: return (last & ~0xffffffffffffull) | ip->ip;
+	case pt_ipc_full: return ip->ip;
+	default: return last;
+	}
 }
 
-/* The offset of the first PSB at or after @from, or @size. */
-static uint64_t psb_scan(const uint8_t *t, uint64_t size, uint64_t from)
+/* The offset of the first PSB at or after @from that the packet decoder
+ * @d syncs to, or @size. */
+static uint64_t ks_next_psb(struct pt_packet_decoder *d, uint64_t from,
+			    uint64_t size)
 {
-	const uint8_t *p = t + from, *lim;
+	uint64_t off;
 
-	if (from >= size || size - from < sizeof(ks_psb))
-		return size;
-	lim = t + size - sizeof(ks_psb) + 1;
-	while (p < lim && (p = memchr(p, 0x02, (size_t) (lim - p)))) {
-		if (is_psb(p))
-			return (uint64_t) (p - t);
-		p++;
-	}
+	while (pt_pkt_sync_forward(d) >= 0 &&
+	       pt_pkt_get_sync_offset(d, &off) >= 0 && off <= size)
+		if (off >= from)
+			return off;
 	return size;
-}
-
-/* The size of the packet at @p (@left bytes), 0 if it is none libipt
- * 2.0.5 knows or is cut short.  Sets *@ipc for IP packets (-1 else). */
-static size_t ks_len(const uint8_t *p, uint64_t left, int *ipc)
-{
-	static const uint8_t ipbytes[8] = { 0, 2, 4, 6, 6, 0xff, 8, 0xff };
-	uint8_t b = p[0];
-	size_t n = 0;
-
-	*ipc = -1;
-	if (b == 0x00)
-		return 1;                       /* PAD */
-	if (b == 0x02) {
-		if (left < 2)
-			return 0;
-		switch (p[1]) {
-		case 0x03: n = 4; break;        /* CBR */
-		case 0x23: n = 2; break;        /* PSBEND */
-		case 0x43: n = 8; break;        /* PIP */
-		case 0x73: n = 7; break;        /* TMA */
-		case 0x82: n = 16; break;       /* PSB */
-		case 0x83: n = 2; break;        /* TraceStop */
-		case 0xa3: n = 8; break;        /* long TNT */
-		case 0xc8: n = 7; break;        /* VMCS */
-		case 0xf3: n = 2; break;        /* OVF */
-		case 0x22: n = 4; break;        /* PWRE */
-		case 0xa2: n = 7; break;        /* PWRX */
-		case 0x62: case 0xe2: n = 2; break;  /* EXSTOP(.IP) */
-		case 0xc2: n = 10; break;       /* MWAIT */
-		case 0xc3:                      /* MNT */
-			n = left >= 3 && p[2] == 0x88 ? 11 : 0;
-			break;
-		default:
-			if ((p[1] & 0x1f) == 0x12)      /* PTW */
-				n = ((p[1] >> 5) & 3) == 0 ? 6 :
-				    ((p[1] >> 5) & 3) == 1 ? 10 : 0;
-			break;
-		}
-		if (n == 16 && (left < 16 || !is_psb(p)))
-			return 0;
-		return n <= left ? n : 0;
-	}
-	if (!(b & 1))
-		return 1;                       /* short TNT */
-	if ((b & 3) == 3) {                     /* CYC */
-		n = 1;
-		if (b & 4)
-			do {
-				if (n >= left)
-					return 0;
-			} while (p[n++] & 1);
-		return n;
-	}
-	switch (b & 0x1f) {
-	case 0x0d: case 0x11: case 0x01: case 0x1d:
-		n = ipbytes[b >> 5];
-		if (n == 0xff)
-			return 0;
-		*ipc = b >> 5;
-		n += 1;
-		return n <= left ? n : 0;
-	default:
-		break;
-	}
-	switch (b) {
-	case 0x19: n = 8; break;                /* TSC */
-	case 0x59: n = 2; break;                /* MTC */
-	case 0x99: n = 2; break;                /* MODE */
-	default: return 0;
-	}
-	return n <= left ? n : 0;
-}
-
-/* The IP of an IP packet (@ipc, payload at @p) after @last. */
-static uint64_t ks_ipval(const uint8_t *p, int ipc, uint64_t last)
-{
-	uint64_t v = 0;
-	unsigned i, n = ipc == 1 ? 2 : ipc == 2 ? 4 : ipc == 6 ? 8 : 6;
-
-	for (i = 0; i < n; i++)
-		v |= (uint64_t) p[i] << (8 * i);
-	switch (ipc) {
-	case 1: return (last & ~0xffffull) | v;
-	case 2: return (last & ~0xffffffffull) | v;
-	case 3: return (uint64_t) ((int64_t) (v << 16) >> 16);
-	case 4: return (last & ~0xffffffffffffull) | v;
-	default: return v;
-	}
 }
 
 #define KS_IS_KERNEL(ip) ((ip) >> 63)
@@ -1851,7 +1767,9 @@ int htr_perfdata__user_only(struct htr_perf_joined *j,
 	struct kstrip *k;
 	struct htr_perf_joined out;
 	uint8_t mode = 0x01, m[2];          /* MODE.Exec: 64-bit */
-	int state = KS_OFF, in_psb = 0, after_ovf = 0, ipc;
+	int state = KS_OFF, in_psb = 0, after_ovf = 0;
+	struct pt_packet_decoder *d;
+	struct pt_config cfg;
 	size_t n;
 
 	k = malloc(sizeof(*k));
@@ -1867,18 +1785,28 @@ int htr_perfdata__user_only(struct htr_perf_joined *j,
 		free(k);
 		return rc;
 	}
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.size = sizeof(cfg);
+	cfg.begin = (uint8_t *) t;
+	cfg.end = (uint8_t *) t + size;
+	d = pt_pkt_alloc_decoder(&cfg);
+	if (!d) {
+		close(k->fd);
+		free(k);
+		return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
+	}
 	/* Before the first PSB the decoder reads nothing: copied. */
-	at = psb_scan(t, size, 0);
+	at = ks_next_psb(d, 0, size);
 	ks_put(k, t, (size_t) at);
 	while (at < size && !k->failed) {
 		const uint8_t *p = t + at;
-		int keep = 0;
+		struct pt_packet pkt;
+		uint64_t nx;
+		int keep = 0, rc = pt_pkt_next(d, &pkt, sizeof(pkt));
 
-		n = ks_len(p, size - at, &ipc);
-		if (!n) {
+		if (rc < 0 || pt_pkt_get_offset(d, &nx) < 0 || nx <= at) {
 			/* Not a packet: as it is, up to the next PSB. */
-			uint64_t nx = psb_scan(t, size, at + 1);
-
+			nx = ks_next_psb(d, at + 1, size);
 			st.bad++;
 			ks_put(k, p, (size_t) (nx - at));
 			at = nx;
@@ -1886,15 +1814,17 @@ int htr_perfdata__user_only(struct htr_perf_joined *j,
 			in_psb = after_ovf = 0;
 			continue;
 		}
-		if (ipc >= 0) {
-			uint8_t hdr = p[0] & 0x1f;
-			int sup = ipc == 0;
+		n = (size_t) (nx - at);
+		switch (pkt.type) {
+		case ppt_fup:
+		case ppt_tip:
+		case ppt_tip_pge:
+		case ppt_tip_pgd: {
+			int sup = pkt.payload.ip.ipc == pt_ipc_suppressed;
 
-			ip = sup ? last : ks_ipval(p + 1, ipc, last);
-			if (!sup)
-				last = ip;
-			switch (hdr) {
-			case 0x1d:                  /* FUP */
+			ip = last = ks_ipval(&pkt.payload.ip, last);
+			switch (pkt.type) {
+			case ppt_fup:
 				if (in_psb || after_ovf) {
 					after_ovf = 0;
 					state = KS_IS_KERNEL(ip) ? KS_KERNEL
@@ -1905,7 +1835,7 @@ int htr_perfdata__user_only(struct htr_perf_joined *j,
 				else
 					st.bytes += n;
 				break;
-			case 0x0d:                  /* TIP */
+			case ppt_tip:
 				if (state == KS_USER && !KS_IS_KERNEL(ip)) {
 					ks_ip(k, 0x0d, ip, 0);
 				} else if (state == KS_USER) {
@@ -1923,7 +1853,7 @@ int htr_perfdata__user_only(struct htr_perf_joined *j,
 					st.bytes += n;
 				}
 				break;
-			case 0x11:                  /* TIP.PGE */
+			case ppt_tip_pge:
 				if (!sup && KS_IS_KERNEL(ip)) {
 					state = KS_KERNEL;
 					st.bytes += n;
@@ -1945,60 +1875,52 @@ int htr_perfdata__user_only(struct htr_perf_joined *j,
 				state = KS_OFF;
 				break;
 			}
-			at += n;
+			at = nx;
 			continue;
 		}
-		switch (p[0]) {
-		case 0x02:
-			switch (p[1]) {
-			case 0x82:                  /* PSB: last IP 0 */
-				in_psb = 1;
-				last = 0;
-				keep = 1;
-				break;
-			case 0x23:
-				in_psb = 0;
-				keep = 1;
-				break;
-			case 0xf3:                  /* OVF: a FUP says where */
-				after_ovf = 1;
-				state = KS_OFF;
-				keep = 1;
-				break;
-			case 0xa3:                  /* long TNT */
-			case 0x62: case 0xe2:       /* EXSTOP */
-			case 0xc2:                  /* MWAIT */
-				keep = state == KS_USER;
-				break;
-			case 0x43:                  /* PIP */
-			case 0xc8:                  /* VMCS */
-				/* The kernel's CR3 writes: nothing the user
-				 * code's decoding needs (the walk would give
-				 * up on them). */
-				keep = in_psb || state == KS_USER;
-				break;
-			default:
-				keep = (p[1] & 0x1f) == 0x12 ?
-				       state == KS_USER : 1;
-				break;
-			}
+		case ppt_psb:                       /* last IP 0 */
+			in_psb = 1;
+			last = 0;
+			keep = 1;
 			break;
-		case 0x99:                          /* MODE */
-			if (!(p[1] >> 5))
+		case ppt_psbend:
+			in_psb = 0;
+			keep = 1;
+			break;
+		case ppt_ovf:                       /* a FUP says where */
+			after_ovf = 1;
+			state = KS_OFF;
+			keep = 1;
+			break;
+		case ppt_tnt_8:                     /* the kernel's left out */
+		case ppt_tnt_64:
+		case ppt_exstop:
+		case ppt_mwait:
+		case ppt_ptw:
+			keep = state == KS_USER;
+			break;
+		case ppt_pip:
+		case ppt_vmcs:
+			/* The kernel's CR3 writes: nothing the user code's
+			 * decoding needs (the walk would give up on them). */
+			keep = in_psb || state == KS_USER;
+			break;
+		case ppt_mode:
+			if (pkt.payload.mode.leaf == pt_mol_exec)
 				mode = p[1];
 			keep = in_psb || state == KS_USER;
 			break;
-		default:
-			/* Short TNT: the kernel's left out; timing kept. */
-			keep = !(p[0] & 1) && p[0] ? state == KS_USER : 1;
+		default:                            /* timing and the rest */
+			keep = 1;
 			break;
 		}
 		if (keep)
 			ks_put(k, p, n);
 		else
 			st.bytes += n;
-		at += n;
+		at = nx;
 	}
+	pt_pkt_free_decoder(d);
 	if (!k->failed && k->n && htr_tmp__write(k->fd, k->buf, k->n) < 0)
 		k->failed = 1;
 	memset(&out, 0, sizeof(out));
