@@ -315,6 +315,7 @@ static char *perf_pattern(const char *outarg, const char *stem,
 	struct stat sb;
 	size_t n;
 	char *pat, *e;
+	int st;
 
 	*rc = HTR_EXIT_OK;
 	if (outarg && !*outarg) {
@@ -355,10 +356,8 @@ static char *perf_pattern(const char *outarg, const char *stem,
 		strcpy(pat, outarg);
 		return pat;
 	}
-	if (outarg[n - 1] == '/' || (stat(outarg, &sb) == 0 &&
-				     S_ISDIR(sb.st_mode))) {
-		int st = stat(outarg, &sb);
-
+	st = stat(outarg, &sb);
+	if (outarg[n - 1] == '/' || (st == 0 && S_ISDIR(sb.st_mode))) {
 		if (st != 0 || !S_ISDIR(sb.st_mode)) {
 			*rc = fail("build", "-o %s: %s", outarg, st != 0 ?
 				   strerror(errno) : "not a directory");
