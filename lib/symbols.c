@@ -1710,20 +1710,28 @@ static const struct range *find_range(const struct htr_syms *s, uint64_t addr)
 	return NULL;
 }
 
-/* The symbol starting exactly at @addr, or NULL. */
-static const struct sym *exact_sym(const struct htr_syms *s, uint64_t addr)
+/* The first of @a's @n symbols (by address) at or after @addr. */
+static size_t sym_at_or_after(const struct sym *a, size_t n, uint64_t addr)
 {
-	size_t lo = 0, hi = s->nsyms;
+	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (s->syms[mid].addr < addr)
+		if (a[mid].addr < addr)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo < s->nsyms && s->syms[lo].addr == addr ? &s->syms[lo] : NULL;
+	return lo;
+}
+
+/* The symbol starting exactly at @addr, or NULL. */
+static const struct sym *exact_sym(const struct htr_syms *s, uint64_t addr)
+{
+	size_t i = sym_at_or_after(s->syms, s->nsyms, addr);
+
+	return i < s->nsyms && s->syms[i].addr == addr ? &s->syms[i] : NULL;
 }
 
 size_t htr_syms__leads_to(const struct htr_syms *syms, uint64_t addr,
@@ -1750,21 +1758,16 @@ size_t htr_syms__leads_to(const struct htr_syms *syms, uint64_t addr,
 int htr_syms__alias(const struct htr_syms *syms, uint64_t addr, size_t k,
 		    char *buf, size_t size)
 {
-	size_t lo = 0, hi = syms ? syms->nalts : 0;
 	const struct sym *e;
+	size_t lo;
 
 	if (!size)
 		return 0;
 	buf[0] = 0;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (syms->alts[mid].addr < addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (!syms || lo + k >= syms->nalts || syms->alts[lo + k].addr != addr)
+	if (!syms)
+		return 0;
+	lo = sym_at_or_after(syms->alts, syms->nalts, addr);
+	if (lo + k >= syms->nalts || syms->alts[lo + k].addr != addr)
 		return 0;
 	e = &syms->alts[lo + k];
 	if (syms->nmods > 1)
