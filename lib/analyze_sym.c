@@ -271,6 +271,34 @@ static int lead_cmp(const void *x, const void *y)
 
 #define LEADS_MAX 8u
 
+/* Add function slot @slot leading to @name to *@v (*@n of *@cap). */
+static int add_lead(struct lead **v, size_t *n, size_t *cap, uint32_t slot,
+		    const char *name)
+{
+	uint8_t kb[HTR_SYM_KEYMAX + 32];
+	struct lead *l;
+
+	if (*n == *cap) {
+		size_t nc = *cap ? 2 * *cap : 64;
+		struct lead *q = realloc(*v, nc * sizeof(*q));
+
+		if (!q)
+			return HTR_ERR_NOMEM;
+		*v = q;
+		*cap = nc;
+	}
+	l = &(*v)[*n];
+	l->slot = slot;
+	l->key_len = name_key(name, kb);
+	l->name = strdup(name);
+	l->key = malloc(l->key_len ? l->key_len : 1);
+	(*n)++;
+	if (!l->name || !l->key)
+		return HTR_ERR_NOMEM;
+	memcpy(l->key, kb, l->key_len);
+	return 0;
+}
+
 /* The names the functions of @f lead to (htr_syms__leads_to), other than
  * their own, into a->alias.  Returns 0 or HTR_ERR_NOMEM. */
 static int compute_aliases(struct sym_res *a, const struct htr_file *f,
@@ -279,58 +307,29 @@ static int compute_aliases(struct sym_res *a, const struct htr_file *f,
 	struct lead *v = NULL;
 	size_t n = 0, cap = 0, i, j;
 	char own[1024], buf[1024];
-	uint8_t kb[HTR_SYM_KEYMAX + 32];
 	uint64_t to[LEADS_MAX + 1], fi;
 	int rc = 0;
 
 	for (fi = 0; fi < a->nfuncs && !rc; fi++) {
 		size_t nto, h, k;
 
-		/* The entry, then where it leads; at each, every name. */
+		/* The entry, then where it leads; at each, every name (the
+		 * entry's own name aside). */
 		if (htr_func_entry(f, fi, &to[0]) != 0 ||
 		    htr_syms__name(syms, to[0], own, sizeof(own)) != 1)
 			continue;
 		nto = 1 + htr_syms__leads_to(syms, to[0], to + 1, LEADS_MAX);
-		for (h = 0, k = 1; h < nto && !rc; k++) {
-			struct lead *l;
-
-			if (!k && htr_syms__name(syms, to[h], buf,
-						 sizeof(buf)) != 1) {
-				h++;
-				k = (size_t) -1;
-				continue;
-			}
-			if (k && !htr_syms__alias(syms, to[h], k - 1, buf,
-						  sizeof(buf))) {
-				h++;
-				k = (size_t) -1;
-				continue;
-			}
-			if (!strcmp(buf, own))
-				continue;
-			if (n == cap) {
-				size_t nc = cap ? 2 * cap : 64;
-				struct lead *q = realloc(v, nc * sizeof(*q));
-
-				if (!q) {
-					rc = HTR_ERR_NOMEM;
+		for (h = 0; h < nto && !rc; h++)
+			for (k = h ? 0 : 1; !rc; k++) {
+				if (k ? !htr_syms__alias(syms, to[h], k - 1, buf,
+							 sizeof(buf)) :
+				    htr_syms__name(syms, to[h], buf,
+						   sizeof(buf)) != 1)
 					break;
-				}
-				v = q;
-				cap = nc;
+				if (strcmp(buf, own))
+					rc = add_lead(&v, &n, &cap,
+						      (uint32_t) fi, buf);
 			}
-			l = &v[n];
-			l->slot = (uint32_t) fi;
-			l->key_len = name_key(buf, kb);
-			l->name = strdup(buf);
-			l->key = malloc(l->key_len ? l->key_len : 1);
-			n++;
-			if (!l->name || !l->key) {
-				rc = HTR_ERR_NOMEM;
-				break;
-			}
-			memcpy(l->key, kb, l->key_len);
-		}
 	}
 	if (!rc && n)
 		qsort(v, n, sizeof(*v), lead_cmp);
