@@ -320,32 +320,39 @@ static int cmp_rec_func(const void *a, const void *b)
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
-/* The split-off part's FUNC ("f.cold", "f.part.0" -> "f"), by name. */
-static uint64_t parent_func(const Elf64_Sym *syms, size_t n, const char *str,
-			    uint64_t strsz, const char *name, uint64_t own)
+/* A function symbol by name. */
+struct named {
+	const char *name;
+	uint64_t value;
+};
+
+static int cmp_named(const void *a, const void *b)
+{
+	return strcmp(((const struct named *) a)->name,
+		      ((const struct named *) b)->name);
+}
+
+/* The split-off part's FUNC ("f.cold", "f.part.0" -> "f"), among @byname
+ * (@n, sorted by name); @own if @name is no such part. */
+static uint64_t parent_func(const struct named *byname, size_t n,
+			    const char *name, uint64_t own)
 {
 	const char *c = strstr(name, ".cold"), *p = strstr(name, ".part.");
-	size_t len, i;
+	struct named key, *hit;
+	char buf[512];
+	size_t len;
 
 	if (p && (!c || p < c))
 		c = p;
-	if (!c || c == name)
+	if (!c || c == name || (len = (size_t) (c - name)) >= sizeof(buf))
 		return own;
 	/* (FUNC.cold is only jumped to: read_funcs() gives it FUNC's
 	 * entry.) */
-	len = (size_t) (c - name);
-	for (i = 0; i < n; i++) {
-		const char *o;
-
-		if (ELF64_ST_TYPE(syms[i].st_info) != STT_FUNC ||
-		    syms[i].st_name >= strsz)
-			continue;
-		o = str + syms[i].st_name;
-		if (strncmp(o, name, len) == 0 && o[len] == '\0' &&
-		    memchr(o, '\0', strsz - syms[i].st_name))
-			return syms[i].st_value;
-	}
-	return own;
+	memcpy(buf, name, len);
+	buf[len] = '\0';
+	key.name = buf;
+	hit = bsearch(&key, byname, n, sizeof(*byname), cmp_named);
+	return hit ? hit->value : own;
 }
 
 static void read_funcs(struct rec_mod *m)
@@ -353,8 +360,9 @@ static void read_funcs(struct rec_mod *m)
 	const Elf64_Ehdr *eh = (const Elf64_Ehdr *) m->map;
 	const Elf64_Shdr *tab = NULL, *strs, *sh;
 	const Elf64_Sym *syms;
+	struct named *byname;
 	const char *str;
-	size_t n, i, k = 0;
+	size_t n, i, k = 0, nb = 0;
 	unsigned j;
 
 	m->funcs_read = 1;
@@ -375,8 +383,20 @@ static void read_funcs(struct rec_mod *m)
 	if (str[strs->sh_size - 1] != '\0')
 		return;
 	m->funcs = calloc(n ? n : 1, sizeof(*m->funcs));
-	if (!m->funcs)
+	byname = calloc(n ? n : 1, sizeof(*byname));
+	if (!m->funcs || !byname) {
+		free(m->funcs);
+		m->funcs = NULL;
+		free(byname);
 		return;
+	}
+	for (i = 0; i < n; i++)
+		if (ELF64_ST_TYPE(syms[i].st_info) == STT_FUNC &&
+		    syms[i].st_name < strs->sh_size) {
+			byname[nb].name = str + syms[i].st_name;
+			byname[nb++].value = syms[i].st_value;
+		}
+	qsort(byname, nb, sizeof(*byname), cmp_named);
 	for (i = 0; i < n; i++) {
 		const Elf64_Sym *y = &syms[i];
 
@@ -385,12 +405,13 @@ static void read_funcs(struct rec_mod *m)
 			continue;
 		m->funcs[k].start = y->st_value;
 		m->funcs[k].end = y->st_value + y->st_size;
-		m->funcs[k].func = parent_func(syms, n, str, strs->sh_size,
-					       str + y->st_name, y->st_value);
+		m->funcs[k].func = parent_func(byname, nb, str + y->st_name,
+					       y->st_value);
 		m->funcs[k].entry = strstr(str + y->st_name, ".cold") ?
 				    m->funcs[k].func : y->st_value;
 		k++;
 	}
+	free(byname);
 	m->nfuncs = k;
 	qsort(m->funcs, k, sizeof(*m->funcs), cmp_rec_func);
 }
