@@ -64,10 +64,12 @@ static void on_usr1(int s, siginfo_t *si, void *ctx)
 
 	(void) s;
 	(void) si;
-	/* Not at mix's first instruction (a signal right after the call):
-	 * the recorder's truth then loses the call (seen once in 60 runs;
-	 * tools/record/README.md, Limits). */
-	if (++hits[me] % 2 && g[REG_RIP] != (greg_t) (uintptr_t) mix) {
+	/* Not at a function's first instruction (a signal right after the
+	 * call, to mix from work or to bump from an injected() that the
+	 * previous signal started): the recorder's truth then loses the
+	 * call (tools/record/README.md, Limits). */
+	if (++hits[me] % 2 && g[REG_RIP] != (greg_t) (uintptr_t) mix &&
+	    g[REG_RIP] != (greg_t) (uintptr_t) bump) {
 		g[REG_RSP] -= 128 + 8;
 		*(greg_t *) g[REG_RSP] = g[REG_RIP];
 		g[REG_RIP] = (greg_t) (uintptr_t) injected;
