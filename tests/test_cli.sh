@@ -86,6 +86,45 @@ expect 0 '' "$htr" info --verify "$dir/t.htr"
 expect 0 '' "$htr" dump --depth 2 "$dir/t.htr"
 expect 0 '' "$htr" dump --from 1000 "$dir/t.htr"
 expect 1 'out of range' "$htr" dump --from 99999999 "$dir/t.htr"
+# getopt's own line never comes first; the option is named as typed.
+expect 2 "unknown option '-x'" "$htr" top -x "$dir/t.htr"
+expect 2 "unknown option '-x'" "$htr" dump "-x y.htr"
+expect 2 "unknown option '-q'" "$htr" gaps -jq "$dir/t.htr"
+expect 2 "--limit needs a value" "$htr" find --limit
+expect 2 "unknown option '--bogus'" "$htr" export --bogus=3 "$dir/t.htr"
+# One vocabulary of places: a block index as find and top print it goes
+# to --block, an instruction ID to --insn; one place at a time.
+expect 1 'block 99999999: no such block (the file has' "$htr" dump --block 99999999 "$dir/t.htr"
+expect 1 'instruction 99999999: out of range' "$htr" export --format folded --insn 99999999 "$dir/t.htr"
+expect 2 "a place was given already" "$htr" dump --block 1 --insn 5 "$dir/t.htr"
+expect 2 "bad value 'x' (a block index" "$htr" insns --trace "$T" --block x "$dir/t.htr"
+"$htr" find --sort cost --limit 4 '*' "$dir/t.htr" >"$dir/find.out"
+while read -r blk name span rest; do
+	got=$("$htr" dump --block "$blk" --depth 1 "$dir/t.htr" | awk '{print $1}')
+	top=$("$htr" top --limit 0 "$dir/t.htr" | awk -v n="$name" '$5 == n {print $4}')
+	slow=$("$htr" dump --block "$top" --depth 1 "$dir/t.htr" | awk '{print $1}')
+	if [ "$got" = "$span" ] && [ -n "$slow" ]; then
+		echo "ok: find's block $blk ($name) -> dump --block: $got; top's SLOWEST $top -> $slow"
+	else
+		echo "FAIL: find's block $blk ($name, $span) -> dump --block: '$got'; top's SLOWEST '$top' -> '$slow'"
+		fails=$((fails + 1))
+	fi
+done <"$dir/find.out"
+# --insn FIRST of a block of the synthesizer's truth is that block (the
+# deepest containing its first instruction), in dump and export alike.
+awk '$1 == "block" && $6 > $5 + 2 { print $5, $6 }' "$dir/t.truth" | sed -n '1p;40p;200p' |
+while read -r first last; do
+	got=$("$htr" dump --insn "$first" --depth 1 "$dir/t.htr" | awk '{print $1}')
+	root=$("$htr" export --format chrome --insn "$first" --depth 1 "$dir/t.htr" |
+		python3 -c 'import json,sys; e=json.load(sys.stdin)["traceEvents"]; print(sum(1 for x in e if x.get("ph") == "X"))')
+	if [ "$got" = "$first..$last" ] && [ "$root" = 1 ]; then
+		echo "ok: --insn $first: the truth's block $first..$last"
+	else
+		echo "FAIL: --insn $first: dump '$got', export $root roots (truth $first..$last)"
+		echo x >>"$dir/insn.fail"
+	fi
+done
+[ -f "$dir/insn.fail" ] && fails=$((fails + $(wc -l <"$dir/insn.fail")))
 if command -v python3 >/dev/null; then
 	"$htr" dump --json "$dir/t.htr" | python3 -c 'import json,sys; json.load(sys.stdin)' &&
 		echo "ok: dump --json parses" ||

@@ -41,6 +41,10 @@ int usage_error(const char *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)))
 #endif
 	;
+/* The usage error for getopt's answer @c ('?', or ':' when the option
+ * string starts with ':') on @argv: "unknown option '-x'" or "--opt needs
+ * a value", naming the option as typed.  Returns HTR_EXIT_USAGE. */
+int option_error(const char *cmd, int c, char **argv);
 /* Parse an unsigned number (0x.. hex or decimal).  Returns 0 or -1. */
 int parse_u64(const char *s, uint64_t *out);
 struct htr_open_opts;
@@ -56,6 +60,26 @@ int parse_duration(const char *s, uint64_t *out, int *unit);
 /* Parse two such numbers as START-END.  Returns 0 or -1 (the order is
  * the caller's to check). */
 int parse_range(const char *s, uint64_t *start, uint64_t *end);
+/* Where a command starts, in the CLI's one vocabulary of places: --block
+ * N, a block index as find, top (SLOWEST) and dump --json print it, or
+ * --insn ID, an instruction ID as dump, gaps and insns print it (--from
+ * ID is --insn's older name). */
+struct place {
+	int kind;               /* 0 (none given), 'b' or 'i' */
+	uint64_t n;
+};
+/* Take --@opt ("block", "insn" or "from") @arg into @p.  Returns 0, or
+ * HTR_EXIT_USAGE after one line: a bad number, or a second place. */
+int place_parse(const char *cmd, struct place *p, const char *opt,
+		const char *arg);
+struct htr_file;
+/* The block @p names in @f (read from @path) into *@block: HTR_NONE (the
+ * whole tree) when none was given, for --insn the deepest block that
+ * contains the instruction.  Returns 0, or HTR_EXIT_FAIL after one line
+ * naming @path and the place. */
+int place_block(const char *cmd, const char *path,
+		const struct htr_file *f, const struct place *p,
+		uint32_t *block);
 /* Human-readable flags: "late,truncated" or "-". */
 const char *block_flags_str(uint32_t flags, char *buf, size_t size);
 

@@ -9,8 +9,8 @@
 #include <string.h>
 
 static const char usage_text[] =
-"usage: htr dump [--tsc [--ticks]] [--lines] [--depth N] [--from ID] [--json]\n"
-"                FILE.htr\n"
+"usage: htr dump [--tsc [--ticks]] [--lines] [--depth N]\n"
+"                [--block N | --insn ID] [--json] FILE.htr\n"
 "\n"
 "Print the call tree, one line per block, indented by depth (two spaces a\n"
 "level; from level 64 on, 128 spaces and the level in brackets, '[70] ',\n"
@@ -45,8 +45,11 @@ static const char usage_text[] =
 "  -t, --tsc       print names and times\n"
 "      --ticks     times in TSC ticks even when ns are known\n"
 "  -d, --depth N   print N levels at most (1: roots only)\n"
-"  -f, --from ID   print the subtree of the deepest block containing\n"
-"                  instruction ID\n"
+"  -b, --block N   print the subtree of block N (an index as find, top\n"
+"                  and --json print it)\n"
+"  -i, --insn ID   print the subtree of the deepest block containing\n"
+"                  instruction ID (an ID as gaps and insns print it;\n"
+"                  --from ID is the same)\n"
 "  -l, --lines     append the source position of each block's entry\n"
 "                  (needs a build with libdw; not with --json)\n"
 "  -j, --json      one JSON object per block, in a JSON array\n"
@@ -323,6 +326,8 @@ int cmd_dump(int argc, char **argv)
 {
 	static const struct option lopts[] = {
 		{ "depth", required_argument, NULL, 'd' },
+		{ "block", required_argument, NULL, 'b' },
+		{ "insn", required_argument, NULL, 'i' },
 		{ "from", required_argument, NULL, 'f' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "tsc", no_argument, NULL, 't' },
@@ -334,9 +339,10 @@ int cmd_dump(int argc, char **argv)
 	struct htr_file *f = NULL;
 	struct htr_open_opts oo;
 	struct dump d;
-	uint64_t v, from_id = 0;
-	uint32_t from = HTR_NONE;
-	int c, have_from = 0, tsc = 0, ticks = 0, lines = 0;
+	struct place at = { 0, 0 };
+	uint64_t v;
+	uint32_t from;
+	int c, tsc = 0, ticks = 0, lines = 0;
 	int rc = HTR_EXIT_FAIL, err;
 	const char *path;
 
@@ -346,7 +352,7 @@ int cmd_dump(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOFBF, 1 << 20);
 	optind = 1;
 	opterr = 0;     /* one error line, ours */
-	while ((c = getopt_long(argc, argv, "d:f:jtlh", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":d:b:i:f:jtlh", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'd':
 			if (parse_u64(optarg, &v) < 0 || !v)
@@ -354,11 +360,15 @@ int cmd_dump(int argc, char **argv)
 						   optarg);
 			d.max_level = v;
 			break;
+		case 'b':
+			if (place_parse("dump", &at, "block", optarg))
+				return HTR_EXIT_USAGE;
+			break;
+		case 'i':
 		case 'f':
-			if (parse_u64(optarg, &from_id) < 0)
-				return usage_error("dump", "--from: bad value '%s'",
-						   optarg);
-			have_from = 1;
+			if (place_parse("dump", &at, c == 'i' ? "insn" : "from",
+					optarg))
+				return HTR_EXIT_USAGE;
 			break;
 		case 'j': d.json = 1; break;
 		case 't': tsc = 1; break;
@@ -366,8 +376,7 @@ int cmd_dump(int argc, char **argv)
 		case 'l': lines = 1; break;
 		case 'h': fputs(usage_text, stdout); return HTR_EXIT_OK;
 		default:
-			return usage_error("dump", "unknown option '%s'",
-					   argv[optind - 1]);
+			return option_error("dump", c, argv);
 		}
 	}
 	if (optind + 1 != argc)
@@ -381,7 +390,7 @@ int cmd_dump(int argc, char **argv)
 	/* A whole dump reads every block anyway: check the body first, so
 	 * a damaged file fails before any line is printed. */
 	htr_open_opts_init(&oo);
-	oo.verify_body = !have_from && d.max_level == UINT64_MAX;
+	oo.verify_body = !at.kind && d.max_level == UINT64_MAX;
 	if (open_htr("dump", path, &oo, &f) < 0)
 		goto out;
 	if (tsc && open_analysis("dump", f, HTR_ANALYZE_ALL, &d.an) < 0)
@@ -395,15 +404,8 @@ int cmd_dump(int argc, char **argv)
 		}
 	}
 	units_init(&d.units, f, ticks);
-	if (have_from) {
-		err = htr_block_for_insn(f, from_id, &from);
-		if (err < 0) {
-			rc = fail("dump", "%s: instruction %" PRIu64 ": %s", path,
-				  from_id, err == HTR_ERR_NOTFOUND ?
-				  "not inside any block" : htr_errstr(err));
-			goto out;
-		}
-	}
+	if (place_block("dump", path, f, &at, &from))
+		goto out;
 	if (d.json)
 		printf("[");
 	else

@@ -15,9 +15,9 @@
 #include <unistd.h>
 
 static const char usage_text[] =
-"usage: htr export --format chrome|folded|perfetto [-o OUT] [--from ID]\n"
-"                  [--depth N] [--min-duration T] [--gaps] [--ticks]\n"
-"                  FILE.htr\n"
+"usage: htr export --format chrome|folded|perfetto [-o OUT]\n"
+"                  [--block N | --insn ID] [--depth N] [--min-duration T]\n"
+"                  [--gaps] [--ticks] FILE.htr\n"
 "\n"
 "Write the call tree with each block's time for viewers:\n"
 "  chrome    Chrome trace event JSON (Perfetto's UI, chrome://tracing and\n"
@@ -42,8 +42,10 @@ static const char usage_text[] =
 "\n"
 "  -f, --format F       chrome, folded or perfetto\n"
 "  -o, --output OUT     write OUT (all or nothing) instead of stdout\n"
-"      --from ID        only the subtree of the deepest block containing\n"
-"                       instruction ID\n"
+"  -b, --block N        only the subtree of block N (an index as find,\n"
+"                       top and dump --json print it)\n"
+"  -i, --insn ID        only the subtree of the deepest block containing\n"
+"                       instruction ID (--from ID: the same)\n"
 "  -d, --depth N        N levels at most; deeper time stays with the\n"
 "                       block at level N\n"
 "  -m, --min-duration T leave out blocks whose total is below T: a\n"
@@ -546,6 +548,8 @@ int cmd_export(int argc, char **argv)
 	static const struct option lopts[] = {
 		{ "format", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' },
+		{ "block", required_argument, NULL, 'b' },
+		{ "insn", required_argument, NULL, 'i' },
 		{ "from", required_argument, NULL, O_FROM },
 		{ "depth", required_argument, NULL, 'd' },
 		{ "min-duration", required_argument, NULL, 'm' },
@@ -558,25 +562,30 @@ int cmd_export(int argc, char **argv)
 	struct htr_file *f = NULL;
 	const char *path, *out = NULL, *format = NULL, *dur_arg = NULL;
 	char *tmp = NULL;
-	uint64_t from_id = 0, v, id;
-	uint32_t from = HTR_NONE;
+	struct place at = { 0, 0 };
+	uint64_t v, id;
+	uint32_t from;
 	struct htr_thread_info ti;
-	int c, have_from = 0, gaps = 0, ticks = 0, rc = HTR_EXIT_FAIL, err;
+	int c, gaps = 0, ticks = 0, rc = HTR_EXIT_FAIL, err;
 	int dur_unit = 0;
 
 	memset(&e, 0, sizeof(e));
 	e.max_level = UINT64_MAX;
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "f:o:d:m:h", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":f:o:b:i:d:m:h", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'f': format = optarg; break;
 		case 'o': out = optarg; break;
+		case 'b':
+			if (place_parse("export", &at, "block", optarg))
+				return HTR_EXIT_USAGE;
+			break;
+		case 'i':
 		case O_FROM:
-			if (parse_u64(optarg, &from_id) < 0)
-				return usage_error("export", "--from: bad value "
-						   "'%s'", optarg);
-			have_from = 1;
+			if (place_parse("export", &at, c == 'i' ? "insn" :
+					"from", optarg))
+				return HTR_EXIT_USAGE;
 			break;
 		case 'd':
 			if (parse_u64(optarg, &v) < 0 || !v)
@@ -596,8 +605,7 @@ int cmd_export(int argc, char **argv)
 		case O_TICKS: ticks = 1; break;
 		case 'h': fputs(usage_text, stdout); return HTR_EXIT_OK;
 		default:
-			return usage_error("export", "unknown option '%s'",
-					   argv[optind - 1]);
+			return option_error("export", c, argv);
 		}
 	}
 	if (optind + 1 != argc)
@@ -630,15 +638,8 @@ int cmd_export(int argc, char **argv)
 		goto out;
 	if (open_analysis("export", f, HTR_ANALYZE_ALL, &e.an) < 0)
 		goto out;
-	if (have_from) {
-		err = htr_block_for_insn(f, from_id, &from);
-		if (err < 0) {
-			rc = fail("export", "%s: instruction %" PRIu64 ": %s",
-				  path, from_id, err == HTR_ERR_NOTFOUND ?
-				  "not inside any block" : htr_errstr(err));
-			goto out;
-		}
-	}
+	if (place_block("export", path, f, &at, &from))
+		goto out;
 	e.f = f;
 	e.have_t0 = htr_tsc_point(f, 0, &id, &e.t0) == 0;
 	units_init(&e.units, f, ticks);

@@ -166,7 +166,8 @@ int cmd_find(int argc, char **argv)
 
 	memset(&c, 0, sizeof(c));
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "s:n:jlh", lopts, NULL)) != -1) {
+	opterr = 0;     /* one error line, ours */
+	while ((ch = getopt_long(argc, argv, ":s:n:jlh", lopts, NULL)) != -1) {
 		switch (ch) {
 		case 's':
 			if (!strcmp(optarg, "time"))
@@ -188,7 +189,8 @@ int cmd_find(int argc, char **argv)
 		case 'T': ticks = 1; break;
 		case 'l': lines = 1; break;
 		case 'h': fputs(usage_text, stdout); return HTR_EXIT_OK;
-		default: return usage_error("find", "bad option");
+		default:
+			return option_error("find", ch, argv);
 		}
 	}
 	if (optind + 2 != argc)

@@ -42,7 +42,7 @@ int cmd_gaps(int argc, char **argv)
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "jn:h", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":jn:h", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'j': json = 1; break;
 		case 'n':
@@ -54,8 +54,7 @@ int cmd_gaps(int argc, char **argv)
 			fputs(usage_text, stdout);
 			return HTR_EXIT_OK;
 		default:
-			return usage_error("gaps", "unknown option '%s'",
-					   argv[optind - 1]);
+			return option_error("gaps", c, argv);
 		}
 	}
 	if (optind + 1 != argc)

@@ -8,7 +8,7 @@
 #include <string.h>
 
 static const char usage_text[] =
-"usage: htr insns --trace TRACE [--from ID | --block N] [--count N] FILE.htr\n"
+"usage: htr insns --trace TRACE [--insn ID | --block N] [--count N] FILE.htr\n"
 "\n"
 "Print instructions by re-decoding the raw trace the file was built from\n"
 "(a seek costs at most two PSB periods of decoding), one per line:\n"
@@ -21,8 +21,10 @@ static const char usage_text[] =
 "\n"
 "  -t, --trace TRACE   the raw trace or perf.data FILE.htr was built\n"
 "                      from (required)\n"
-"  -f, --from ID       start at instruction ID (default 0)\n"
-"  -b, --block N       the instructions of block N (its span)\n"
+"  -i, --insn ID       start at instruction ID (default 0; --from ID:\n"
+"                      the same)\n"
+"  -b, --block N       the instructions of block N (its span; an index\n"
+"                      as find, top and dump --json print it)\n"
 "  -n, --count N       print N instructions at most (default 20; 0: all)\n"
 "  -h, --help          show this help\n"
 "exit status: 0 ok, 1 failure, 2 usage error\n";
@@ -45,8 +47,9 @@ int cmd_insns(int argc, char **argv)
 {
 	static const struct option lopts[] = {
 		{ "trace", required_argument, NULL, 't' },
-		{ "from", required_argument, NULL, 'f' },
 		{ "block", required_argument, NULL, 'b' },
+		{ "insn", required_argument, NULL, 'i' },
+		{ "from", required_argument, NULL, 'f' },
 		{ "count", required_argument, NULL, 'n' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -55,32 +58,32 @@ int cmd_insns(int argc, char **argv)
 	struct htr_cursor *cur = NULL;
 	struct htr_file *f = NULL;
 	const char *path;
-	uint64_t from = 0, count = 20, last = UINT64_MAX, block = 0, v, i;
-	int c, have_block = 0, rc = HTR_EXIT_FAIL, err;
+	struct place at = { 0, 0 };
+	uint64_t from = 0, count = 20, last = UINT64_MAX, i;
+	uint32_t block;
+	int c, rc = HTR_EXIT_FAIL, err;
 
 	htr_cursor_opts_init(&co);
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "t:f:b:n:h", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":t:b:i:f:n:h", lopts, NULL)) != -1) {
 		switch (c) {
 		case 't': co.trace = optarg; break;
-		case 'f':
 		case 'b':
+		case 'i':
+		case 'f':
+			if (place_parse("insns", &at, c == 'b' ? "block" :
+					c == 'i' ? "insn" : "from", optarg))
+				return HTR_EXIT_USAGE;
+			break;
 		case 'n':
-			if (parse_u64(optarg, &v) < 0)
-				return usage_error("insns", "-%c: bad value '%s'",
-						   c, optarg);
-			if (c == 'f')
-				from = v;
-			else if (c == 'b')
-				block = v, have_block = 1;
-			else
-				count = v;
+			if (parse_u64(optarg, &count) < 0)
+				return usage_error("insns", "--count: bad value "
+						   "'%s'", optarg);
 			break;
 		case 'h': fputs(usage_text, stdout); return HTR_EXIT_OK;
 		default:
-			return usage_error("insns", "unknown option '%s'",
-					   argv[optind - 1]);
+			return option_error("insns", c, argv);
 		}
 	}
 	if (optind + 1 != argc)
@@ -90,15 +93,18 @@ int cmd_insns(int argc, char **argv)
 	path = argv[optind];
 	if (open_htr("insns", path, NULL, &f) < 0)
 		goto out;
-	if (have_block) {
+	if (at.kind == 'i') {
+		from = at.n;
+	} else if (at.kind == 'b') {
 		struct htr_block_info bi;
 
+		if (place_block("insns", path, f, &at, &block))
+			goto out;
 		bi.size = sizeof(bi);
-		err = htr_block_get(f, (uint32_t) block, &bi, sizeof(bi));
-		if (err < 0 || block > UINT32_MAX) {
-			rc = fail("insns", "%s: block %" PRIu64 ": %s", path,
-				  block, htr_errstr(err < 0 ? err :
-						    HTR_ERR_RANGE));
+		err = htr_block_get(f, block, &bi, sizeof(bi));
+		if (err < 0) {
+			rc = fail("insns", "%s: block %" PRIu32 ": %s", path,
+				  block, htr_errstr(err));
 			goto out;
 		}
 		from = bi.first;

@@ -120,7 +120,8 @@ int cmd_top(int argc, char **argv)
 
 	memset(&c, 0, sizeof(c));
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "s:n:jh", lopts, NULL)) != -1) {
+	opterr = 0;     /* one error line, ours */
+	while ((ch = getopt_long(argc, argv, ":s:n:jh", lopts, NULL)) != -1) {
 		switch (ch) {
 		case 's':
 			if (!strcmp(optarg, "inclusive"))
@@ -143,7 +144,8 @@ int cmd_top(int argc, char **argv)
 		case 'j': json = 1; break;
 		case 'T': ticks = 1; break;
 		case 'h': fputs(usage_text, stdout); return HTR_EXIT_OK;
-		default: return usage_error("top", "bad option");
+		default:
+			return option_error("top", ch, argv);
 		}
 	}
 	if (optind + 1 != argc)

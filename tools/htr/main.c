@@ -5,6 +5,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +56,22 @@ int usage_error(const char *cmd, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, " (try 'htr %s --help')\n", cmd);
 	return HTR_EXIT_USAGE;
+}
+
+int option_error(const char *cmd, int c, char **argv)
+{
+	const char *arg = argv[optind - 1];
+	int len;
+
+	/* A short option: getopt says which letter; argv[optind - 1] may
+	 * be "-vx", "-x y" or, before getopt moved past the word, the
+	 * command's name. */
+	if (strncmp(arg, "--", 2))
+		return usage_error(cmd, c == ':' ? "-%c needs a value" :
+				   "unknown option '-%c'", optopt);
+	len = (int) strcspn(arg, "=");
+	return usage_error(cmd, c == ':' ? "%.*s needs a value" :
+			   "unknown option '%.*s'", len, arg);
 }
 
 /* One of three number parsers, each for its own syntax: this one reads
@@ -164,6 +182,46 @@ int parse_range(const char *s, uint64_t *start, uint64_t *end)
 	memcpy(a, s, (size_t) (dash - s));
 	a[dash - s] = 0;
 	return parse_u64(a, start) < 0 || parse_u64(dash + 1, end) < 0 ? -1 : 0;
+}
+
+int place_parse(const char *cmd, struct place *p, const char *opt,
+		const char *arg)
+{
+	int block = !strcmp(opt, "block");
+
+	if (p->kind)
+		return usage_error(cmd, "--%s: a place was given already "
+				   "(one of --block or --insn)", opt);
+	if (parse_u64(arg, &p->n) < 0)
+		return usage_error(cmd, "--%s: bad value '%s' (%s)", opt, arg,
+				   block ? "a block index, as find and top "
+				   "print it" : "an instruction ID");
+	p->kind = block ? 'b' : 'i';
+	return 0;
+}
+
+int place_block(const char *cmd, const char *path,
+		const struct htr_file *f, const struct place *p,
+		uint32_t *block)
+{
+	uint32_t n = htr_block_count(f);
+	int err;
+
+	*block = HTR_NONE;
+	if (p->kind == 'b') {
+		if (p->n >= n)
+			return fail(cmd, "%s: block %" PRIu64 ": no such block "
+				    "(the file has %" PRIu32 ", 0 to %" PRIu32
+				    ")", path, p->n, n, n ? n - 1 : 0);
+		*block = (uint32_t) p->n;
+	} else if (p->kind == 'i') {
+		err = htr_block_for_insn(f, p->n, block);
+		if (err < 0)
+			return fail(cmd, "%s: instruction %" PRIu64 ": %s",
+				    path, p->n, err == HTR_ERR_NOTFOUND ?
+				    "not inside any block" : htr_errstr(err));
+	}
+	return 0;
 }
 
 const char *block_flags_str(uint32_t flags, char *buf, size_t size)
