@@ -123,7 +123,7 @@ check() {
 	for h in "$d/$p".*.htr; do
 		"$htr" gaps "$h" >"$d/gaps"
 		all=$(grep -c '^[0-9]*  ' "$d/gaps")
-		k=$(grep -c '^[0-9]*  disabled  0x[0-9a-f]*  \[kernel\]' "$d/gaps")
+		k=$(grep -c '^[0-9]*  disabled  0x[0-9a-f]*  .*  \[kernel\]' "$d/gaps")
 		[ "$all" -eq "$k" ] && [ "$k" -gt 0 ] ||
 			fail "$what: $h: $k of $all gaps named [kernel]"
 	done

@@ -46,7 +46,7 @@ fi
 . "$here/awk_hex.sh"
 # The field of each line ("" if none).
 field() {
-	awk '{ loc = ""
+	awk '/^#/ { next } { loc = ""
 		if (match($0, /  (at |\[inlined: ).*$/)) loc = substr($0, RSTART + 2)
 		print loc }'
 }

@@ -88,7 +88,7 @@ record() {
 		"$htr" dump --tsc "$T/p.htr" >"$T/tsc" ||
 		{ fail "$what: htr build or dump"; return 1; }
 	awk '{ print $2 }' "$T/dump" >"$T/entries"
-	awk '{ print $1 }' "$T/tsc" >"$T/names"
+	awk '!/^#/ { print $1 }' "$T/tsc" >"$T/names"
 }
 
 # $T/mods: the recording's modules as "PATH BASE", in the order the
@@ -274,7 +274,7 @@ else
 	entry=$(readelf -h "$ld" | awk '/Entry point address:/ { print $4 }')
 	label=$(readelf -sW "$dbg" | awk -v e="$entry" "$hex"'
 		$4 == "NOTYPE" && $7 != "UND" && h($2) == h(e) { print $8; exit }')
-	first=$(awk 'NR == 1 { print $1 }' "$T/tsc")
+	first=$(awk '!/^#/ { print $1; exit }' "$T/tsc")
 	if [ -n "$label" ] && [ "$first" = "~$mod!$label" ]; then
 		echo "ok: the first block is $first, the label at the loader's entry"
 	else
@@ -296,8 +296,8 @@ else
 	if [ $st = 77 ]; then
 		echo "SKIP: no mount namespace to hide the debug files in"
 	else
-		before=$(awk 'NR == 1 { print $1 }' "$T/hidden")
-		after=$("$htr" dump --tsc "$T/p.htr" | awk 'NR == 1 { print $1 }')
+		before=$(awk '!/^#/ { print $1; exit }' "$T/hidden")
+		after=$("$htr" dump --tsc "$T/p.htr" | awk '!/^#/ { print $1; exit }')
 		if [ $st = 0 ] && [ -n "$before" ] && [ "$before" != "$first" ] &&
 		   [ "$after" = "$first" ]; then
 			echo "ok: without the debug files $before, with them $after"

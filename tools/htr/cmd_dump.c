@@ -21,7 +21,8 @@ static const char usage_text[] =
 "the call went into untraced code), FLAGS any of late, truncated, gap,\n"
 "implicit-return, unwound (README, \"Tree rules\").  A file built from a\n"
 "perf.data starts with a line '# thread TID (pid PID, COMM)'.\n"
-"With --tsc, each line is instead\n"
+"With --tsc, each line is instead, under a header line (starting with\n"
+"'#') that names the columns and the time unit,\n"
 "  NAME  LOCAL  TOTAL  PCT%\n"
 "NAME the function: for a late block '~' and the function containing the\n"
 "first address it ran (inferred), '?' where nothing is known; LOCAL and\n"
@@ -410,6 +411,9 @@ int cmd_dump(int argc, char **argv)
 		printf("[");
 	else
 		thread_line(f, tsc ? &d.units : NULL);
+	if (tsc && !d.json)
+		printf("# NAME  LOCAL  TOTAL  PCT  (LOCAL and TOTAL in %s, PCT "
+		       "of the outermost block above)\n", units_name(&d.units));
 	err = htr_tree_visit(f, from, HTR_PREORDER, visit, &d);
 	l_flush(&d.line);
 	if (d.json)
