@@ -6,7 +6,8 @@
 #include <string.h>
 
 static const char usage_text[] =
-"usage: htr record [-o OUT] [--raw DIR] [--filter MODULE|START-END]...\n"
+"usage: htr record [-o OUT] [--raw DIR] [--lldb DIR]\n"
+"                  [--filter MODULE|START-END]...\n"
 "                  [--cpus N] [--psb-period N] [--no-ret-compression]\n"
 "                  [--skl014]\n"
 "                  -- PROG [ARGS...]\n"
@@ -39,6 +40,13 @@ static const char usage_text[] =
 "                           DIR/build.args (the modules as --elf FILE@BASE\n"
 "                           and the timing options for 'htr build') and\n"
 "                           DIR/record.txt (the parameters) instead\n"
+"      --lldb DIR           also write DIR/trace.json, a trace bundle\n"
+"                           lldb-22 loads with 'trace load DIR/trace.json'\n"
+"                           (LLDB's Intel PT bundle: the CPU, the process,\n"
+"                           each thread's raw trace as DIR/tN.pt, a copy of\n"
+"                           each module under DIR/modules/ at its load\n"
+"                           address; paths relative to DIR); DIR must not\n"
+"                           exist or be empty; not with --cpus\n"
 "      --filter MODULE      trace only this module's code (a path, a file\n"
 "                           name or a glob on it); repeatable\n"
 "      --filter START-END   trace only [START, END); repeatable\n"
@@ -101,6 +109,7 @@ int cmd_record(int argc, char **argv)
 	static const struct option lopts[] = {
 		{ "out", required_argument, NULL, 'o' },
 		{ "raw", required_argument, NULL, 'r' },
+		{ "lldb", required_argument, NULL, 'L' },
 		{ "filter", required_argument, NULL, 'f' },
 		{ "psb-period", required_argument, NULL, 'p' },
 		{ "no-ret-compression", no_argument, NULL, 'n' },
@@ -133,6 +142,14 @@ int cmd_record(int argc, char **argv)
 			break;
 		case 'r':
 			o.raw_dir = optarg;
+			break;
+		case 'L':
+			if (!*optarg) {
+				free(filters);
+				return usage_error("record", "--lldb: an empty "
+						   "directory name");
+			}
+			o.lldb_dir = optarg;
 			break;
 		case 'f':
 			if (parse_filter(optarg, &filters[nf]) < 0) {
@@ -203,6 +220,11 @@ int cmd_record(int argc, char **argv)
 		return usage_error("record", "--cpus writes a perf.data: not "
 				   "with --raw");
 	}
+	if (o.cpus && o.lldb_dir) {
+		free(filters);
+		return usage_error("record", "--lldb writes a per-thread "
+				   "bundle: not with --cpus");
+	}
 	o.filters = filters;
 	o.nfilters = nf;
 	rc = rec_run(&o, argv + optind, &res, err, sizeof(err));
@@ -210,10 +232,13 @@ int cmd_record(int argc, char **argv)
 	if (rc < 0)
 		return fail("record", "%s", err);
 	if (!o.quiet) {
-		fprintf(stderr, "htr: record: %s -> %s: %llu insns run, %llu "
-			"traced, %u thread%s, %u modules, %llu bytes of PT, "
-			"%.2f s, %.2f M insns/s", argv[optind],
+		fprintf(stderr, "htr: record: %s -> %s%s%s%s: %llu insns run, "
+			"%llu traced, %u thread%s, %u modules, %llu bytes of "
+			"PT, %.2f s, %.2f M insns/s", argv[optind],
 			o.raw_dir ? o.raw_dir : o.out,
+			o.lldb_dir ? " and " : "",
+			o.lldb_dir ? o.lldb_dir : "",
+			o.lldb_dir ? "/trace.json" : "",
 			(unsigned long long) res.executed,
 			(unsigned long long) res.traced, res.threads,
 			res.threads == 1 ? "" : "s", res.modules,

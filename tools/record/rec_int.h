@@ -271,4 +271,18 @@ int rec_perf_write(const char *out, const struct rec_ctx *c, pid_t pid,
 		   const char *comm, const struct rec_perf_thread *th,
 		   size_t nth, char *err, size_t errlen);
 
+/* ------------------------------------------------------------------ */
+/* LLDB trace bundle (lldb.c): --lldb DIR */
+
+/* Write the bundle `trace load @dir/trace.json` loads into the existing
+ * empty directory @dir (the caller renames it into place): each thread's
+ * trace of @th, a copy of each module of @c, trace.json.  Returns 0, or
+ * -1 with a one-line reason in @err (@dir then holds a part: remove it
+ * with rec_lldb_remove()). */
+int rec_lldb_write(const char *dir, const struct rec_ctx *c, pid_t pid,
+		   const struct rec_perf_thread *th, size_t nth, char *err,
+		   size_t errlen);
+/* Remove @dir and everything under it (symbolic links not followed). */
+void rec_lldb_remove(const char *dir);
+
 #endif

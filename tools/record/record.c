@@ -772,6 +772,51 @@ static void unlink_truths(const char *final, const struct threads *ts,
 	}
 }
 
+/* Whether @a and @b name one directory (as given, or both existing). */
+static int same_dir(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	size_t la = strlen(a), lb = strlen(b);
+
+	while (la > 1 && a[la - 1] == '/')
+		la--;
+	while (lb > 1 && b[lb - 1] == '/')
+		lb--;
+	if (la == lb && !memcmp(a, b, la))
+		return 1;
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 &&
+	       sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* The LLDB bundle of the threads in @ts, their traces in @tmp, into the
+ * new directory @ltmp.  0 or -1 with @err set. */
+static int write_lldb(const struct rec_ctx *c, const struct threads *ts,
+		      const char *tmp, const char *ltmp, char *err,
+		      size_t errlen)
+{
+	struct rec_perf_thread *pt = calloc(ts->n + 1, sizeof(*pt));
+	char (*paths)[PATH_MAX] = calloc(ts->n + 1, sizeof(*paths));
+	size_t i;
+	int real, rc;
+
+	if (!pt || !paths) {
+		free(pt);
+		free(paths);
+		return errf(err, errlen, "out of memory");
+	}
+	for (i = 0; i < ts->n; i++) {
+		snprintf(paths[i], PATH_MAX, "%s/t%u.pt", tmp,
+			 ts->done[i].idx);
+		pt[i].idx = ts->done[i].idx;
+		pt[i].pt_path = paths[i];
+		pt[i].tid = rec_tid(c, ts->done[i].idx, &real);
+	}
+	rc = rec_lldb_write(ltmp, c, c->pid, pt, ts->n, err, errlen);
+	free(pt);
+	free(paths);
+	return rc;
+}
+
 /* --raw DIR may exist when it is empty. */
 static int raw_target_ok(const char *dir, char *err, size_t errlen)
 {
@@ -798,6 +843,17 @@ static int raw_target_ok(const char *dir, char *err, size_t errlen)
 	return 0;
 }
 
+/* Rename the finished bundle @ltmp to @dir (empty or absent, checked
+ * before the run).  0 or -1 with @err set. */
+static int place_lldb(const char *dir, const char *ltmp, char *err,
+		      size_t errlen)
+{
+	rmdir(dir);
+	if (rename(ltmp, dir) < 0)
+		return errf(err, errlen, "%s: %s", dir, strerror(errno));
+	return 0;
+}
+
 int rec_run(const struct rec_opts *o, char *const argv[],
 	    struct rec_result *res, char *err, size_t errlen)
 {
@@ -805,8 +861,8 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 	struct threads ts;
 	struct qemu q = { -1, -1 };
 	struct timespec t0, t1;
-	char *exe = NULL, *tmp = NULL, *final = NULL;
-	int status = 0, rc = -1;
+	char *exe = NULL, *tmp = NULL, *final = NULL, *ltmp = NULL;
+	int status = 0, rc = -1, lldb_placed = 0;
 	size_t i;
 
 	memset(res, 0, sizeof(*res));
@@ -823,6 +879,25 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 	}
 	if (o->raw_dir && raw_target_ok(o->raw_dir, err, errlen) < 0)
 		goto out;
+	if (o->lldb_dir) {
+		/* LLDB's per-CPU bundles need each CPU's context-switch
+		 * trace, which the recorder does not write. */
+		if (o->cpus) {
+			errf(err, errlen, "--lldb writes a per-thread bundle: "
+			     "not with --cpus");
+			goto out;
+		}
+		if (o->raw_dir && same_dir(o->raw_dir, o->lldb_dir)) {
+			errf(err, errlen, "--lldb %s: the --raw directory; "
+			     "give another", o->lldb_dir);
+			goto out;
+		}
+		if (raw_target_ok(o->lldb_dir, err, errlen) < 0)
+			goto out;
+		ltmp = tmp_beside(o->lldb_dir, err, errlen);
+		if (!ltmp)
+			goto out;
+	}
 	final = strdup(o->raw_dir ? o->raw_dir : o->out);
 	if (!final) {
 		errf(err, errlen, "out of memory");
@@ -912,12 +987,17 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 		res->traced += ts.done[i].insns;
 		res->bytes += ts.done[i].bytes;
 	}
+	if (ltmp && write_lldb(&c, &ts, tmp, ltmp, err, errlen) < 0)
+		goto out;
 	if (o->raw_dir) {
 		if (write_raw_extras(&c, &ts, res) < 0) {
 			errf(err, errlen, "%s: cannot write: %s", tmp,
 			     strerror(errno));
 			goto out;
 		}
+		if (ltmp && place_lldb(o->lldb_dir, ltmp, err, errlen) < 0)
+			goto out;
+		lldb_placed = !!ltmp;
 		rmdir(final);   /* empty, checked above */
 		if (rename(tmp, final) < 0) {
 			errf(err, errlen, "%s: %s", final, strerror(errno));
@@ -961,6 +1041,9 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 		if (rc < 0)
 			goto out;
 		rc = -1;
+		if (ltmp && place_lldb(o->lldb_dir, ltmp, err, errlen) < 0)
+			goto out;
+		lldb_placed = !!ltmp;
 		/* The truth goes beside the perf.data (OUT.tN.truth), then
 		 * the perf.data itself: it appears last, or not at all. */
 		for (i = 0; i < ts.n; i++) {
@@ -982,6 +1065,12 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 	}
 	rc = 0;
 out:
+	/* The bundle went first: it goes again when the rest failed. */
+	if (rc < 0 && lldb_placed)
+		rec_lldb_remove(o->lldb_dir);
+	if (ltmp && !lldb_placed)
+		rec_lldb_remove(ltmp);
+	free(ltmp);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	res->seconds = (double) (t1.tv_sec - t0.tv_sec) +
 		       (double) (t1.tv_nsec - t0.tv_nsec) / 1e9;

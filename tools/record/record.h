@@ -36,6 +36,9 @@ struct rec_opts {
 	int skl014;                     /* a direct jump or call out of the
 					 * filters gives TIP.PGD without its
 					 * target, as erratum SKL014 may */
+	const char *lldb_dir;           /* --lldb DIR: also an LLDB trace
+					 * bundle (DIR/trace.json), or NULL;
+					 * not with cpus */
 };
 
 void rec_opts_init(struct rec_opts *o);
