@@ -68,13 +68,18 @@ for sc in basic mixed callback interrupt; do
 		-o "$T/cli-$sc.htr" || { fail "$sc: htr build"; continue; }
 	"$htr" dump "$T/cli-$sc.htr" >"$T/cli.dump" &&
 	"$htr" dump --tsc "$T/cli-$sc.htr" >"$T/cli.tsc" &&
-	"$htr" top --limit 0 "$T/cli-$sc.htr" >"$T/cli.top" &&
+	"$htr" top --sort inclusive --limit 0 "$T/cli-$sc.htr" >"$T/cli.top" &&
 	"$htr" find --sort cost '*' "$T/cli-$sc.htr" >"$T/cli.find" ||
 		{ fail "$sc: htr dump/top/find"; continue; }
+	# The CLI's comment lines (a column header) are not the plugin's.
+	for k in dump tsc top find; do
+		grep -v '^#' "$T/cli.$k" >"$T/cli.tmp"
+		mv "$T/cli.tmp" "$T/cli.$k"
+	done
 
 	O=$T/out-$sc
 	if ! lldb "$T/s1" -o "trace load $P.json" -o "htr build -o $O" \
-	    -o "htr dump" -o "htr dump --tsc" -o "htr top --limit 0" \
+	    -o "htr dump" -o "htr dump --tsc" -o "htr top --sort inclusive --limit 0" \
 	    -o "htr find --sort cost *"; then
 		fail "$sc: first session"; cat "$T/s1"; continue
 	fi
@@ -83,7 +88,7 @@ for sc in basic mixed callback interrupt; do
 		{ fail "$sc: build did not say built"; cat "$T/build1"; }
 	section "$T/s1" "htr dump" >"$T/p.dump"
 	section "$T/s1" "htr dump --tsc" >"$T/p.tsc"
-	section "$T/s1" "htr top --limit 0" >"$T/p.top"
+	section "$T/s1" "htr top --sort inclusive --limit 0" >"$T/p.top"
 	section "$T/s1" "htr find --sort cost *" >"$T/p.find"
 
 	# Tree: each plugin line is the CLI's line plus "  NAME".
@@ -108,7 +113,8 @@ for sc in basic mixed callback interrupt; do
 		fail "$sc: $names dump --tsc names differ from libhtr's"
 		diff "$T/cli.tsc" "$T/p.tsc" | head -6
 	}
-	# top: calls, ticks and slowest block equal, in the same order.
+	# top: calls, ticks and slowest block equal, in the same order
+	# (an explicit order: the CLI's default is not the plugin's concern).
 	awk '{ print $1, $2, $3, $4 }' "$T/cli.top" >"$T/cli.top.n"
 	awk '{ print $1, $2, $3, $4 }' "$T/p.top" >"$T/p.top.n"
 	[ -s "$T/p.top.n" ] && cmp -s "$T/cli.top.n" "$T/p.top.n" ||
@@ -121,14 +127,14 @@ for sc in basic mixed callback interrupt; do
 	# A second session reuses the .htr (identity key matches).
 	before=$(stat -c %Y.%i "$O/thread-1.htr")
 	if ! lldb "$T/s2" -o "trace load $P.json" -o "htr build -o $O" \
-	    -o "htr top --limit 0"; then
+	    -o "htr top --sort inclusive --limit 0"; then
 		fail "$sc: second session"; cat "$T/s2"; continue
 	fi
 	grep -q "^thread 1: reused $O/thread-1.htr (identity matches" "$T/s2" ||
 		{ fail "$sc: second build did not reuse"; cat "$T/s2"; }
 	[ "$(stat -c %Y.%i "$O/thread-1.htr")" = "$before" ] ||
 		fail "$sc: second build rewrote the .htr"
-	section "$T/s2" "htr top --limit 0" | cmp -s - "$T/p.top" ||
+	section "$T/s2" "htr top --sort inclusive --limit 0" | cmp -s - "$T/p.top" ||
 		fail "$sc: top of the reused .htr differs"
 	echo "ok: $sc ($n1 blocks)"
 done
@@ -181,28 +187,180 @@ lldb "$T/d3" -o "trace load $T/changed.json" -o "htr build -o $T/out-basic"
 grep -q "^thread 1: built $T/out-basic/thread-1.htr" "$T/d3" ||
 	{ fail "changed trace: the old .htr was reused"; cat "$T/d3"; }
 
+# --block N and --insn ID (the CLI's one vocabulary of places; --from ID
+# is --insn's older name): a block the CLI's find lists, by its index and
+# by its first instruction (the deepest block containing it is the block
+# itself), gives the same subtree, the CLI's htr dump --from lines plus
+# names; goto --block/--insn print the same instructions as goto BLOCK.
+P=$T/mixed
+set -- $("$htr" find --sort cost '*' "$T/cli-mixed.htr" |
+	awk 'NR == 3 { split($3, r, /\.\./); print $1, r[1] }')
+pb=$1 pi=$2
+"$htr" dump --from "$pi" "$T/cli-mixed.htr" | grep -v '^#' >"$T/cli.sub"
+if [ -z "$pb" ] || [ -z "$pi" ] || [ "$(wc -l <"$T/cli.sub")" -lt 2 ]; then
+	fail "places: no block from htr find"
+elif ! lldb "$T/pl" -o "trace load $P.json" -o "htr build -o $T/out-mixed" \
+    -o "htr dump --block $pb" -o "htr dump --insn $pi" \
+    -o "htr dump --from $pi" -o "htr dump -b $pb --tsc" \
+    -o "htr dump --tsc" -o "htr goto --count 9 $pb" \
+    -o "htr goto --count 9 --block $pb" -o "htr goto --count 9 --insn $pi" \
+    -o "htr goto --count 9 --from $pi"; then
+	fail "places: session"; cat "$T/pl"
+else
+	section "$T/pl" "htr dump --block $pb" >"$T/pl.b"
+	section "$T/pl" "htr dump --insn $pi" >"$T/pl.i"
+	section "$T/pl" "htr dump --from $pi" >"$T/pl.f"
+	section "$T/pl" "htr goto --count 9 $pb" | grep '^[0-9]' >"$T/pl.g"
+	section "$T/pl" "htr goto --count 9 --block $pb" | grep '^[0-9]' >"$T/pl.gb"
+	section "$T/pl" "htr goto --count 9 --insn $pi" | grep '^[0-9]' >"$T/pl.gi"
+	section "$T/pl" "htr goto --count 9 --from $pi" | grep '^[0-9]' >"$T/pl.gf"
+	# --tsc of the subtree: its lines are the whole tree's --tsc lines
+	# from the block on (the PCT column relative to the block).
+	section "$T/pl" "htr dump -b $pb --tsc" | awk '{ $NF = ""; print }' >"$T/pl.bt"
+	section "$T/pl" "htr dump --tsc" | awk '{ $NF = ""; print }' >"$T/pl.t"
+	n=$(wc -l <"$T/pl.bt")
+	if [ "$(wc -l <"$T/pl.b")" != "$(wc -l <"$T/cli.sub")" ] ||
+	   ! awk 'NR == FNR { cli[FNR] = $0; next }
+		index($0, cli[FNR] "  ") != 1 { bad = 1 } END { exit bad }' \
+		"$T/cli.sub" "$T/pl.b" ||
+	   ! cmp -s "$T/pl.b" "$T/pl.i" || ! cmp -s "$T/pl.b" "$T/pl.f"; then
+		fail "places: dump --block $pb / --insn $pi / --from $pi differ from the CLI's dump --from $pi"
+		diff "$T/cli.sub" "$T/pl.b" | head -4
+	elif [ "$n" != "$(wc -l <"$T/pl.b")" ] ||
+	     ! grep -qxF -f "$T/pl.bt" "$T/pl.t"; then
+		fail "places: dump --block $pb --tsc is not a part of dump --tsc"
+	elif [ "$(wc -l <"$T/pl.g")" != 9 ] || ! cmp -s "$T/pl.g" "$T/pl.gb" ||
+	     ! cmp -s "$T/pl.g" "$T/pl.gi" || ! cmp -s "$T/pl.g" "$T/pl.gf"; then
+		fail "places: goto $pb, --block $pb, --insn $pi, --from $pi differ"
+		diff "$T/pl.g" "$T/pl.gi" | head -4
+	else
+		echo "ok: places: dump and goto by --block $pb, --insn $pi, --from $pi agree with the CLI"
+	fi
+fi
+
+# htr record --lldb DIR: the bundle of a recording, loaded by lldb-22
+# itself.  A two-thread program (tests/record/threads.c) recorded with
+# --raw R --lldb B: LLDB's own decode of each thread of B (thread trace
+# dump info: trace items less events and errors) has exactly the
+# instructions of the recorder's truth for that thread; the plugin's
+# .htr of each thread equals the truth (record-cmp: every block, the
+# gaps, the TSC) and the CLI's htr build of the raw recording (htr dump);
+# bad directories are one-line errors that leave nothing behind.
+srcdir=$(cd "$(dirname "$0")" && pwd)
+R=$T/rl
+cmp_tool=$build/tests/record-cmp
+mkdir -p "$R"
+if ! command -v qemu-x86_64 >/dev/null 2>&1 || ! command -v cc >/dev/null 2>&1; then
+	echo "skipped: htr record --lldb: no qemu-x86_64 or cc"
+elif ! [ -x "$cmp_tool" ]; then
+	# Built with htr record (Zydis), as the recorder is.
+	echo "skipped: htr record --lldb: no $cmp_tool (htr built without htr record)"
+# A directory name JSON must escape: a quote, a backslash, a space.
+elif ! mkdir -p "$R/we\"ird \\dir" ||
+     ! cc -O2 -g -pthread -o "$R/we\"ird \\dir/threads" "$srcdir/record/threads.c"; then
+	fail "record --lldb: cannot compile threads.c"
+elif ! "$htr" record --raw "$R/raw" --lldb "$R/b" -- \
+	"$R/we\"ird \\dir/threads" >"$R/rec.out" 2>"$R/rec.err"; then
+	if grep -q "built without" "$R/rec.err"; then
+		echo "skipped: htr record --lldb: $(cat "$R/rec.err")"
+	else
+		fail "record --lldb: htr record"; cat "$R/rec.err"
+	fi
+else
+	grep -q "^htr: record: .* -> $R/raw and $R/b/trace.json: " "$R/rec.err" ||
+		{ fail "record --lldb: summary"; cat "$R/rec.err"; }
+	nt=$(ls "$R/raw"/t*.truth | wc -l)
+	args=""
+	i=1
+	while [ "$i" -le "$nt" ]; do
+		args="$args $i"
+		i=$((i + 1))
+	done
+	lldb "$R/s" -o "trace load $R/b/trace.json" \
+		-o "thread trace dump info$args" -o "htr build -o $R/out" ||
+		{ fail "record --lldb: session"; cat "$R/s"; }
+	good=0
+	for tr in "$R/raw"/t*.truth; do
+		t=$(basename "$tr" .truth)
+		set -- $(awk '$1 == "tid" { print $3 } $1 == "insns" { print $2 }' "$tr")
+		tid=$1 want=$2
+		# LLDB's decode of the thread: items, events, errors.
+		set -- $(awk -v tid="$tid" '
+			/^thread #[0-9]*: tid = / { on = $NF == tid }
+			on && /Total number of trace items:/ { print $NF }
+			on && /Number of individual (events|errors):/ { print $NF }' "$R/s")
+		if [ $# -ne 3 ] || [ $(($1 - $2 - $3)) != "$want" ]; then
+			fail "record --lldb: $t (tid $tid): LLDB decodes '$*' (items events errors), the truth $want instructions"
+			continue
+		fi
+		grep -q "^thread $tid: built $R/out/thread-$tid.htr" "$R/s" ||
+			{ fail "record --lldb: $t: the plugin built no thread-$tid.htr"; continue; }
+		v=$("$cmp_tool" --tsc "$tr" "$R/out/thread-$tid.htr" 2>&1) ||
+			{ fail "record --lldb: $t: the plugin's tree is not the truth: $v"; continue; }
+		# build.args: one option and its value a line (a value
+		# may hold spaces: the program's path does).
+		set --
+		while IFS= read -r l; do
+			set -- "$@" "${l%% *}" "${l#* }"
+		done <"$R/raw/build.args"
+		"$htr" build -q "$R/raw/$t.pt" "$@" \
+			-o "$R/cli-$t.htr" 2>"$R/cli.err" &&
+		"$htr" dump "$R/cli-$t.htr" | tail -n +2 >"$R/cli.dump" &&
+		"$htr" dump "$R/out/thread-$tid.htr" | tail -n +2 >"$R/p.dump" ||
+			{ fail "record --lldb: $t: htr build/dump"; cat "$R/cli.err"; continue; }
+		[ "$(wc -l <"$R/cli.dump")" -gt 3 ] && cmp -s "$R/cli.dump" "$R/p.dump" ||
+			{ fail "record --lldb: $t: the plugin's tree differs from htr build's"; diff "$R/cli.dump" "$R/p.dump" | head -4; continue; }
+		good=$((good + 1))
+	done
+	[ "$nt" -ge 2 ] && [ "$good" = "$nt" ] &&
+		echo "ok: record --lldb: $nt threads: LLDB decodes the truth's instructions; the plugin's trees equal the truth and htr build's"
+
+	# Bad directories: one line naming DIR, status 1 or 2, nothing written.
+	# rec_bad NAME STATUS MESSAGE ARGS...
+	rec_bad() {
+		name=$1 want_rc=$2 want=$3
+		shift 3
+		rm -f "$R/bad.data"*
+		"$htr" record -q -o "$R/bad.data" "$@" -- "$R/we\"ird \\dir/threads" \
+			>/dev/null 2>"$R/bad.err"
+		rc=$?
+		if [ "$rc" != "$want_rc" ] || [ "$(wc -l <"$R/bad.err")" != 1 ] ||
+		   ! grep -qF -- "$want" "$R/bad.err"; then
+			fail "record --lldb: $name: status $rc: $(cat "$R/bad.err") (want $want_rc, '$want')"
+		elif ls "$R/bad.data"* >/dev/null 2>&1 ||
+		     ls -d "$R"/*.rec-* >/dev/null 2>&1; then
+			fail "record --lldb: $name: left files behind"
+		fi
+	}
+	mkdir -p "$R/full" && : >"$R/full/x"
+	: >"$R/file"
+	rec_bad "non-empty DIR" 1 "htr: record: $R/full: exists and is not empty" --lldb "$R/full"
+	rec_bad "DIR a file" 1 "htr: record: $R/file: exists and is not a directory" --lldb "$R/file"
+	rec_bad "DIR not creatable" 1 "htr: record: $R/no/such/b: cannot write here: No such file or directory" --lldb "$R/no/such/b"
+	rec_bad "with --cpus" 2 "htr: record: --lldb writes a per-thread bundle: not with --cpus" --cpus 2 --lldb "$R/b2"
+	rec_bad "DIR the --raw DIR" 1 "htr: record: --lldb $R/r2/: the --raw directory; give another" --raw "$R/r2" --lldb "$R/r2/"
+	rec_bad "empty DIR name" 2 "htr: record: --lldb: an empty directory name" --lldb ""
+	[ ! -e "$R/b2" ] && [ ! -e "$R/r2" ] ||
+		fail "record --lldb: a failed record left its directories"
+	# An empty DIR is fine, and a perf.data beside it.
+	mkdir -p "$R/empty"
+	if "$htr" record -q -o "$R/e.data" --lldb "$R/empty" -- \
+	    "$R/we\"ird \\dir/threads" >/dev/null 2>"$R/e.err" &&
+	   [ -s "$R/e.data" ] && [ -s "$R/empty/trace.json" ] &&
+	   [ -s "$R/empty/t0.pt" ]; then
+		lldb "$R/s2" -o "trace load $R/empty/trace.json" \
+			-o "htr build -o $R/out2" ||
+			{ fail "record --lldb: empty DIR: session"; cat "$R/s2"; }
+	else
+		fail "record --lldb: empty DIR"; cat "$R/e.err"
+	fi
+fi
+
 # --lines on a real program with DWARF but no symbol table
-# (tests/lldb/lines.c -g -O2, recorded under qemu by htr record --raw,
-# turned into a bundle): LLDB names scramble from the DWARF, and every
-# location the plugin prints (each block entry in the program, each
-# instruction goto prints) is addr2line's, inlined frames included.
-# dwarf_bundle DIR: DIR/trace.json from htr record --raw's DIR/record.txt.
-dwarf_bundle() {
-	awk -v q='"' '
-		/^module / { m[n++] = "{ " q "systemPath" q ": " q $2 q ", " q "file" q ": " q $2 q ", " q "loadAddress" q ": " q $4 q " }" }
-		/^thread / { t[nt++] = "{ " q "tid" q ": " $4 ", " q "iptTrace" q ": " q "t" $2 ".pt" q " }"; if (!pid) pid = $4 }
-		END {
-			print "{ " q "type" q ": " q "intel-pt" q ","
-			print "  " q "cpuInfo" q ": { " q "vendor" q ": " q "GenuineIntel" q ", " q "family" q ": 6, " q "model" q ": 85, " q "stepping" q ": 4 },"
-			print "  " q "processes" q ": [ { " q "pid" q ": " pid ", " q "triple" q ": " q "x86_64-unknown-linux-gnu" q ","
-			printf "    " q "threads" q ": [ "
-			for (i = 0; i < nt; i++) printf "%s%s", i ? ", " : "", t[i]
-			print " ],"
-			printf "    " q "modules" q ": [ "
-			for (i = 0; i < n; i++) printf "%s%s", i ? ",\n      " : "", m[i]
-			print " ] } ] }"
-		}' "$1/record.txt" >"$1/trace.json"
-}
+# (tests/lldb/lines.c -g -O2, recorded under qemu by htr record --raw
+# --lldb): LLDB names scramble from the DWARF, and every location the
+# plugin prints (each block entry in the program, each instruction goto
+# prints) is addr2line's, inlined frames included.
 . "$(dirname "$0")/awk_hex.sh"
 # The plugin's location field of each line: ADDR LOCATION ("" if none).
 # $1: dump (the address is field 2) or goto (field 3).
@@ -233,15 +391,14 @@ elif ! nm "$D/lines.full" | grep -q ' t scramble$' ||
      nm "$D/lines" 2>/dev/null | grep -q scramble ||
      ! readelf -S "$D/lines" | grep -q '\.debug_info'; then
 	fail "dwarf: scramble not local in lines.full, or not gone from lines, or no DWARF left"
-elif ! "$htr" record -q --raw "$D/rec" -- "$D/lines" >"$D/rec.out" 2>&1; then
+elif ! "$htr" record -q --raw "$D/rec" --lldb "$D/b" -- "$D/lines" >"$D/rec.out" 2>&1; then
 	if grep -q "built without" "$D/rec.out"; then
 		echo "skipped: --lines on DWARF: $(cat "$D/rec.out")"
 	else
 		fail "dwarf: htr record"; cat "$D/rec.out"
 	fi
 else
-	dwarf_bundle "$D/rec"
-	lldb "$D/s" -o "trace load $D/rec/trace.json" -o "htr build -o $D/out" \
+	lldb "$D/s" -o "trace load $D/b/trace.json" -o "htr build -o $D/out" \
 		-o "htr dump" -o "htr dump --lines" -o "htr dump --tsc" \
 		-o "htr dump --tsc --lines" -o "htr find --lines *scramble" \
 		-o "htr top --limit 0" -o "htr top --limit 0 --lines" ||
@@ -274,7 +431,7 @@ else
 	f_at=$(awk -v b="${1:-x}" '$1 == b { sub(/.*  at /, "at "); print }' "$D/find.l")
 	[ -n "$t_at" ] && [ "$t_at" = "$f_at" ] ||
 		fail "dwarf: top --lines places scramble at '$t_at', find at '$f_at'"
-	lldb "$D/g" -o "trace load $D/rec/trace.json" -o "htr build -o $D/out" \
+	lldb "$D/g" -o "trace load $D/b/trace.json" -o "htr build -o $D/out" \
 		-o "htr goto --lines --count 60 $blk" ||
 		{ fail "dwarf: goto session"; cat "$D/g"; }
 	section "$D/g" "htr goto --lines --count 60 $blk" >"$D/goto.l"
@@ -409,6 +566,16 @@ check "bad depth" "htr dump: --depth: bad value '0'" \
 	-o "trace load $P.json" -o "htr build -o $T/out-basic" -o "htr dump --depth 0"
 check "unknown thread" "htr top: no .htr for thread 99" \
 	-o "trace load $P.json" -o "htr build -o $T/out-basic" -o "htr top --thread 99"
+check "no such block" "htr dump: block 99999999: no such block (the file has [0-9]*, 0 to [0-9]*)" \
+	-o "trace load $P.json" -o "htr build -o $T/out-basic" -o "htr dump --block 99999999"
+check "two places" "htr dump: --insn: a place was given already (one of --block or --insn)" \
+	-o "trace load $P.json" -o "htr build -o $T/out-basic" -o "htr dump --block 1 --insn 5"
+check "goto bad block" "htr goto: --block: bad value 'x' (a block index, as htr find and htr top print it)" \
+	-o "trace load $P.json" -o "htr build -o $T/out-basic" -o "htr goto --block x"
+check "goto no such block" "htr goto: block 99999999: no such block" \
+	-o "trace load $P.json" -o "htr build -o $T/out-basic" -o "htr goto 99999999"
+check "goto no place" "htr goto: expected a BLOCK, --block N or --insn ID" \
+	-o "trace load $P.json" -o "htr build -o $T/out-basic" -o "htr goto --count 3"
 
 # Help.
 lldb "$T/help" -o "help htr" -o "help htr build" -o "help htr dump" \
@@ -419,6 +586,11 @@ for w in "build --" "dump  --" "top   --" "find  --" "goto  --" \
 	 "Syntax: htr find" "Syntax: htr goto" "reuses the file" \
 	 "Per-CPU traces (process trace start --per-cpu-tracing" \
 	 "-l, --lines       append the source position" \
+	 "-b, --block N     print the subtree of block N" \
+	 "-i, --insn ID     print the subtree of the deepest block containing" \
+	 "-b, --block N     block N's instructions" \
+	 "-i, --insn ID     start at instruction ID" \
+	 "^htr goto \\[--count N\\] \\[--lines\\] \\[--thread TID\\] --insn ID" \
 	 "at FILE:LINE \\[inlined: INNER <- ... <- FUNCTION at FILE:LINE\\]"; do
 	grep -q -- "$w" "$T/help" || fail "help lacks '$w'"
 done

@@ -1232,12 +1232,96 @@ struct Args {
 	uint64_t tid = 0;
 };
 
+// Where a command starts, in the CLI's one vocabulary of places (its
+// place_parse/place_block): --block N, a block index as htr find and htr
+// top print it; --insn ID, an instruction ID as htr dump prints it (--from
+// ID is --insn's older name).
+struct Place {
+	char kind = 0;   // 0 none, 'b' block, 'i' instruction
+	uint64_t n = 0;
+};
+
+// If argv[*i] is a place option with its argument, take it into @p and
+// return true (with the error in @result and p->kind set to 'x' when it
+// is bad).  @also_id: goto's older --id is --insn too.
+bool parse_place(char **argv, int *i, Place *p,
+		 lldb::SBCommandReturnObject &result, const char *cmd,
+		 bool also_id = false)
+{
+	std::string s = argv[*i];
+	const char *opt;
+
+	if (s == "-b" || s == "--block")
+		opt = "block";
+	else if (s == "-i" || s == "--insn")
+		opt = "insn";
+	else if (s == "-f" || s == "--from")
+		opt = "from";
+	else if (also_id && s == "--id")
+		opt = "id";
+	else
+		return false;
+	if (!argv[*i + 1])
+		return false;
+	bool block = !strcmp(opt, "block");
+	if (p->kind) {
+		result.SetError(fmt("htr %s: --%s: a place was given already "
+				    "(one of --block or --insn)", cmd,
+				    opt).c_str());
+		p->kind = 'x';
+		return true;
+	}
+	if (!parse_u64(argv[++*i], &p->n)) {
+		result.SetError(fmt("htr %s: --%s: bad value '%s' (%s)", cmd,
+				    opt, argv[*i], block ? "a block index, as "
+				    "htr find and htr top print it" :
+				    "an instruction ID").c_str());
+		p->kind = 'x';
+		return true;
+	}
+	p->kind = block ? 'b' : 'i';
+	return true;
+}
+
+// The block @p names in @f (HTR_NONE for no place): for --insn the
+// deepest block containing the instruction.  false with the error in
+// @result.
+bool place_block(const struct htr_file *f, const Place &p, const char *cmd,
+		 uint32_t *block, lldb::SBCommandReturnObject &result)
+{
+	uint32_t n = htr_block_count(f);
+
+	*block = HTR_NONE;
+	if (p.kind == 'b') {
+		if (p.n >= n) {
+			result.SetError(fmt("htr %s: block %" PRIu64 ": no such "
+					    "block (the file has %" PRIu32 ", 0 "
+					    "to %" PRIu32 ")", cmd, p.n, n,
+					    n ? n - 1 : 0).c_str());
+			return false;
+		}
+		*block = (uint32_t) p.n;
+	} else if (p.kind == 'i') {
+		int rc = htr_block_for_insn(f, p.n, block);
+		if (rc < 0) {
+			result.SetError(fmt("htr %s: instruction %" PRIu64 ": "
+					    "%s", cmd, p.n,
+					    rc == HTR_ERR_NOTFOUND ?
+					    "not inside any block" :
+					    htr_errstr(rc)).c_str());
+			return false;
+		}
+	}
+	return true;
+}
+
 // ----------------------------------------------------------- htr dump
 
 const char dump_help[] = "Print the call tree of the built .htr "
 			 "(names from LLDB).";
 const char dump_syntax[] =
-	"htr dump [--tsc] [--lines] [--depth N] [--from ID] [--thread TID]\n"
+	"htr dump [--tsc] [--lines] [--depth N] [--block N | --insn ID]\n"
+	"         [--thread TID]\n"
 	"\n"
 	"Print the call tree, one line per block, indented by depth (two\n"
 	"spaces a level; from level 64 on, 128 spaces and the level in\n"
@@ -1268,8 +1352,11 @@ const char dump_syntax[] =
 	"  -t, --tsc         print names and TSC ticks\n"
 	"  -l, --lines       append the source position of each block's entry\n"
 	"  -d, --depth N     print N levels at most (1: roots only)\n"
-	"  -f, --from ID     print the subtree of the deepest block containing\n"
-	"                    instruction ID\n"
+	"  -b, --block N     print the subtree of block N (an index as `htr\n"
+	"                    find` and `htr top` print it)\n"
+	"  -i, --insn ID     print the subtree of the deepest block containing\n"
+	"                    instruction ID (an ID as FIRST..LAST above and\n"
+	"                    `htr goto` print it; --from ID is the same)\n"
 	"      --thread TID  the thread (default: the selected one)\n"
 	"Run 'htr build' first.\n";
 
@@ -1385,8 +1472,9 @@ public:
 	{
 		Args a;
 		DumpState d;
-		bool tsc = false, have_from = false, lines = false;
-		uint64_t from_id = 0, v;
+		bool tsc = false, lines = false;
+		Place at;
+		uint64_t v;
 
 		for (int i = 0; argv && argv[i]; i++) {
 			std::string s = argv[i];
@@ -1402,14 +1490,9 @@ public:
 					return false;
 				}
 				d.max_level = v;
-			} else if ((s == "-f" || s == "--from") && argv[i + 1]) {
-				if (!parse_u64(argv[++i], &from_id)) {
-					result.SetError(fmt("htr dump: --from: "
-							    "bad value '%s'",
-							    argv[i]).c_str());
+			} else if (parse_place(argv, &i, &at, result, "dump")) {
+				if (at.kind == 'x')
 					return false;
-				}
-				have_from = true;
 			} else if (parse_thread(argv, &i, &a, result, "dump")) {
 				if (!a.have_tid)
 					return false;
@@ -1437,17 +1520,8 @@ public:
 			d.namer = &namer;
 			d.loc = lines ? &loc : nullptr;
 			d.result = &result;
-			if (have_from) {
-				rc = htr_block_for_insn(f, from_id, &from);
-				if (rc < 0) {
-					result.SetError(fmt("htr dump: instruction "
-							    "%" PRIu64 ": %s", from_id,
-							    rc == HTR_ERR_NOTFOUND ?
-							    "not inside any block" :
-							    htr_errstr(rc)).c_str());
-					goto out;
-				}
-			}
+			if (!place_block(f, at, "dump", &from, result))
+				goto out;
 			struct htr_analysis *an = d.an;
 			if (!tsc)
 				d.an = nullptr;   // plain lines
@@ -1806,7 +1880,8 @@ const char goto_help[] = "The instructions of a block (or from an "
 			 "instruction ID) and LLDB's trace item IDs.";
 const char goto_syntax[] =
 	"htr goto [--count N] [--lines] [--thread TID] BLOCK\n"
-	"htr goto [--count N] [--lines] [--thread TID] --id ID\n"
+	"htr goto [--count N] [--lines] [--thread TID] --block N\n"
+	"htr goto [--count N] [--lines] [--thread TID] --insn ID\n"
 	"\n"
 	"Re-decode the block's instructions (or those from instruction ID on)\n"
 	"with libhtr's cursor and print them, one per line:\n"
@@ -1829,7 +1904,11 @@ const char goto_syntax[] =
 	"\n"
 	"  -c, --count N     print N instructions at most (default 20)\n"
 	"  -l, --lines       append each instruction's source position\n"
-	"      --id ID       start at instruction ID (its innermost block)\n"
+	"  -b, --block N     block N's instructions (an index as `htr find`\n"
+	"                    and `htr top` print it; BLOCK is the same)\n"
+	"  -i, --insn ID     start at instruction ID (an ID as `htr dump`\n"
+	"                    prints it; the deepest block containing it is\n"
+	"                    named; --from ID and --id ID are the same)\n"
 	"      --thread TID  the thread (default: the selected one)\n"
 	"Run 'htr build' first.\n";
 
@@ -1839,8 +1918,9 @@ public:
 		       lldb::SBCommandReturnObject &result) override
 	{
 		Args a;
+		Place at;
 		uint64_t count = 20, v, start = 0, block = 0, tid = 0;
-		bool have_id = false, have_block = false, lines = false;
+		bool lines = false;
 
 		for (int i = 0; argv && argv[i]; i++) {
 			std::string s = argv[i];
@@ -1853,20 +1933,26 @@ public:
 							    argv[i]).c_str());
 					return false;
 				}
-			} else if (s == "--id" && argv[i + 1]) {
-				if (!parse_u64(argv[++i], &start)) {
-					result.SetError(fmt("htr goto: --id: bad "
-							    "value '%s'",
-							    argv[i]).c_str());
+			} else if (parse_place(argv, &i, &at, result, "goto",
+					       true)) {
+				if (at.kind == 'x')
 					return false;
-				}
-				have_id = true;
 			} else if (parse_thread(argv, &i, &a, result, "goto")) {
 				if (!a.have_tid)
 					return false;
-			} else if (!have_block && parse_u64(argv[i], &v)) {
-				block = v;
-				have_block = true;
+			} else if (parse_u64(argv[i], &v)) {
+				// BLOCK: --block N, in the older spelling.
+				if (at.kind) {
+					result.SetError(fmt("htr goto: %s: a "
+							    "place was given "
+							    "already (one of "
+							    "BLOCK, --block or "
+							    "--insn)",
+							    argv[i]).c_str());
+					return false;
+				}
+				at.kind = 'b';
+				at.n = v;
 			} else {
 				result.SetError(fmt("htr goto: unexpected "
 						    "argument '%s' (see: help "
@@ -1874,11 +1960,16 @@ public:
 				return false;
 			}
 		}
-		if (have_id == have_block) {
-			result.SetError("htr goto: expected a BLOCK or --id ID "
-					"(see: help htr goto)");
+		if (!at.kind) {
+			result.SetError("htr goto: expected a BLOCK, --block N or "
+					"--insn ID (see: help htr goto)");
 			return false;
 		}
+		bool have_id = at.kind == 'i';
+		if (have_id)
+			start = at.n;
+		else
+			block = at.n;
 		lldb::SBTarget target;
 		struct htr_file *f = nullptr;
 		bool per_cpu = false;
@@ -1922,7 +2013,11 @@ private:
 				return false;
 			}
 		} else {
-			b32 = block > UINT32_MAX ? HTR_NONE : (uint32_t) block;
+			Place p;
+			p.kind = 'b';
+			p.n = block;
+			if (!place_block(f, p, "goto", &b32, result))
+				return false;
 		}
 		if (b32 != HTR_NONE &&
 		    (rc = htr_block_get(f, b32, &bi, sizeof(bi))) < 0) {
