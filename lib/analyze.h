@@ -126,6 +126,10 @@ void htr_sidecar__done(struct htr_store *st);
 /* LMDB codes meaning a damaged file, or an unwritable sidecar. */
 int htr_sidecar__corrupt(int mrc);
 int htr_sidecar__unwritable(int mrc);
+/* mdb_strerror(@mrc) of an LMDB call on @st's sidecar, but "No space left
+ * on device" for the EIO LMDB makes of a short write when the sidecar's
+ * file system is full.  Static or LMDB's; valid until the next call. */
+const char *htr_sidecar__strerror(const struct htr_store *st, int mrc);
 
 /* Register the built-in analyzers on a new store (analyze.c). */
 int htr_store__builtins(struct htr_store *st);

@@ -36,7 +36,8 @@ static int mdb_fail(struct htr_analysis *a, int mrc, const char *what)
 				    "sidecar (%s); remove it to recompute",
 				    a->store->sidecar, what, mdb_strerror(mrc));
 	return htr_err__set(&a->err, HTR_ERR_IO, "%s: %s: %s",
-			    a->store->sidecar, what, mdb_strerror(mrc));
+			    a->store->sidecar, what,
+			    htr_sidecar__strerror(a->store, mrc));
 }
 
 static int meta_get(MDB_txn *txn, MDB_dbi dbi, const char *key, MDB_val *v)
@@ -500,7 +501,8 @@ int htr_sidecar__ensure(struct htr_analysis *a, const unsigned *idx,
 		}
 		if (htr_sidecar__unwritable(mrc)) {
 			snprintf(a->note, sizeof(a->note), "%s: cannot write: "
-				 "%s", st->sidecar, mdb_strerror(mrc));
+				 "%s", st->sidecar,
+				 htr_sidecar__strerror(st, mrc));
 			rc = 1;
 		}
 		break;

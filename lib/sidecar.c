@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 static const char *const db_names[HTR_DB_N] = {
@@ -39,6 +40,33 @@ static int is_unwritable(int mrc)
 	/* EIO: LMDB's word for a short write, a full disk too. */
 	return mrc == EACCES || mrc == EROFS || mrc == ENOSPC ||
 	       mrc == EPERM || mrc == EDQUOT || mrc == EFBIG || mrc == EIO;
+}
+
+/*
+ * LMDB returns EIO for a write that wrote less than it asked
+ * (mdb_page_flush: "short write, filesystem full?") and so loses the
+ * ENOSPC behind it.  A short write with less than a few pages left on
+ * the file system is a full disk; anything else stays an I/O error.
+ * Root may write into the blocks reserved for it, hence f_bfree.
+ */
+static int fs_full(const char *dir)
+{
+	struct statvfs vs;
+	uint64_t left;
+
+	if (statvfs(dir, &vs) < 0)
+		return 0;
+	left = (uint64_t) (geteuid() == 0 ? vs.f_bfree : vs.f_bavail) *
+	       vs.f_frsize;
+	return left < 1024 * 1024;
+}
+
+const char *htr_sidecar__strerror(const struct htr_store *st, int mrc)
+{
+	if ((mrc == EIO || mrc == ENOSPC) && st->sidecar &&
+	    fs_full(st->sidecar))
+		return strerror(ENOSPC);
+	return mdb_strerror(mrc);
 }
 
 /*
@@ -86,7 +114,7 @@ static int store_fail(struct htr_store *st, int mrc, const char *what)
 				    "sidecar (%s); remove it to recompute",
 				    st->sidecar, what, mdb_strerror(mrc));
 	return htr_err__set(&st->err, HTR_ERR_IO, "%s: %s: %s", st->sidecar,
-			    what, mdb_strerror(mrc));
+			    what, htr_sidecar__strerror(st, mrc));
 }
 
 /* Open or create the named databases once: LMDB wants dbi handles opened
@@ -124,7 +152,7 @@ static int open_dbs(struct htr_store *st)
 	return mrc ? store_fail(st, mrc, "opening its databases") : 0;
 unwritable:
 	snprintf(st->note, sizeof(st->note), "%s: cannot write: %s",
-		 st->sidecar, mdb_strerror(mrc));
+		 st->sidecar, htr_sidecar__strerror(st, mrc));
 	return 1;
 }
 
@@ -181,6 +209,36 @@ static int maybe_in_use(const struct htr_store *st)
 #endif
 }
 
+/*
+ * Give lock.mdb its blocks before LMDB maps it.  LMDB sizes a new lock
+ * file with ftruncate() and writes it through the map: on a full file
+ * system the first store into a page without a block is SIGBUS, not an
+ * error.  LMDB keeps a lock file at least as large as it needs (it
+ * counts its reader slots from the size), so allocating its size here,
+ * 128 + 64 bytes per reader (LMDB 0.9's layout: cache-line slots), leaves
+ * it nothing to extend.  0, or an errno: ENOSPC where there is no room
+ * (other failures, a read-only directory or a file system without
+ * fallocate, are left to LMDB).
+ */
+static int lock_room(struct htr_store *st)
+{
+	char path[4200];
+	unsigned readers = 126;
+	int fd, rc = 0;
+
+	if (st->env)
+		mdb_env_get_maxreaders(st->env, &readers);
+	snprintf(path, sizeof(path), "%s/lock.mdb", st->sidecar);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+	if (fd < 0)
+		return 0;
+	if (fallocate(fd, 0, 0, (off_t) readers * 64 + 128) < 0 &&
+	    (errno == ENOSPC || errno == EDQUOT))
+		rc = errno;
+	close(fd);
+	return rc;
+}
+
 /* Opening the environment; 1: unusable (note set), 0, or negative. */
 static int open_env(struct htr_store *st, uint64_t nblocks)
 {
@@ -191,7 +249,7 @@ static int open_env(struct htr_store *st, uint64_t nblocks)
 	MDB_envinfo info;
 	MDB_stat ms;
 	size_t m;
-	int mrc = 0;
+	int mrc = 0, first = 0, had_data;
 
 	if (mkdir(st->sidecar, 0777) == 0)
 		st->created = true;
@@ -228,29 +286,46 @@ static int open_env(struct htr_store *st, uint64_t nblocks)
 	st->mapsize = (size_t) 1 << 32;
 	if ((size_t) nblocks * 64 > st->mapsize)
 		st->mapsize = (size_t) nblocks * 64;
+	had_data = stat(data, &sb) == 0 && sb.st_size > 0;
 	for (m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
 		mrc = mdb_env_create(&st->env);
 		if (mrc)
 			return store_fail(st, mrc, "creating the environment");
 		mdb_env_set_maxdbs(st->env, HTR_DB_N);
 		mdb_env_set_mapsize(st->env, st->mapsize);
+		if (!(modes[m] & MDB_RDONLY))
+			mrc = lock_room(st);
 		/* MDB_NOTLS: read transactions belong to handles, not to
 		 * threads, so one thread may hold several and a handle may
 		 * move between threads. */
-		mrc = mdb_env_open(st->env, st->sidecar, MDB_NOTLS | modes[m],
-				   0666);
+		if (!mrc)
+			mrc = mdb_env_open(st->env, st->sidecar,
+					   MDB_NOTLS | modes[m], 0666);
 		if (!mrc)
 			break;
 		mdb_env_close(st->env);
 		st->env = NULL;
-		if (is_corrupt(mrc))
+		/* The writable open's error says why; the read-only ones
+		 * after it are only fallbacks (on a full disk they fail
+		 * with EBADF or ENOENT on the file the first left empty). */
+		if (!first)
+			first = mrc;
+		if (is_corrupt(mrc) && had_data)
 			return store_fail(st, mrc, "opening");
+		/* A data file this open began has nothing to read: what
+		 * it wrote of it (a meta page of two) would only read as
+		 * damage next time. */
+		if (!had_data) {
+			unlink(data);
+			break;
+		}
 		if (!is_unwritable(mrc) && mrc != ENOENT)
 			break;
 	}
 	if (!st->env) {
-		snprintf(st->note, sizeof(st->note), "%s: cannot open: %s",
-			 st->sidecar, mdb_strerror(mrc));
+		snprintf(st->note, sizeof(st->note), "%s: cannot %s: %s",
+			 st->sidecar, is_unwritable(first) ? "write" : "open",
+			 htr_sidecar__strerror(st, first));
 		return 1;
 	}
 	st->readonly = modes[m] & MDB_RDONLY;
