@@ -7,6 +7,54 @@
 #include <stdio.h>
 #include <string.h>
 
+char *htr_err__escape(char *dst, size_t size, const char *src)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *) src;
+	size_t n = 0;
+
+	if (!size)
+		return dst;
+	for (; *p; p++) {
+		char e[9];
+		size_t k = 0;
+
+		if (*p == '\n' || *p == '\t' || *p == '\r') {
+			e[k++] = '\\';
+			e[k++] = *p == '\n' ? 'n' : *p == '\t' ? 't' : 'r';
+		} else if (*p < 0x20 || *p == 0x7f ||
+			   (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)) {
+			/* A C1 control is two bytes in UTF-8: both escaped. */
+			int two = *p == 0xc2;
+
+			do {
+				e[k++] = '\\';
+				e[k++] = 'x';
+				e[k++] = hex[*p >> 4];
+				e[k++] = hex[*p & 15];
+			} while (two-- && *++p);
+		} else {
+			e[k++] = (char) *p;
+		}
+		if (n + k >= size)
+			break;
+		memcpy(dst + n, e, k);
+		n += k;
+	}
+	dst[n] = '\0';
+	return dst;
+}
+
+/* Every message goes through htr_err__escape(): its arguments may be
+ * text from input files. */
+static void set_msg(struct htr_err *e, const char *fmt, va_list ap)
+{
+	char raw[sizeof(e->msg)];
+
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	htr_err__escape(e->msg, sizeof(e->msg), raw);
+}
+
 int htr_err__set(struct htr_err *e, int code, const char *fmt, ...)
 {
 	va_list ap;
@@ -15,7 +63,7 @@ int htr_err__set(struct htr_err *e, int code, const char *fmt, ...)
 		return code;
 	e->code = code;
 	va_start(ap, fmt);
-	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	set_msg(e, fmt, ap);
 	va_end(ap);
 	return code;
 }
@@ -30,7 +78,7 @@ int htr_err__sys(struct htr_err *e, const char *fmt, ...)
 		return HTR_ERR_IO;
 	e->code = HTR_ERR_IO;
 	va_start(ap, fmt);
-	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	set_msg(e, fmt, ap);
 	va_end(ap);
 	n = strlen(e->msg);
 	snprintf(e->msg + n, sizeof(e->msg) - n, ": %s", strerror(saved));

@@ -4,6 +4,8 @@
 
 #include "htr/error.h"
 
+#include <stddef.h>
+
 struct htr_err {
 	int code;
 	char msg[512];
@@ -25,6 +27,18 @@ int htr_err__sys(struct htr_err *e, const char *fmt, ...)
 	;
 
 void htr_err__clear(struct htr_err *e);
+
+/*
+ * @src into @dst (@size bytes, always terminated, cut short to fit) with
+ * each control character written as an escape: \n, \t, \r, \x1b ...
+ * (C0, DEL, and the C1 controls as UTF-8 encodes them, which some
+ * terminals obey too).  Text read from input files (perf.data strings,
+ * comm, module paths) reaches messages through here: a newline would
+ * split the one-line message, an escape sequence would drive the
+ * reader's terminal.  Backslashes stay as they are, so a message that
+ * quotes another one is not escaped twice.  Returns @dst.
+ */
+char *htr_err__escape(char *dst, size_t size, const char *src);
 
 /*
  * What a function returns for callback value @v that is not 0 (the

@@ -4,15 +4,18 @@
 #include "htr/htr.h"
 #include "cpuwide.h"
 #include "perfdata.h"
+#include "err.h"
 
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -274,6 +277,96 @@ static int is_perfdata(const char *path)
 	return r;
 }
 
+/* Whether @n bytes at @p hold @pat (memmem, which C11 lacks). */
+static int has_psb(const uint8_t *p, size_t n, const uint8_t *pat,
+		   size_t len)
+{
+	const uint8_t *q = p, *end = p + n;
+
+	while ((size_t) (end - q) >= len &&
+	       (q = memchr(q, pat[0], (size_t) (end - q) - len + 1))) {
+		if (!memcmp(q, pat, len))
+			return 1;
+		q++;
+	}
+	return 0;
+}
+
+/*
+ * Why @path cannot be a trace to build, as one message in @msg (@size
+ * bytes); 0 when it may be one (it holds a PSB, where every decode
+ * starts) or is not a plain file.  @empty_ok: an
+ * empty file is left to the build ("empty trace").  Run after the
+ * perf.data check: a file that starts as perf.data's magic and is
+ * shorter than it is a perf.data cut short.
+ */
+static int not_a_trace(const char *path, int empty_ok, char *msg,
+		       size_t size)
+{
+	static const uint8_t psb[16] = {
+		0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+		0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+	};
+	static const char hint[] = "record one with 'htr record' or perf";
+	char name[512];
+	struct stat sb;
+	const uint8_t *p;
+	size_t n, i;
+	int fd, text = 1, r = 1;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+
+		snprintf(msg, size, "%s: %s",
+			 htr_err__escape(name, sizeof(name), path),
+			 strerror(e));
+		return 1;
+	}
+	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
+	    (!sb.st_size && empty_ok)) {
+		close(fd);
+		return 0;
+	}
+	htr_err__escape(name, sizeof(name), path);
+	n = (size_t) sb.st_size;
+	if (!n) {
+		close(fd);
+		snprintf(msg, size, "%s: empty file: no trace or perf.data in "
+			 "it", name);
+		return 1;
+	}
+	p = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return 0;
+	for (i = 0; i < n && i < 4096; i++)
+		if (p[i] < 0x20 && p[i] != '\n' && p[i] != '\t' &&
+		    p[i] != '\r' && p[i] != '\f')
+			text = 0;
+	if (n < 8 && !memcmp(p, "PERFILE2", n))
+		snprintf(msg, size, "%s: a perf.data cut short (%zu bytes, "
+			 "less than its magic)", name, n);
+	else if (has_psb(p, n, psb, sizeof(psb)))
+		r = 0;
+	else if (n >= 4 && !memcmp(p, "\x7f" "ELF", 4))
+		snprintf(msg, size, "%s: an ELF file, not a trace: give it "
+			 "with --elf, and the trace or perf.data as TRACE",
+			 name);
+	else if (n >= 8 && !memcmp(p, "HTRTREE", 8))
+		snprintf(msg, size, "%s: an htr file, built already: 'htr "
+			 "info %s' reads it", name, name);
+	else if (text)
+		snprintf(msg, size, "%s: not an Intel PT trace or perf.data "
+			 "(a text file); %s", name, hint);
+	else
+		snprintf(msg, size, "%s: not an Intel PT trace or perf.data "
+			 "(no PSB packet in its %zu bytes); %s", name, n,
+			 hint);
+	munmap((void *) p, n);
+	return r;
+}
+
 /* The default stem of a perf.data build's files: the file without its
  * extension (perf.data: perf, so perf.TID.htr). */
 static char *perf_stem(const char *trace)
@@ -502,9 +595,14 @@ static void warn_module(struct perf_build *pb, const char *path,
 		if (w[pb->nwarned])
 			pb->nwarned++;
 	}
-	if (pb->nwarned == 1)
-		snprintf(pb->first_missing, sizeof(pb->first_missing), fmt,
-			 path, why);
+	if (pb->nwarned == 1) {
+		char line[sizeof(pb->first_missing)];
+
+		/* @path is the perf.data's: escaped as it is printed. */
+		snprintf(line, sizeof(line), fmt, path, why);
+		htr_err__escape(pb->first_missing, sizeof(pb->first_missing),
+				line);
+	}
 }
 
 /* Whether @file holds the build-id @id of @n bytes. */
@@ -819,6 +917,7 @@ static void perf_opts(struct perf_build *pb, const struct htr_perfdata *pd,
 {
 	const struct htr_build_opts *u = pb->user;
 	struct htr_err err;
+	char filter[512];
 	unsigned unplaced = 0;
 	int n;
 
@@ -835,7 +934,8 @@ static void perf_opts(struct perf_build *pb, const struct htr_perfdata *pd,
 					"%u address filter entr%s in '%s'",
 					pb->trace, t->tid, unplaced,
 					unplaced == 1 ? "y" : "ies",
-					pd->pt.filter);
+					htr_err__escape(filter, sizeof(filter),
+							pd->pt.filter));
 			fprintf(stderr, " (give the ranges with --filter: on "
 				"a CPU with erratum SKL014 a disable may "
 				"otherwise be placed late)\n");
@@ -885,13 +985,15 @@ static void perf_summary(const struct perf_build *pb, const char *name,
 {
 	struct stat sb;
 	uint64_t fsize = stat(out, &sb) == 0 ? (uint64_t) sb.st_size : 0;
+	char comm[4 * sizeof(t->comm)];
 
 	if (pb->quiet)
 		return;
 	fprintf(stderr, "htr: build: %s (pid %u, %s) -> %s: %" PRIu64
 		" insns, %" PRIu64 " blocks, depth %u, %" PRIu64 " gaps, %"
 		PRIu64 " bytes, %.3f s (commit %.3f s)\n", name, t->pid,
-		t->comm[0] ? t->comm : "?", out, st->insns, st->blocks,
+		t->comm[0] ? htr_err__escape(comm, sizeof(comm), t->comm) :
+		"?", out, st->insns, st->blocks,
 		st->max_depth, st->gaps, fsize, sec, st->commit_ns / 1e9);
 	if (!cpuwide)
 		fallback_note(pb->user, st);
@@ -1309,7 +1411,7 @@ int cmd_build(int argc, char **argv)
 	}
 	optind = 1;
 	opterr = 0;     /* one error line, ours */
-	while ((c = getopt_long(argc, argv, "e:r:o:j:qh", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":e:r:o:j:qh", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			if (parse_u64(optarg, &v) < 0 || !v || v > 1024) {
@@ -1416,8 +1518,7 @@ int cmd_build(int argc, char **argv)
 				opts.cpuid_0x15_ebx = (uint32_t) v;
 			break;
 		default:
-			rc = usage_error("build", "unknown option '%s'",
-					    argv[optind - 1]);
+			rc = option_error("build", c, argv);
 			goto done;
 		}
 	}
@@ -1495,6 +1596,15 @@ int cmd_build(int argc, char **argv)
 		rc = usage_error("build", "--tid, --symfs and --buildid-dir are "
 				 "for perf.data input");
 		goto done;
+	}
+	{
+		char why[1200];
+
+		if (not_a_trace(argv[optind], nelf || nraw, why,
+				sizeof(why))) {
+			rc = fail("build", "%s", why);
+			goto done;
+		}
 	}
 	if (!nelf && !nraw) {
 		rc = usage_error("build", "no image: give --elf or --raw");

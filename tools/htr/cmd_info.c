@@ -83,13 +83,14 @@ int cmd_info(int argc, char **argv)
 	htr_open_opts_init(&oo);
 	optind = 1;
 	opterr = 0;     /* one error line, ours */
-	while ((c = getopt_long(argc, argv, "vh", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":vh", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'v': oo.verify_body = 1; break;
 		case 'h': fputs(usage_text, stdout); return HTR_EXIT_OK;
 		default:
-			return usage_error("info", "unknown option '%s'",
-					   argv[optind - 1]);
+			/* Not argv[optind - 1]: inside "-x y.htr" getopt has
+			 * not moved past the word, and that is "info". */
+			return option_error("info", c, argv);
 		}
 	}
 	if (optind + 1 != argc)
