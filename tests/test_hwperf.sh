@@ -237,7 +237,7 @@ variants() {
 		h=$(ls "$d"/kc.*.htr)
 		n=$("$htr" info "$h" | awk '$1 == "instructions:" { print $2 }')
 		"$htr" insns --trace "$d/kc.data" --count "$n" "$h" |
-			awk '$2 != "gap" { sub(/^0x/, "", $2); print $2 }' \
+			awk '$1 ~ /^[0-9]+$/ { sub(/^0x/, "", $2); print $2 }' \
 			>"$d/htr.ips"
 		perf script -f -i "$d/kc.data" --itrace=i1i -F tid,ip \
 			2>/dev/null | awk '$1 != 0 { print $2 }' >"$d/perf.ips"
