@@ -3,10 +3,14 @@
 
 usage: test_export.py HTR HTR_SYNTH [PERFETTO_PROTO]
 
-The chrome events must be the truth's blocks with their exact times (the
-truth's TSC at each block's first and last instruction), nest like the
-tree, and the folded stacks must add up to the roots' totals, also when
-cut by --depth and --min-duration.
+The chrome events (begin/end pairs, read with --args) must be the truth's
+blocks at times interpolated between the truth's time points (never
+before the truth's TSC at a block's first and last instruction, never
+after the next time the truth shows, but for the unit each event may be
+pushed on to have a time of its own), nest like the tree strictly, and
+the folded stacks must add up to the roots' totals, also when cut by
+--depth and --min-duration.  tests/test_viewers.py reads the same
+exports with the viewers' own importers.
 
 The perfetto export (skipped when htr was built without it) is read by a
 protobuf wire decoder of this file's own and, where protoc is installed,
@@ -161,6 +165,30 @@ def perfetto_read(data):
     return tracks, slices, instants, problems
 
 
+def as_complete(events):
+    """Chrome's begin/end pairs (file order, a stack) as complete events
+    with ts, dur and the end's args; other events as they are."""
+    out, stack = [], []
+    for e in events:
+        if e["ph"] == "B":
+            stack.append(len(out))
+            out.append(dict(e, ph="X"))
+        elif e["ph"] == "E":
+            b = out[stack.pop()]
+            b["dur"] = e["ts"] - b["ts"]
+            b["args"] = e.get("args", {})
+            b["end_name"] = e.get("name")
+        else:
+            out.append(e)
+    return out
+
+
+def chrome(*args, parse_float=float):
+    return as_complete(json.loads(run(htr, "export", "--format", "chrome",
+                                      "--args", *args).stdout,
+                                  parse_float=parse_float)["traceEvents"])
+
+
 def truth_blocks(path):
     """Post-order blocks: (first, last, tsc_first, tsc_last, flags)."""
     out = []
@@ -183,24 +211,47 @@ with tempfile.TemporaryDirectory() as d:
     t0 = min(b[2] for b in t if "L" in b[4]) if any("L" in b[4] for b in t) \
         else min(b[2] for b in t)
 
-    # chrome: one event per block, exact times, nesting.
-    ev = json.loads(run(htr, "export", "--format", "chrome", "--gaps",
-                        htrf).stdout)["traceEvents"]
+    # chrome: one event per block, interpolated times, strict nesting.
+    ev = chrome("--gaps", htrf)
     calls = [e for e in ev if e["ph"] == "X"]
     check(len(calls) == len(t), "chrome: one event per block (%d)" % len(t))
-    bad = [e for e in calls
-           if e["dur"] != t[e["args"]["block"]][3] - t[e["args"]["block"]][2]
-           or e["ts"] != (0 if "L" in t[e["args"]["block"]][4]
-                          else t[e["args"]["block"]][2] - t0)]
-    check(not bad, "chrome: every ts and dur is the truth's (%d differ%s)" %
-          (len(bad), ": %s" % bad[0] if bad else ""))
+    check(all(e["end_name"] == e["name"] for e in calls) and
+          all("args" not in e for e in json.loads(run(
+              htr, "export", "--format", "chrome", htrf).stdout)[
+                  "traceEvents"]),
+          "chrome: an end names its begin's function; args only with "
+          "--args")
+    # The truth's TSC steps at time points: a block's interpolated begin
+    # lies between the step at its first instruction and the next higher
+    # step the truth shows (plus one tick per earlier event at most);
+    # its end is not before the step at its last instruction.
+    steps = sorted((b[0], b[2]) for b in t if "L" not in b[4])
+    slack = 2 * len(t)
+
+    def next_step(first, tsc):
+        return min((s for f, s in steps if f > first and s > tsc),
+                   default=None)
+
+    bad = []
+    for e in calls:
+        b = t[e["args"]["block"]]
+        lo = 0 if "L" in b[4] else b[2] - t0
+        hi = next_step(b[0], b[2]) if "L" not in b[4] else None
+        if e["ts"] < lo or e["ts"] + e["dur"] < b[3] - t0 or \
+           (hi is not None and e["ts"] > hi - t0 + slack):
+            bad.append((e, b, hi))
+    check(not bad, "chrome: every begin between the truth's time points "
+          "around it, no end before the truth's (%d differ%s)" %
+          (len(bad), ": %s" % (bad[0],) if bad else ""))
     byblock = {e["args"]["block"]: e for e in calls}
     nest = [e for e in calls if e["args"]["parent"] is not None and not (
-        byblock[e["args"]["parent"]]["ts"] <= e["ts"] and
-        e["ts"] + e["dur"] <= byblock[e["args"]["parent"]]["ts"] +
+        byblock[e["args"]["parent"]]["ts"] < e["ts"] and
+        e["ts"] + e["dur"] < byblock[e["args"]["parent"]]["ts"] +
         byblock[e["args"]["parent"]]["dur"])]
-    check(not nest, "chrome: events nest like the tree")
-    roots = sum(e["dur"] for e in calls if e["args"]["parent"] is None)
+    check(not nest, "chrome: events nest strictly like the tree")
+    check(all(e["dur"] > 0 for e in calls), "chrome: no block of length 0")
+    roots = sum(e["args"]["total"] for e in calls
+                if e["args"]["parent"] is None)
     locs = sum(e["args"]["local"] for e in calls)
     check(roots == locs, "chrome: local ticks add up to the roots' totals")
     check(any(e["ph"] == "i" for e in ev) or
@@ -223,9 +274,8 @@ with tempfile.TemporaryDirectory() as d:
               "folded %s: one line per stack" % " ".join(opts))
     check(all(s.count(";") < 2 for s, _ in folded("--depth", "2")),
           "folded --depth 2: no stack deeper than 2")
-    cut = json.loads(run(htr, "export", "--format", "chrome",
-                         "--min-duration", "500", htrf).stdout)
-    check(all(e["dur"] >= 500 for e in cut["traceEvents"]),
+    cut = chrome("--min-duration", "500", htrf)
+    check(all(e["args"]["total"] >= 500 for e in cut),
           "chrome --min-duration: no shorter event")
 
     # perfetto: the chrome events as slices, read two ways.
@@ -297,12 +347,11 @@ with tempfile.TemporaryDirectory() as d:
               "TSC ticks" in list(tracks.values())[0]["name"],
               "perfetto: one track, no made-up thread, ticks in its name")
         check(len(data) < len(run(htr, "export", "--format", "chrome",
-                                  htrf).stdout),
+                                  "--args", htrf).stdout),
               "perfetto: smaller than the JSON")
         for opts in (("--depth", "2"), ("--min-duration", "500"),
                      ("--from", str(t[len(t) // 2][0]))):
-            cut = json.loads(run(htr, "export", "--format", "chrome",
-                                 *opts, htrf).stdout)["traceEvents"]
+            cut = chrome(*opts, htrf)
             p, pf = perfetto(*opts)
             _, csl, _, problems = perfetto_read(open(pf, "rb").read())
             check(p.returncode == 0 and not problems,
@@ -328,9 +377,7 @@ with tempfile.TemporaryDirectory() as d:
                 run(htr, "build", "-q", data, "-o", os.path.join(d, "tr"))
                 ph = [os.path.join(d, f) for f in os.listdir(d)
                       if f.startswith("tr.") and f.endswith(".htr")][0]
-                cev = json.loads(run(htr, "export", "--format", "chrome",
-                                     ph).stdout,
-                                 parse_float=Decimal)["traceEvents"]
+                cev = chrome(ph, parse_float=Decimal)
                 meta = [e for e in cev if e["ph"] == "M"]
                 xev = [e for e in cev if e["ph"] == "X"]
                 p = subprocess.run((htr, "export", "--format", "perfetto",
@@ -358,8 +405,7 @@ with tempfile.TemporaryDirectory() as d:
                 p = subprocess.run((htr, "export", "--format", "perfetto",
                                     "--ticks", ph), capture_output=True)
                 tracks, psl, _, problems = perfetto_read(p.stdout)
-                tev = json.loads(run(htr, "export", "--format", "chrome",
-                                     "--ticks", ph).stdout)["traceEvents"]
+                tev = chrome("--ticks", ph)
                 check(not problems and any("TSC ticks" in t["name"]
                                            for t in tracks.values()),
                       "perfetto perf.data --ticks: the track says ticks")
@@ -442,8 +488,7 @@ with tempfile.TemporaryDirectory() as d:
         dh = [os.path.join(d, f) for f in os.listdir(d)
               if f.startswith("deep.") and f.endswith(".htr")][0]
         # (chrome first: it computes the sidecar, which has its own bound)
-        cev = json.loads(run(htr, "export", "--format", "chrome", "--ticks",
-                             dh).stdout)["traceEvents"]
+        cev = chrome("--ticks", dh)
         # GNU time's child is forked from it, not from this process, so
         # its peak RSS is the export's own.
         out, rss = os.path.join(d, "deep.folded"), os.path.join(d, "rss")
@@ -482,8 +527,8 @@ with tempfile.TemporaryDirectory() as d:
     # -o: all or nothing; errors.
     out = os.path.join(d, "x.json")
     run(htr, "export", "--format", "chrome", "-o", out, htrf)
-    check(len(json.load(open(out))["traceEvents"]) == len(calls),
-          "export -o writes the file")
+    check(sum(e["ph"] == "B" for e in json.load(open(out))["traceEvents"])
+          == len(calls), "export -o writes the file")
     p = run(htr, "export", "--format", "svg", htrf, ok=(2,))
     check(len(p.stderr.splitlines()) == 1, "a bad --format is one line")
     run(htr, "export", "--format", "chrome", "-o",

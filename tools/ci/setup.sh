@@ -18,10 +18,10 @@ quietly() {
 
 pkgs="gcc g++ time pkg-config meson ninja-build libipt-dev liblmdb-dev libelf-dev libdw-dev libiberty-dev libcriterion-dev qemu-user libzydis-dev libzstd-dev linux-perf libprotobuf-c-dev protobuf-c-compiler protobuf-compiler"
 # The LLDB plugin and its test (bookworm-security), the debug files of
-# libc and the loader (the names test), lld (a perfdata case); without
-# them those are skipped, so they may fail to install without failing the
-# set-up.
-optional="lldb-22 liblldb-22-dev libc6-dbg lld"
+# libc and the loader (the names test), lld (a perfdata case), node and
+# npm (the viewers test runs speedscope's importer); without them those
+# are skipped, so they may fail to install without failing the set-up.
+optional="lldb-22 liblldb-22-dev libc6-dbg lld nodejs npm"
 missing="" missing_opt=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
@@ -47,7 +47,7 @@ for p in $missing_opt; do
 		>/dev/null 2>&1 ||
 		echo "setup: could not install $p: what needs it (the LLDB" \
 			"plugin and its test, the names test's debug files," \
-			"the lld case of perfdata) is skipped" >&2
+			"the lld case of perfdata, the viewers test) is skipped" >&2
 done
 
 builddir=${HTR_BUILDDIR:-build}
@@ -55,3 +55,13 @@ builddir=${HTR_BUILDDIR:-build}
 # shellcheck disable=SC2086
 [ -f "$builddir/build.ninja" ] || quietly meson setup "$builddir" ${HTR_MESON_ARGS:-}
 quietly ninja -C "$builddir"
+# speedscope from npm for the viewers test and tools/view (the test
+# installs it itself when this could not).
+if command -v npm >/dev/null &&
+	[ ! -f "$builddir/speedscope/node_modules/speedscope/package.json" ]; then
+	mkdir -p "$builddir/speedscope"
+	(cd "$builddir/speedscope" &&
+		npm install --no-audit --no-fund --silent speedscope >/dev/null 2>&1) ||
+		echo "setup: npm install speedscope failed: the viewers test" \
+			"tries again" >&2
+fi

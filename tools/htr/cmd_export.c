@@ -17,28 +17,45 @@
 static const char usage_text[] =
 "usage: htr export --format chrome|folded|perfetto [-o OUT]\n"
 "                  [--block N | --insn ID] [--depth N] [--min-duration T]\n"
-"                  [--gaps] [--ticks] FILE.htr\n"
+"                  [--gaps] [--ticks] [--args] FILE.htr\n"
 "\n"
 "Write the call tree with each block's time for viewers:\n"
 "  chrome    Chrome trace event JSON (Perfetto's UI, chrome://tracing and\n"
-"            speedscope open it): one complete (\"X\") event per block, name\n"
-"            the function, ts its start and dur its total, args the block\n"
-"            index, instruction span, flags, local and total.\n"
+"            speedscope open it): a begin (\"B\") and an end (\"E\") event\n"
+"            per block, both named after the function alone, so that a\n"
+"            viewer groups the calls of a function (speedscope makes\n"
+"            each event's args part of its frame's name).  With --args\n"
+"            the end events carry the block index, parent, instruction\n"
+"            span, flags, local and total: Perfetto's UI and\n"
+"            chrome://tracing show them with the slice, speedscope keeps\n"
+"            grouping by name (it logs a warning per call).\n"
 "  folded    folded stacks (flamegraph.pl, speedscope, inferno): one line\n"
 "            per call stack, \"outer;inner;innermost LOCAL\".\n"
 "  perfetto  Perfetto's protobuf trace (TrackEvent; ui.perfetto.dev and\n"
 "            trace_processor open it), half the JSON's size: a slice\n"
-"            (begin and end) per block at chrome's times with chrome's\n"
-"            args, names interned, on a thread track with the thread's\n"
-"            pid, tid and name under a process track for a perf.data\n"
-"            build; only in builds with libprotobuf-c (meson -Dperfetto).\n"
-"Times count from the trace's first time point.  For a file built from a\n"
-"perf.data they are real: chrome's ts and dur in microseconds (to the ns),\n"
-"folded and perfetto in ns, the events on the thread's pid and tid with\n"
-"its name; otherwise (or with --ticks) they are TSC ticks, which viewers\n"
-"show as microseconds (the JSON's otherData says which) or as ns\n"
-"(perfetto: the track's name says which).  Names and times come from the\n"
-"sidecar FILE.htr.lmdb/, computed on first use.\n"
+"            (begin and end) per block at chrome's times, the details of\n"
+"            --args as debug annotations, names interned, on a thread\n"
+"            track with the thread's pid, tid and name under a process\n"
+"            track for a perf.data build; only in builds with\n"
+"            libprotobuf-c (meson -Dperfetto).\n"
+"Times count from the trace's first time point.  The trace tells the\n"
+"time only at its time points; in between, chrome and perfetto spread it\n"
+"over the instructions by their ID: a block runs from the time of its\n"
+"first instruction to that of the one after its last, with instruction\n"
+"I between time points A (at ID a) and B (at ID b) at A + (B - A) *\n"
+"(I - a) / (b - a), rounded down to the output's unit.  Then each event\n"
+"gets a time of its own, one unit after the one before where they would\n"
+"meet: every block has a length, and a callee starts after and ends\n"
+"before its caller in every viewer, whatever the viewer does with equal\n"
+"times (the times run ahead of the trace's by at most that many units).\n"
+"For a file built from a perf.data the unit is the ns (chrome: ts in\n"
+"microseconds with three decimals, exact as a JSON number; perfetto and\n"
+"folded: ns), the events on the thread's pid and tid with its name;\n"
+"otherwise (or with --ticks) TSC ticks, which viewers show as\n"
+"microseconds (the JSON's otherData says which) or as ns (perfetto: the\n"
+"track's name says which).  Folded stacks carry the sidecar's local\n"
+"times, uninterpolated.  Names and times come from the sidecar\n"
+"FILE.htr.lmdb/, computed on first use.\n"
 "\n"
 "  -f, --format F       chrome, folded or perfetto\n"
 "  -o, --output OUT     write OUT (all or nothing) instead of stdout\n"
@@ -54,9 +71,10 @@ static const char usage_text[] =
 "                       only); their time stays with their parent\n"
 "      --gaps           chrome, perfetto: an instant event at every gap\n"
 "      --ticks          times in TSC ticks even when ns are known\n"
+"      --args           chrome: each block's details on its end event\n"
 "  -h, --help           show this help\n"
-"Memory stays bounded: chrome and perfetto stream (perfetto keeps the\n"
-"open slices and 4096 interned names); folded keeps one entry per\n"
+"Memory stays bounded: chrome and perfetto stream (they keep the open\n"
+"blocks, perfetto 4096 interned names); folded keeps one entry per\n"
 "distinct stack up to 2^20 of them, then writes further stacks as they\n"
 "come (consumers add up repeated lines).\n"
 "perfetto does not write to a terminal.\n"
@@ -80,10 +98,24 @@ struct stack_node {
 	uint64_t ticks;
 };
 
-/* perfetto: a slice begun whose end is not written yet. */
+/* chrome, perfetto: a block begun whose end is not written yet. */
 struct open_slice {
-	uint64_t end;
+	uint64_t end;             /* the position of its end: last + 1 */
 	uint32_t level;
+	const char *name;         /* the analysis's */
+	uint32_t block, parent, flags;
+	uint64_t first, last, local, total;
+};
+
+/* Where the time points are, for times interpolated by instruction ID:
+ * the segment between points k and k + 1, which a walk in time order
+ * only ever moves forward. */
+struct timeline {
+	uint64_t n;               /* time points */
+	uint64_t k;               /* UINT64_MAX: not placed yet */
+	uint64_t id0, id1;        /* the IDs of points k and k + 1 */
+	uint64_t u0, u1;          /* their times in the output's unit */
+	uint64_t pos;             /* the latest position asked for */
 };
 
 struct exp {
@@ -111,7 +143,11 @@ struct exp {
 #endif
 	struct open_slice *open;
 	size_t nopen, open_cap;
-	uint64_t last_ts;         /* perfetto: the latest time written */
+	int args;                 /* chrome --args */
+	struct timeline tl;       /* the events' */
+	uint64_t last_ts;         /* the latest event time written */
+	int any_ts;               /* one was */
+	int comma;                /* chrome: an event was written */
 };
 
 static uint64_t hash_str(const char *s)
@@ -286,20 +322,8 @@ out:
 	return rc;
 }
 
-/* When the block began, in ticks from the first time point: late blocks
- * (and any that began before the first time point) at 0. */
-static uint64_t start_of(const struct exp *e, const struct htr_block_info *bi)
-{
-	uint64_t tsc;
-
-	if (!e->have_t0 || (bi->flags & HTR_BLOCK_LATE) ||
-	    htr_tsc_for_insn(e->f, bi->first, &tsc) < 0 || tsc < e->t0)
-		return 0;
-	return tsc - e->t0;
-}
-
 /* Time point t0 + @ticks in the output's unit, from t0.  Monotonic in
- * @ticks, so events keep nesting exactly as the blocks do. */
+ * @ticks. */
 static uint64_t since_t0(const struct exp *e, uint64_t ticks)
 {
 	uint64_t ns0, ns;
@@ -310,7 +334,106 @@ static uint64_t since_t0(const struct exp *e, uint64_t ticks)
 	return ns - ns0;
 }
 
-/* A chrome time: microseconds to the ns, or ticks shown as such. */
+/* Time point @i: its ID into *@id, its time from t0 in the output's unit
+ * into *@u (0 for any before t0). */
+static void point_at(const struct exp *e, uint64_t i, uint64_t *id,
+		     uint64_t *u)
+{
+	uint64_t tsc;
+
+	if (htr_tsc_point(e->f, i, id, &tsc) < 0) {
+		*id = UINT64_MAX;
+		*u = 0;
+		return;
+	}
+	*u = tsc > e->t0 ? since_t0(e, tsc - e->t0) : 0;
+}
+
+static void timeline_init(struct timeline *tl, const struct htr_file *f)
+{
+	memset(tl, 0, sizeof(*tl));
+	tl->n = htr_tsc_count(f);
+	tl->k = UINT64_MAX;
+}
+
+/* @a * @b / @c, @c > 0, @b <= @c: never more than @a. */
+static uint64_t scale(uint64_t a, uint64_t b, uint64_t c)
+{
+#ifdef __SIZEOF_INT128__
+	__extension__ typedef unsigned __int128 u128;
+
+	return (uint64_t) ((u128) a * b / c);
+#else
+	long double v = (long double) a * b / c;
+
+	return v >= a ? a : (uint64_t) v;
+#endif
+}
+
+/* The time of position @pos (an instruction ID; the end of a block is
+ * the position after its last instruction) in the output's unit from t0:
+ * interpolated between the time points around it by ID, the last point's
+ * time past it, 0 without any.  Positions before the latest one asked for
+ * count as it, so that the segment only moves forward: O(1) amortized
+ * along a walk, O(log n) for the first position. */
+static uint64_t time_at(const struct exp *e, struct timeline *tl,
+			uint64_t pos)
+{
+	if (!tl->n)
+		return 0;
+	if (tl->k == UINT64_MAX) {
+		/* The last point at or before @pos (point 0 is at ID 0). */
+		uint64_t lo = 0, hi = tl->n, id, u;
+
+		while (hi - lo > 1) {
+			uint64_t mid = lo + (hi - lo) / 2;
+
+			point_at(e, mid, &id, &u);
+			if (id <= pos)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		tl->k = lo;
+		tl->pos = pos;
+		point_at(e, lo, &tl->id0, &tl->u0);
+		if (lo + 1 < tl->n)
+			point_at(e, lo + 1, &tl->id1, &tl->u1);
+	}
+	if (pos < tl->pos)
+		pos = tl->pos;
+	tl->pos = pos;
+	while (tl->k + 1 < tl->n && tl->id1 <= pos) {
+		tl->k++;
+		tl->id0 = tl->id1;
+		tl->u0 = tl->u1;
+		if (tl->k + 1 < tl->n)
+			point_at(e, tl->k + 1, &tl->id1, &tl->u1);
+	}
+	if (tl->k + 1 >= tl->n || tl->u1 <= tl->u0 || pos <= tl->id0)
+		return tl->u0;
+	return tl->u0 + scale(tl->u1 - tl->u0, pos - tl->id0,
+			      tl->id1 - tl->id0);
+}
+
+/* The time of the next event, at position @pos: time_at(), but one unit
+ * after the event before where it would not be later.  Events come in the
+ * order of the tree's brackets (a block's begin, its callees' begins and
+ * ends, its end), so strictly increasing times make every viewer nest
+ * them as the tree, however it orders equal times. */
+static uint64_t event_time(struct exp *e, uint64_t pos)
+{
+	uint64_t t = time_at(e, &e->tl, pos);
+
+	if (e->any_ts && t <= e->last_ts)
+		t = e->last_ts + 1;
+	e->last_ts = t;
+	e->any_ts = 1;
+	return t;
+}
+
+/* A chrome time: microseconds to the ns, or ticks shown as such.  Three
+ * decimals keep distinct ns distinct as doubles up to 2^53 / 10^3 us. */
 static void chrome_time(const struct exp *e, const char *key, uint64_t t)
 {
 	if (e->units.ns)
@@ -320,79 +443,120 @@ static void chrome_time(const struct exp *e, const char *key, uint64_t t)
 		fprintf(e->out, ",\"%s\":%" PRIu64, key, t);
 }
 
-/* perfetto: end the open slices at @level and deeper, innermost first.
- * Slice times never go back in the file, so a viewer that orders events by
- * time keeps each END after its children's, even for a file whose times
- * do not nest; for a sound file the clamp changes nothing. */
+/* chrome: the end event of @o at @t; with --args, its details.  They go
+ * on the end only: speedscope names a frame after its begin event's name
+ * and args, and merges nothing from the end. */
+static void chrome_end(struct exp *e, const struct open_slice *o, uint64_t t)
+{
+	char flags[64];
+
+	fprintf(e->out, ",\n{\"name\":");
+	json_string(e->out, o->name);
+	fprintf(e->out, ",\"ph\":\"E\"");
+	chrome_time(e, "ts", t);
+	fprintf(e->out, ",\"pid\":%u,\"tid\":%u", e->pid, e->tid);
+	if (e->args) {
+		block_flags_str(o->flags, flags, sizeof(flags));
+		fprintf(e->out, ",\"args\":{\"block\":%u,\"parent\":", o->block);
+		if (o->parent == HTR_NONE)
+			fprintf(e->out, "null");
+		else
+			fprintf(e->out, "%u", o->parent);
+		fprintf(e->out, ",\"first\":%" PRIu64 ",\"last\":%" PRIu64
+			",\"flags\":\"%s\",\"local\":%" PRIu64 ",\"total\":%"
+			PRIu64 "}", o->first, o->last, flags, o->local,
+			o->total);
+	}
+	fprintf(e->out, "}");
+}
+
+/* chrome, perfetto: end the open blocks at @level and deeper, innermost
+ * first. */
 static int close_slices(struct exp *e, uint32_t level)
 {
-#ifdef HTR_HAVE_PERFETTO
 	while (e->nopen && e->open[e->nopen - 1].level >= level) {
-		uint64_t t = e->open[--e->nopen].end;
+		const struct open_slice *o = &e->open[--e->nopen];
+		uint64_t t = event_time(e, o->end);
 
-		if (t < e->last_ts)
-			t = e->last_ts;
-		e->last_ts = t;
-		if (pf_slice_end(e->pf, t) < 0)
+		if (e->fmt == FMT_CHROME)
+			chrome_end(e, o, t);
+#ifdef HTR_HAVE_PERFETTO
+		else if (pf_slice_end(e->pf, t) < 0)
 			return -1;
-	}
-#else
-	(void) e;
-	(void) level;
 #endif
+	}
 	return 0;
 }
 
-#ifdef HTR_HAVE_PERFETTO
-/* perfetto: @block's BEGIN now, its END once the walk leaves its
- * subtree (the next block at its level or above, or the walk's end). */
-static int perfetto_block(struct exp *e, uint32_t block,
-			  const struct htr_block_info *bi, uint32_t level,
-			  const char *name, const char *flags, uint64_t local,
-			  uint64_t total)
+/* chrome, perfetto: @block's begin now, its end once the walk leaves its
+ * subtree (the next block at its level or above, or the walk's end).
+ * Returns 0 or -1 (out of memory). */
+static int slice_block(struct exp *e, uint32_t block,
+		       const struct htr_block_info *bi, uint32_t level,
+		       const char *name, uint64_t local, uint64_t total)
 {
-	struct pf_arg args[7];
-	uint64_t start = start_of(e, bi), t;
-	size_t n = 0;
+	struct open_slice *o;
+	uint64_t t;
 
 	if (close_slices(e, level) < 0)
 		return -1;
 	if (e->nopen == e->open_cap) {
 		size_t cap = e->open_cap ? e->open_cap * 2 : 64;
-		struct open_slice *o = realloc(e->open, cap * sizeof(*o));
 
+		o = realloc(e->open, cap * sizeof(*o));
 		if (!o)
 			return -1;
 		e->open = o;
 		e->open_cap = cap;
 	}
-	t = since_t0(e, start);
-	if (t < e->last_ts)
-		t = e->last_ts;
-	e->last_ts = t;
-	e->open[e->nopen].end = since_t0(e, start + total);
-	e->open[e->nopen++].level = level;
-	args[n++] = (struct pf_arg) { PF_ARG_BLOCK, NULL, block };
-	if (bi->parent != HTR_NONE)
-		args[n++] = (struct pf_arg) { PF_ARG_PARENT, NULL, bi->parent };
-	args[n++] = (struct pf_arg) { PF_ARG_FIRST, NULL, bi->first };
-	args[n++] = (struct pf_arg) { PF_ARG_LAST, NULL, bi->last };
-	args[n++] = (struct pf_arg) { PF_ARG_FLAGS, flags, 0 };
-	args[n++] = (struct pf_arg) { PF_ARG_LOCAL, NULL, local };
-	args[n++] = (struct pf_arg) { PF_ARG_TOTAL, NULL, total };
+	o = &e->open[e->nopen++];
+	o->end = bi->last + 1;
+	o->level = level;
+	o->name = name;
+	o->block = block;
+	o->parent = bi->parent;
+	o->flags = bi->flags;
+	o->first = bi->first;
+	o->last = bi->last;
+	o->local = local;
+	o->total = total;
+	t = event_time(e, bi->first);
 	e->nevents++;
-	return pf_slice_begin(e->pf, t, "call", name, args, n);
-}
+#ifdef HTR_HAVE_PERFETTO
+	if (e->fmt == FMT_PERFETTO) {
+		struct pf_arg args[7];
+		char flags[64];
+		size_t n = 0;
+
+		block_flags_str(bi->flags, flags, sizeof(flags));
+		args[n++] = (struct pf_arg) { PF_ARG_BLOCK, NULL, block };
+		if (bi->parent != HTR_NONE)
+			args[n++] = (struct pf_arg) { PF_ARG_PARENT, NULL,
+						      bi->parent };
+		args[n++] = (struct pf_arg) { PF_ARG_FIRST, NULL, bi->first };
+		args[n++] = (struct pf_arg) { PF_ARG_LAST, NULL, bi->last };
+		args[n++] = (struct pf_arg) { PF_ARG_FLAGS, flags, 0 };
+		args[n++] = (struct pf_arg) { PF_ARG_LOCAL, NULL, local };
+		args[n++] = (struct pf_arg) { PF_ARG_TOTAL, NULL, total };
+		return pf_slice_begin(e->pf, t, "call", name, args, n);
+	}
 #endif
+	fprintf(e->out, "%s\n{\"name\":", e->comma ? "," : "");
+	e->comma = 1;
+	json_string(e->out, name);
+	fprintf(e->out, ",\"cat\":\"call\",\"ph\":\"B\"");
+	chrome_time(e, "ts", t);
+	fprintf(e->out, ",\"pid\":%u,\"tid\":%u}", e->pid, e->tid);
+	return 0;
+}
 
 static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		 uint32_t level, void *payload)
 {
 	struct exp *e = payload;
 	struct htr_block_info bi;
-	uint64_t total, local, start;
+	uint64_t total, local;
 	const char *name;
-	char flags[64], par[16];
 	int rc;
 
 	(void) parent;
@@ -407,7 +571,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		return 1;       /* stop; callbacks stop with a positive value */
 	}
 	/* Cut: the block's time stays with its parent (folded), or is
-	 * simply not drawn (chrome, where the parent spans it anyway). */
+	 * simply not drawn (chrome, perfetto: the parent spans it). */
 	if (level >= e->max_level || units_of(&e->units, total) < e->min_dur) {
 		if (e->fmt == FMT_FOLDED)
 			fold(e, level, total);
@@ -438,63 +602,44 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		fold(e, level + 1, local);
 		return 0;
 	}
-	block_flags_str(bi.flags, flags, sizeof(flags));
-#ifdef HTR_HAVE_PERFETTO
-	if (e->fmt == FMT_PERFETTO) {
-		if (perfetto_block(e, block, &bi, level, name, flags, local,
-				   total) < 0)
-			goto nomem;
-		return 0;
-	}
-#endif
-	if (bi.parent == HTR_NONE)
-		snprintf(par, sizeof(par), "null");
-	else
-		snprintf(par, sizeof(par), "%u", bi.parent);
-	fprintf(e->out, "%s\n{\"name\":", e->nevents++ ? "," : "");
-	json_string(e->out, name);
-	fprintf(e->out, ",\"cat\":\"call\",\"ph\":\"X\"");
-	start = start_of(e, &bi);
-	chrome_time(e, "ts", since_t0(e, start));
-	chrome_time(e, "dur", since_t0(e, start + total) - since_t0(e, start));
-	fprintf(e->out, ",\"pid\":%u,\"tid\":%u,\"args\":{\"block\":%u,"
-		"\"parent\":%s,\"first\":%" PRIu64 ",\"last\":%" PRIu64
-		",\"flags\":\"%s\",\"local\":%" PRIu64 ",\"total\":%" PRIu64 "}}",
-		e->pid, e->tid, block, par, bi.first, bi.last, flags, local,
-		total);
+	if (slice_block(e, block, &bi, level, name, local, total) < 0)
+		goto nomem;
 	return 0;
 nomem:
 	e->err = HTR_ERR_NOMEM;
 	return 1;
 }
 
-/* Gap @i into @g and the time of the instruction before it (the trace's
- * first time point when there is none) into @tsc.  Returns 0 or -1. */
-static int gap_at(const struct exp *e, uint64_t i, struct htr_gap_info *g,
-		  uint64_t *tsc)
+/* Gap @i into @g and its time (where it sits between instructions, as
+ * the blocks' times: uninterpolated events do not move it) into *@t.
+ * Gaps come in ID order, so @tl moves forward.  Returns 0 or -1. */
+static int gap_at(const struct exp *e, struct timeline *tl, uint64_t i,
+		  struct htr_gap_info *g, uint64_t *t)
 {
 	g->size = sizeof(*g);
 	if (htr_gap_get(e->f, i, g, sizeof(*g)) < 0)
 		return -1;
-	*tsc = e->t0;
-	if (g->id < UINT64_MAX && g->id > 0)
-		(void) htr_tsc_for_insn(e->f, g->id - 1, tsc);
+	*t = time_at(e, tl, g->id);
 	return 0;
 }
 
 static void chrome_gaps(struct exp *e)
 {
-	uint64_t i, n = htr_gap_count(e->f), tsc;
+	uint64_t i, n = htr_gap_count(e->f), t;
+	struct timeline tl;
 
+	timeline_init(&tl, e->f);
 	for (i = 0; i < n; i++) {
 		struct htr_gap_info g;
 
-		if (gap_at(e, i, &g, &tsc) < 0)
+		if (gap_at(e, &tl, i, &g, &t) < 0)
 			continue;
 		fprintf(e->out, "%s\n{\"name\":\"gap: %s\",\"cat\":\"gap\","
-			"\"ph\":\"i\",\"s\":\"t\"", e->nevents++ ? "," : "",
+			"\"ph\":\"i\",\"s\":\"t\"", e->comma ? "," : "",
 			htr_gap_kind_str(g.kind));
-		chrome_time(e, "ts", since_t0(e, tsc >= e->t0 ? tsc - e->t0 : 0));
+		e->comma = 1;
+		e->nevents++;
+		chrome_time(e, "ts", t);
 		fprintf(e->out, ",\"pid\":%u,\"tid\":%u,\"args\":{\"id\":%"
 			PRIu64 ",\"reason\":", e->pid, e->tid, g.id);
 		json_string(e->out, htr_gap_reason(&g));
@@ -507,14 +652,16 @@ static void chrome_gaps(struct exp *e)
  * time, and an instant needs no END to nest. */
 static int perfetto_gaps(struct exp *e)
 {
-	uint64_t i, n = htr_gap_count(e->f), tsc;
+	uint64_t i, n = htr_gap_count(e->f), t;
 	char name[64];
+	struct timeline tl;
 
+	timeline_init(&tl, e->f);
 	for (i = 0; i < n; i++) {
 		struct htr_gap_info g;
 		struct pf_arg args[2];
 
-		if (gap_at(e, i, &g, &tsc) < 0)
+		if (gap_at(e, &tl, i, &g, &t) < 0)
 			continue;
 		snprintf(name, sizeof(name), "gap: %s",
 			 htr_gap_kind_str(g.kind));
@@ -522,8 +669,7 @@ static int perfetto_gaps(struct exp *e)
 		args[1] = (struct pf_arg) { PF_ARG_REASON, htr_gap_reason(&g),
 					    0 };
 		e->nevents++;
-		if (pf_instant(e->pf, since_t0(e, tsc >= e->t0 ? tsc - e->t0 :
-					       0), "gap", name, args, 2) < 0)
+		if (pf_instant(e->pf, t, "gap", name, args, 2) < 0)
 			return -1;
 	}
 	return 0;
@@ -544,7 +690,7 @@ static void free_stacks(struct exp *e)
 
 int cmd_export(int argc, char **argv)
 {
-	enum { O_FROM = 256, O_GAPS, O_TICKS };
+	enum { O_FROM = 256, O_GAPS, O_TICKS, O_ARGS };
 	static const struct option lopts[] = {
 		{ "format", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' },
@@ -555,6 +701,7 @@ int cmd_export(int argc, char **argv)
 		{ "min-duration", required_argument, NULL, 'm' },
 		{ "gaps", no_argument, NULL, O_GAPS },
 		{ "ticks", no_argument, NULL, O_TICKS },
+		{ "args", no_argument, NULL, O_ARGS },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -603,6 +750,7 @@ int cmd_export(int argc, char **argv)
 			break;
 		case O_GAPS: gaps = 1; break;
 		case O_TICKS: ticks = 1; break;
+		case O_ARGS: e.args = 1; break;
 		case 'h': fputs(usage_text, stdout); return HTR_EXIT_OK;
 		default:
 			return option_error("export", c, argv);
@@ -643,6 +791,7 @@ int cmd_export(int argc, char **argv)
 	e.f = f;
 	e.have_t0 = htr_tsc_point(f, 0, &id, &e.t0) == 0;
 	units_init(&e.units, f, ticks);
+	timeline_init(&e.tl, f);
 	/* A duration with a unit needs times in ns. */
 	if (dur_unit && !e.units.ns) {
 		rc = usage_error("export", "--min-duration %s: the times of %s "
@@ -677,15 +826,17 @@ int cmd_export(int argc, char **argv)
 		fprintf(e.out, "{\"displayTimeUnit\":\"ns\",\"otherData\":"
 			"{\"source\":\"htr export\",\"time_unit\":\"%s\"},"
 			"\"traceEvents\":[", e.units.ns ? "microseconds from "
-			"the first time point" : "TSC ticks from the first time "
-			"point (shown as microseconds)");
+			"the first time point, interpolated by instruction ID "
+			"(htr export --help)" : "TSC ticks from the first time "
+			"point, interpolated by instruction ID (htr export "
+			"--help), shown as microseconds");
 		if (htr_file_thread(f, &ti, sizeof(ti)) == 0 && ti.comm[0]) {
 			fprintf(e.out, "\n{\"name\":\"thread_name\",\"ph\":"
 				"\"M\",\"pid\":%u,\"tid\":%u,\"args\":"
 				"{\"name\":", e.pid, e.tid);
 			json_string(e.out, ti.comm);
 			fprintf(e.out, "}}");
-			e.nevents++;
+			e.comma = 1;
 		}
 	}
 #ifdef HTR_HAVE_PERFETTO
