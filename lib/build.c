@@ -14,6 +14,7 @@
 
 #include <fcntl.h>
 #include <intel-pt.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -476,10 +477,34 @@ int htr_build__out_fail(struct htr_builder *b, struct htr_build_out *o,
 	return rc;
 }
 
-int htr_build__out_commit(struct htr_builder *b, struct htr_build_out *o,
-			  uint64_t trace_size, uint64_t trace_hash,
-			  struct htr_build_stats *s)
+/* A tree of nothing from @trace, every instruction a decode error (@errors
+ * of them, @first the first): the image is not the traced code (another
+ * program, or the right one at other addresses).  A file would hide
+ * that; the caller's file of that name, if any, stays as it was.
+ * Returns HTR_ERR_DECODE. */
+static int nothing_decoded(struct htr_builder *b, const char *trace,
+			   uint64_t errors, const struct htr_decode_gap *first)
 {
+	struct htr_gap_info g;
+
+	memset(&g, 0, sizeof(g));
+	g.size = sizeof(g);
+	g.kind = HTR_GAP_ERROR;
+	g.offset = first ? first->offset : 0;
+	g.code = first ? first->code : 0;
+	return htr_err__set(&b->err, HTR_ERR_DECODE, "%s: nothing decoded: 0 "
+			    "instructions, %" PRIu64 " decode error%s, the "
+			    "first at trace offset 0x%" PRIx64 ": %s; is the "
+			    "image the traced code at its load address?",
+			    trace, errors, errors == 1 ? "" : "s", g.offset,
+			    htr_gap_reason(&g));
+}
+
+int htr_build__out_commit(struct htr_builder *b, struct htr_build_out *o,
+			  const char *trace, uint64_t trace_size,
+			  uint64_t trace_hash, struct htr_build_stats *s)
+{
+	uint64_t errors, runaways;
 	struct htr_writer_meta meta;
 	const struct htr_decode_gap *first;
 	struct pt_version v;
@@ -493,6 +518,9 @@ int htr_build__out_commit(struct htr_builder *b, struct htr_build_out *o,
 		return htr_build__out_fail(b, o, rc);
 	memset(&meta, 0, sizeof(meta));
 	meta.ninsns = htr_tb__insns(o->tb);
+	errors = htr_tb__errors(o->tb, &runaways, &first);
+	if (trace && !meta.ninsns && errors)
+		return nothing_decoded(b, trace, errors, first);
 	meta.trace_size = trace_size;
 	meta.trace_hash = trace_hash;
 	v = pt_library_version();
@@ -517,7 +545,8 @@ int htr_build__out_commit(struct htr_builder *b, struct htr_build_out *o,
 	s->folded = htr_tb__folded(o->tb);
 	s->threads = 1;
 	s->decoder = HTR_DECODER_BLOCK;
-	s->errors = htr_tb__errors(o->tb, &s->runaways, &first);
+	s->errors = errors;
+	s->runaways = runaways;
 	if (first) {
 		s->first_error_offset = first->offset;
 		s->first_error_code = first->code;
@@ -636,8 +665,8 @@ static int run(struct htr_builder *b, const uint8_t *data, uint64_t tsize,
 	}
 	if (rc < 0)
 		goto out;
-	rc = htr_build__out_commit(b, &o, tsize, hasher_finish(&hash, false),
-				   &s);
+	rc = htr_build__out_commit(b, &o, trace, tsize,
+				   hasher_finish(&hash, false), &s);
 	if (rc == 0 && stats) {
 		s.timing_unusable = hash.timing_unusable;
 		s.threads = threads;

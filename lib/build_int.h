@@ -41,10 +41,13 @@ int htr_build__out_open(struct htr_builder *b, const char *out,
 			struct htr_build_out *o);
 
 /* Finish the tree, commit the file and fill @s.  Returns 0 or an error
- * (message on @b). */
+ * (message on @b).  With @trace (its path, for the message), a tree of
+ * no instruction whose trace met decode errors is HTR_ERR_DECODE and no
+ * file: the image is not the traced code.  CPU-wide builds pass NULL (a
+ * thread of theirs may run only where no code is at hand). */
 int htr_build__out_commit(struct htr_builder *b, struct htr_build_out *o,
-			  uint64_t trace_size, uint64_t trace_hash,
-			  struct htr_build_stats *s);
+			  const char *trace, uint64_t trace_size,
+			  uint64_t trace_hash, struct htr_build_stats *s);
 
 /* Put the writer's or builder's error @rc on @b; returns @rc. */
 int htr_build__out_fail(struct htr_builder *b, struct htr_build_out *o,

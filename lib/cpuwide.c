@@ -489,8 +489,8 @@ static int build_thread(struct cw *w, size_t i, struct piece **v, size_t n,
 	if (rc == 0 && n && v[n - 1]->off && v[n - 1]->async)
 		rc = gap_ev(w, &o, v[n - 1]);
 	if (rc == 0)
-		rc = htr_build__out_commit(w->b, &o, trace_size, trace_hash,
-					   &t->stats);
+		rc = htr_build__out_commit(w->b, &o, NULL, trace_size,
+					   trace_hash, &t->stats);
 	htr_build__out_free(&o);
 	if (rc == 0) {
 		t->built = 1;

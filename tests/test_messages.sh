@@ -60,6 +60,18 @@ expect 1 "missing.pt: No such file" "$htr" build "$dir/missing.pt"
 # a trace (it holds a PSB) still wants its image
 expect 2 "no image: give --elf or --raw" "$htr" build "$T"
 
+# b. An ELF that is not the traced code: every instruction is a decode
+# error.  The synthesizer's ELF at another base (--raw FILE@BASE) is the
+# same code where the trace never went.
+printf 'not this one' >"$dir/old.htr"
+for img in "--elf /bin/true" "--raw $E@0x7f0000000000"; do
+	# shellcheck disable=SC2086
+	expect 1 "t.pt: nothing decoded: 0 instructions, [0-9]* decode error.*(${img%% *} ${img#* })" \
+		"$htr" build "$T" $img -o "$dir/none.htr"
+	if [ -e "$dir/none.htr" ] || ls "$dir" | grep -q '^none.htr'; then
+		fail "$img: left $(ls "$dir" | grep '^none.htr')"
+	fi
+done
 # the right image still builds
 expect 0 '' "$htr" build -q "$T" --elf "$E" -o "$dir/t.htr"
 

@@ -1674,6 +1674,16 @@ int cmd_build(int argc, char **argv)
 		raise(stop_signal);
 		goto done;
 	}
+	if (err == HTR_ERR_DECODE && nelf + nraw) {
+		char img[512];
+
+		/* Which image: the library's message names the trace. */
+		htr_err__escape(img, sizeof(img), nelf ? elfs[0] : raws[0]);
+		rc = fail("build", "%s (--%s %s%s)", htr_builder_last_error(b),
+			  nelf ? "elf" : "raw", img,
+			  nelf + nraw > 1 ? " and others" : "");
+		goto done;
+	}
 	if (err < 0) {
 		rc = fail("build", "%s", htr_builder_last_error(b)[0] ?
 			  htr_builder_last_error(b) : htr_errstr(err));
