@@ -68,18 +68,13 @@ for sc in basic mixed callback interrupt; do
 		-o "$T/cli-$sc.htr" || { fail "$sc: htr build"; continue; }
 	"$htr" dump "$T/cli-$sc.htr" >"$T/cli.dump" &&
 	"$htr" dump --tsc "$T/cli-$sc.htr" >"$T/cli.tsc" &&
-	"$htr" top --sort inclusive --limit 0 "$T/cli-$sc.htr" >"$T/cli.top" &&
+	"$htr" top --limit 0 "$T/cli-$sc.htr" >"$T/cli.top" &&
 	"$htr" find --sort cost '*' "$T/cli-$sc.htr" >"$T/cli.find" ||
 		{ fail "$sc: htr dump/top/find"; continue; }
-	# The CLI's comment lines (a column header) are not the plugin's.
-	for k in dump tsc top find; do
-		grep -v '^#' "$T/cli.$k" >"$T/cli.tmp"
-		mv "$T/cli.tmp" "$T/cli.$k"
-	done
 
 	O=$T/out-$sc
 	if ! lldb "$T/s1" -o "trace load $P.json" -o "htr build -o $O" \
-	    -o "htr dump" -o "htr dump --tsc" -o "htr top --sort inclusive --limit 0" \
+	    -o "htr dump" -o "htr dump --tsc" -o "htr top --limit 0" \
 	    -o "htr find --sort cost *"; then
 		fail "$sc: first session"; cat "$T/s1"; continue
 	fi
@@ -88,7 +83,7 @@ for sc in basic mixed callback interrupt; do
 		{ fail "$sc: build did not say built"; cat "$T/build1"; }
 	section "$T/s1" "htr dump" >"$T/p.dump"
 	section "$T/s1" "htr dump --tsc" >"$T/p.tsc"
-	section "$T/s1" "htr top --sort inclusive --limit 0" >"$T/p.top"
+	section "$T/s1" "htr top --limit 0" >"$T/p.top"
 	section "$T/s1" "htr find --sort cost *" >"$T/p.find"
 
 	# Tree: each plugin line is the CLI's line plus "  NAME".
@@ -127,14 +122,14 @@ for sc in basic mixed callback interrupt; do
 	# A second session reuses the .htr (identity key matches).
 	before=$(stat -c %Y.%i "$O/thread-1.htr")
 	if ! lldb "$T/s2" -o "trace load $P.json" -o "htr build -o $O" \
-	    -o "htr top --sort inclusive --limit 0"; then
+	    -o "htr top --limit 0"; then
 		fail "$sc: second session"; cat "$T/s2"; continue
 	fi
 	grep -q "^thread 1: reused $O/thread-1.htr (identity matches" "$T/s2" ||
 		{ fail "$sc: second build did not reuse"; cat "$T/s2"; }
 	[ "$(stat -c %Y.%i "$O/thread-1.htr")" = "$before" ] ||
 		fail "$sc: second build rewrote the .htr"
-	section "$T/s2" "htr top --sort inclusive --limit 0" | cmp -s - "$T/p.top" ||
+	section "$T/s2" "htr top --limit 0" | cmp -s - "$T/p.top" ||
 		fail "$sc: top of the reused .htr differs"
 	echo "ok: $sc ($n1 blocks)"
 done
@@ -226,7 +221,7 @@ else
 	   ! cmp -s "$T/pl.b" "$T/pl.i" || ! cmp -s "$T/pl.b" "$T/pl.f"; then
 		fail "places: dump --block $pb / --insn $pi / --from $pi differ from the CLI's dump --from $pi"
 		diff "$T/cli.sub" "$T/pl.b" | head -4
-	elif [ "$n" != "$(wc -l <"$T/pl.b")" ] ||
+	elif [ "$n" != "$(($(wc -l <"$T/pl.b") + 1))" ] ||
 	     ! grep -qxF -f "$T/pl.bt" "$T/pl.t"; then
 		fail "places: dump --block $pb --tsc is not a part of dump --tsc"
 	elif [ "$(wc -l <"$T/pl.g")" != 9 ] || ! cmp -s "$T/pl.g" "$T/pl.gb" ||
@@ -289,7 +284,12 @@ else
 			/^thread #[0-9]*: tid = / { on = $NF == tid }
 			on && /Total number of trace items:/ { print $NF }
 			on && /Number of individual (events|errors):/ { print $NF }' "$R/s")
-		if [ $# -ne 3 ] || [ $(($1 - $2 - $3)) != "$want" ]; then
+		# Exactly, but where a PSB comes right after tracing resumed
+		# past a syscall, LLDB ends the segment before it in an error
+		# ("reached end of trace stream") and lists the syscall once
+		# more: at most one instruction more per error.
+		if [ $# -ne 3 ] || [ $(($1 - $2 - $3)) -lt "$want" ] ||
+		   [ $(($1 - $2 - $3)) -gt $((want + $3)) ]; then
 			fail "record --lldb: $t (tid $tid): LLDB decodes '$*' (items events errors), the truth $want instructions"
 			continue
 		fi

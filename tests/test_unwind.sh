@@ -201,12 +201,12 @@ loop_checks() {
 		fail "$name $n: the longest of $hk calls at $f takes $hmax ticks, more than the truth's longest iteration, $tmax ticks ($tk calls)"
 	fi
 
-	own=$("$htr" top --json "$out.htr" | awk -v want="$name!main" '
+	own=$("$htr" top --limit 0 --json "$out.htr" | awk -v want="$name!main" '
 		index($0, "\"name\": \"" want "\"") {
 			match($0, /"local": [0-9]+/)
 			print substr($0, RSTART + 9, RLENGTH - 9)
 		}')
-	incl=$("$htr" top --json "$out.htr" | awk -v want="$name!main" '
+	incl=$("$htr" top --limit 0 --json "$out.htr" | awk -v want="$name!main" '
 		index($0, "\"name\": \"" want "\"") {
 			match($0, /"inclusive": [0-9]+/)
 			print substr($0, RSTART + 13, RLENGTH - 13)

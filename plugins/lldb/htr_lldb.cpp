@@ -1333,7 +1333,8 @@ const char dump_syntax[] =
 	"address it ran; '?' where nothing is known).  FIRST and LAST are\n"
 	"instruction IDs, FLAGS\n"
 	"any of late, truncated, gap, implicit-return, unwound.\n"
-	"With --tsc, each line is instead\n"
+	"With --tsc, each line is instead, under the CLI's header line\n"
+	"(starting with '#'),\n"
 	"  NAME  LOCAL  TOTAL  PCT%\n"
 	"LOCAL and TOTAL the block's local and cumulative TSC ticks, PCT its\n"
 	"total as a share of the outermost block printed above it (the CLI's\n"
@@ -1525,6 +1526,10 @@ public:
 			struct htr_analysis *an = d.an;
 			if (!tsc)
 				d.an = nullptr;   // plain lines
+			else
+				d.buf += "# NAME  LOCAL  TOTAL  PCT  (LOCAL and "
+					 "TOTAL in ticks, PCT of the outermost "
+					 "block above)\n";
 			rc = htr_tree_visit(f, from, HTR_PREORDER, dump_visit, &d);
 			d.an = an;
 			emit(result, d.buf, true);
@@ -1554,10 +1559,10 @@ public:
 const char top_help[] = "Per-function calls and TSC ticks of the built "
 			".htr (names from LLDB).";
 const char top_syntax[] =
-	"htr top [--sort inclusive|local|calls] [--limit N] [--lines] "
+	"htr top [--sort local|inclusive|calls] [--limit N] [--lines] "
 	"[--thread TID]\n"
 	"\n"
-	"Per function, one line, largest first:\n"
+	"Per function, one line, largest LOCAL first (as the CLI's):\n"
 	"  INCLUSIVE  LOCAL  CALLS  SLOWEST  NAME\n"
 	"INCLUSIVE: TSC ticks of its invocations, recursion counted once (an\n"
 	"invocation inside another of the same function adds nothing); LOCAL:\n"
@@ -1568,7 +1573,7 @@ const char top_syntax[] =
 	"With --lines, each line ends in the source position of that entry, as\n"
 	"`htr dump --lines` prints it.\n"
 	"\n"
-	"  -s, --sort KEY    inclusive (default), local or calls\n"
+	"  -s, --sort KEY    local (default), inclusive or calls\n"
 	"  -n, --limit N     print N functions at most (default 20; 0: all)\n"
 	"  -l, --lines       append the source position of the slowest\n"
 	"                    invocation's entry\n"
@@ -1597,7 +1602,7 @@ public:
 	{
 		Args a;
 		uint64_t limit = 20, v;
-		int key = 0;   // 0 inclusive, 1 local, 2 calls
+		int key = 1;   // 0 inclusive, 1 local, 2 calls
 		bool lines = false;
 
 		for (int i = 0; argv && argv[i]; i++) {

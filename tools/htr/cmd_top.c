@@ -9,10 +9,12 @@
 #include <string.h>
 
 static const char usage_text[] =
-"usage: htr top [--sort inclusive|local|calls] [--limit N] [--ticks] [--json]\n"
+"usage: htr top [--sort local|inclusive|calls] [--limit N] [--ticks] [--json]\n"
 "               FILE.htr\n"
 "\n"
-"Per function, one line, largest first:\n"
+"Per function, one line, largest LOCAL first (where the program's own\n"
+"time went; --sort inclusive puts the outer functions that only pass\n"
+"time on, such as the loader's start-up chain and main, first):\n"
 "  INCLUSIVE  LOCAL  CALLS  SLOWEST  NAME\n"
 "INCLUSIVE: time of its invocations, recursion counted once (an\n"
 "invocation inside another of the same function adds nothing); LOCAL:\n"
@@ -24,7 +26,7 @@ static const char usage_text[] =
 "Reads only the per-function table of the sidecar FILE.htr.lmdb/\n"
 "(computed on first use).\n"
 "\n"
-"  -s, --sort KEY  inclusive (default), local or calls\n"
+"  -s, --sort KEY  local (default), inclusive or calls\n"
 "  -n, --limit N   print N functions at most (default 20; 0: all)\n"
 "      --ticks     times in TSC ticks even when ns are known\n"
 "  -j, --json      a JSON array of objects\n"
@@ -116,7 +118,7 @@ int cmd_top(int argc, char **argv)
 	int ch, json = 0, ticks = 0, rc = HTR_EXIT_FAIL;
 	int got;
 	const char *path;
-	int (*cmp)(const void *, const void *) = cmp_inclusive;
+	int (*cmp)(const void *, const void *) = cmp_local;
 
 	memset(&c, 0, sizeof(c));
 	optind = 1;
@@ -132,7 +134,7 @@ int cmd_top(int argc, char **argv)
 				cmp = cmp_calls;
 			else
 				return usage_error("top", "--sort: expected "
-						   "inclusive, local or calls, "
+						   "local, inclusive or calls, "
 						   "not '%s'", optarg);
 			break;
 		case 'n':
