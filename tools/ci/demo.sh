@@ -39,7 +39,11 @@ cc -O2 -g -o "$out/calls" tests/record/calls.c
 # context switches; only the program's own code is traced (the loader and
 # libc run untraced).
 "$htr" record -o "$out/calls.data" --cpus 2 --filter "$out/calls" -- \
-	"$out/calls"
+	"$out/calls" >"$out/calls.stdout"
+set +x
+echo "demo: what the recorded program printed (its stdout):"
+sed 's/^/  calls| /' "$out/calls.stdout"
+set -x
 "$htr" build "$out/calls.data"
 "$htr" info "$out"/calls.*.htr
 "$htr" top --limit 8 "$out"/calls.*.htr
