@@ -9,23 +9,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fails=0
 . "$(dirname "$0")/same_htr.sh"
-
-# expect STATUS PATTERN CMD...: exit status, and stderr one line matching.
-expect() {
-	want=$1 pat=$2
-	shift 2
-	"$@" >"$dir/out" 2>"$dir/err"
-	got=$?
-	lines=$(wc -l <"$dir/err")
-	if [ "$got" != "$want" ] || { [ -n "$pat" ] && ! grep -q -- "$pat" "$dir/err"; } ||
-	   { [ "$want" != 0 ] && [ "$lines" != 1 ]; }; then
-		echo "FAIL: $* -> exit $got (want $want), stderr:"
-		sed 's/^/    /' "$dir/err"
-		fails=$((fails + 1))
-	else
-		echo "ok: $* -> $got"
-	fi
-}
+. "$(dirname "$0")/expect.sh"
 
 "$synth" -q -S mixed -s 5 -n 2e4 "$dir/t" || exit 1
 expect 2 "bad value '1.5'" "$synth" -q -n 1.5 "$dir/frac"

@@ -22,22 +22,7 @@ fail() {
 	fails=$((fails + 1))
 }
 
-# expect STATUS PATTERN CMD...: exit status, and stderr one line matching
-# (as in test_cli.sh).
-expect() {
-	want=$1 pat=$2
-	shift 2
-	"$@" >"$dir/out" 2>"$dir/err"
-	got=$?
-	lines=$(wc -l <"$dir/err")
-	if [ "$got" != "$want" ] || { [ -n "$pat" ] && ! grep -q -- "$pat" "$dir/err"; } ||
-	   { [ "$want" != 0 ] && [ "$lines" != 1 ]; }; then
-		fail "$* -> exit $got (want $want), stderr:"
-		sed 's/^/    /' "$dir/err"
-	else
-		echo "ok: $* -> $got: $(head -1 "$dir/err")"
-	fi
-}
+. "$(dirname "$0")/expect.sh"
 
 "$synth" -q -S mixed -s 5 -n 2e4 "$dir/t" || exit 1
 T="$dir/t.pt" E="$dir/t.elf"
