@@ -654,9 +654,7 @@ Test(decode, corpus, .timeout = 120)
 
 	memset(&sk, 0, sizeof(sk));
 	if (!cdir) {
-		fprintf(stderr, "decode: corpus: ../shared/corpus is absent, "
-			"skipped\n");
-		return;
+		cr_skip_test("../shared/corpus is absent");
 	}
 	snprintf(path, sizeof(path), "%s/manifest.tsv", cdir);
 	fp = fopen(path, "r");
@@ -744,9 +742,7 @@ Test(decode, corpus_interrupt)
 	struct rec r;
 
 	if (!cdir) {
-		fprintf(stderr, "decode: corpus_interrupt: corpus absent, "
-			"skipped\n");
-		return;
+		cr_skip_test("../shared/corpus is absent");
 	}
 	memset(&cfg, 0, sizeof(cfg));
 	memset(&r, 0, sizeof(r));

@@ -16,7 +16,9 @@ Test(error, every_code_has_a_phrase)
 	cr_expect_str_eq(htr_errstr(5), "unknown error");
 }
 
+/* meson's project version reaches the test as a define of its own, not
+ * through the library's configuration header. */
 Test(error, version_is_the_project_version)
 {
-	cr_expect_neq(strlen(htr_version()), 0);
+	cr_expect_str_eq(htr_version(), HTR_TEST_PROJECT_VERSION);
 }
