@@ -28,6 +28,12 @@ for p in $pkgs; do
 		missing="$missing $p"
 done
 for p in $optional; do
+	# node and npm may come from elsewhere than Debian (NodeSource's
+	# nodejs carries npm and conflicts with Debian's npm package).
+	case $p in
+	nodejs) command -v node >/dev/null && continue ;;
+	npm) command -v npm >/dev/null && continue ;;
+	esac
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
 		missing_opt="$missing_opt $p"
 done
