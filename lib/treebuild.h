@@ -5,8 +5,8 @@
  * distinct call target for the function table.  It knows nothing about
  * libipt or the file layout beyond the block record.
  *
- * The rules are the README's "Tree rules" (../shared/DESIGN.md, invariant
- * 3); each is implemented where its comment names it.  A return is held
+ * The rules are docs/tree-rules.md (docs/design.md, invariants 2 and 3);
+ * each is implemented where its comment names it.  A return is held
  * until the builder learns where it landed (the next run, an interrupt,
  * or a gap, which leaves it unknown), because an abandoned frame shows
  * only there.

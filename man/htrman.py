@@ -5,9 +5,10 @@
         htr(1) from `HTR --help` and htr-CMD(1) from `HTR CMD --help`, so
         the pages say exactly what --help says.  Fails when the commands
         `HTR --help` lists are not exactly CMD... (the pages meson installs).
-    htrman.py lib VERSION README OUT HEADER...
+    htrman.py lib VERSION EMBEDDING OUT HEADER...
         libhtr(3) from the top comment of each public header and the
-        README's "Embedding" section.
+        opening of docs/embedding.md (EMBEDDING): its text from the
+        "# " title up to the first "## " heading.
 
 The --help layout this reads (every htr command prints it):
 
@@ -290,22 +291,27 @@ def comment_roff(lines):
     return out
 
 
-def readme_section(path, title):
+def doc_opening(path):
+    """A markdown page's text from its "# " title to its first "## "."""
     with open(path) as f:
         lines = f.read().split('\n')
-    try:
-        i = lines.index('## ' + title) + 1
-    except ValueError:
-        sys.exit('htrman: %s has no "## %s" section' % (path, title))
+    i = 0
+    while i < len(lines) and not lines[i].startswith('# '):
+        i += 1
+    if i == len(lines):
+        sys.exit('htrman: %s has no "# " title' % path)
+    i += 1
     sec = []
     while i < len(lines) and not lines[i].startswith('## '):
         sec.append(lines[i])
         i += 1
+    if not any(l.strip() for l in sec):
+        sys.exit('htrman: %s has no text before its first "## "' % path)
     return sec
 
 
 def markdown_roff(lines):
-    """Paragraphs and '* ' bullet lists of the README."""
+    """Paragraphs and '* ' bullet lists of markdown."""
     out, mode = [], None          # None, 'text', 'item'
     for l in lines:
         if not l.strip():
@@ -321,7 +327,7 @@ def markdown_roff(lines):
     return out
 
 
-def gen_lib(version, readme, outpath, headers):
+def gen_lib(version, embedding, outpath, headers):
     out = header('libhtr', 3, version, 'libhtr manual')
     out += ['.SH NAME',
             'libhtr \\- Intel PT traces as memory\\-mapped call trees']
@@ -334,7 +340,7 @@ def gen_lib(version, readme, outpath, headers):
         out += [inline_md(title[0].upper() + title[1:] +
                           ('' if title.endswith('.') else '.'))]
         out += comment_roff(body)
-    out += ['.SH EMBEDDING'] + markdown_roff(readme_section(readme, 'Embedding'))
+    out += ['.SH EMBEDDING'] + markdown_roff(doc_opening(embedding))
     out += ['.SH HEADERS',
             'What each public header says of itself (its top comment); the',
             'functions are documented where they are declared.']
