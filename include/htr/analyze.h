@@ -30,9 +30,9 @@
  *   htr_tsc_get(a, block, &total, &children, &local);
  *   htr_analysis_close(a);
  *
- * TSC rule (details in README.md, "Analyzers"): for a block, total = the
- * time the decoder reports at its last instruction - the time at its first;
- * children = the sum of its children's totals; local = total - children.
+ * TSC rule (details in docs/analyzers.md, "What the ticks mean"): for a
+ * block, total = the time the decoder reports at its last instruction -
+ * the time at its first; children = the sum of its children's totals; local = total - children.
  * Late blocks start with the trace, at the first time point (the first
  * PSB+'s time, at instruction 0); truncated blocks end at the last
  * instruction; time spent in a gap counts to every block whose span

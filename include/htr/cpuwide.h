@@ -9,7 +9,7 @@
  * (re-)enabled, gives every piece to the thread the switches say was on
  * that CPU at that time, and writes one .htr per thread asked for, made
  * exactly as `htr build FILE.data` makes it from a CPU-wide perf.data
- * (same module, same rules; see README.md "CPU-wide recordings").
+ * (same module, same rules; see docs/perf.md, "CPU-wide recordings").
  *
  *   struct htr_cpuwide *cw;
  *   htr_builder_alloc(&b, &opts);  add the process's code to b;

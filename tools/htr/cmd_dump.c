@@ -19,7 +19,7 @@ static const char usage_text[] =
 "FIRST and LAST are instruction IDs, ENTRY the function's entry address\n"
 "('?' when it was never traced: the trace began inside the function, or\n"
 "the call went into untraced code), FLAGS any of late, truncated, gap,\n"
-"implicit-return, unwound (README, \"Tree rules\").  A file built from a\n"
+"implicit-return, unwound (docs/tree-rules.md).  A file built from a\n"
 "perf.data starts with a line '# thread TID (pid PID, COMM)'.\n"
 "With --tsc, each line is instead, under a header line (starting with\n"
 "'#') that names the columns and the time unit,\n"
