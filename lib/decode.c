@@ -10,6 +10,7 @@
 #include "decode.h"
 #include "walk.h"
 #include "x86len.h"
+#include "filter.h"
 #include "image.h"
 #include "htr/build.h"
 #include "htr/tree.h"
@@ -405,7 +406,7 @@ static NOINLINE int direct_branch(struct dec *s, const struct pt_block *b,
 	to = b->end_ip + z.length + (uint64_t) z.raw.imm[0].value.s;
 	if (b->mode == ptem_32bit)
 		to &= 0xffffffffu;
-	*exit = !htr_decode__filter_passes(&s->filter, to);
+	*exit = !htr_filter__passes(&s->filter, to);
 	return 1;
 }
 
@@ -959,28 +960,6 @@ static int fresh_decoder(struct dec *s, const struct pt_config *c,
 	return 0;
 }
 
-int htr_decode__filter_passes(const struct pt_conf_addr_filter *f,
-			      uint64_t ip)
-{
-	const uint64_t r[8] = { f->addr0_a, f->addr0_b, f->addr1_a,
-				f->addr1_b, f->addr2_a, f->addr2_b,
-				f->addr3_a, f->addr3_b };
-	int filters = 0, in = 0;
-	unsigned n;
-
-	for (n = 0; n < 4; n++) {
-		unsigned cfg = (unsigned) (f->config.addr_cfg >> (4 * n)) & 15;
-		int hit = r[2 * n] <= ip && ip <= r[2 * n + 1];
-
-		if (cfg == 2 && hit)            /* TraceStop */
-			return 0;
-		if (cfg == 1) {                 /* FilterEn */
-			filters = 1;
-			in |= hit;
-		}
-	}
-	return !filters || in;
-}
 
 /* Range @n of @f, as IA32_RTIT_ADDRn (its end inclusive). */
 static void set_filter(struct pt_conf_addr_filter *f, unsigned n,

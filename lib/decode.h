@@ -8,6 +8,7 @@
 #ifndef HTR_LIB_DECODE_H
 #define HTR_LIB_DECODE_H
 
+#include "icls.h"
 #include "err.h"
 
 #include <stdint.h>
@@ -18,17 +19,6 @@ struct pt_conf_addr_filter;
 struct htr_image;   /* lib/image.h */
 struct htr_walk;    /* lib/walk.h */
 
-/* Class of the last instruction of a run. */
-enum htr_icls {
-	HTR_IC_OTHER = 0,     /* anything that neither enters nor leaves a frame */
-	HTR_IC_CALL,          /* near call: the next run starts in the callee */
-	HTR_IC_RET,           /* near return */
-	HTR_IC_FAR_CALL,      /* far call, syscall, interrupt entry (async
-			       * branches are reported with .far_call) */
-	HTR_IC_FAR_RET,       /* far return, iret, sysret, sysexit */
-	HTR_IC_JUMP,          /* indirect near jump (FF /4): where it lands
-			       * may leave frames (longjmp, unwinders) */
-};
 
 /* A gap, as the decoder reports it. */
 struct htr_decode_gap {
@@ -111,11 +101,6 @@ uint64_t htr_decode__psb_before(const uint8_t *trace, uint64_t size,
  * its return stack does not hold, a runaway). */
 int htr_decode__error_is_local(int code);
 
-/* Whether code at @ip is traced under the IP filters @f, as libipt's
- * pt_filter_addr_check() has it (ranges inclusive): not in a TraceStop
- * region, and in a FilterEn region if there is one. */
-int htr_decode__filter_passes(const struct pt_conf_addr_filter *f,
-			      uint64_t ip);
 
 /* The offset of the first PSB at or after @from in @trace (@size bytes);
  * UINT64_MAX if none. */

@@ -35,6 +35,7 @@
 #include "walk.h"
 #include "image.h"
 #include "x86len.h"
+#include "filter.h"
 
 #include <intel-pt.h>
 #include <Zydis/Zydis.h>
@@ -632,13 +633,13 @@ static int to_ip(struct htr_walk *w, struct htr_walk_block *b, uint64_t ip,
 			break;
 		case K_JMP:
 			if (to == TO_SKL014 &&
-			    !htr_decode__filter_passes(&w->filter, in->target))
+			    !htr_filter__passes(&w->filter, in->target))
 				return 1;
 			w->ip = in->target;
 			break;
 		case K_CALL:
 			if (to == TO_SKL014 &&
-			    !htr_decode__filter_passes(&w->filter, in->target))
+			    !htr_filter__passes(&w->filter, in->target))
 				return 1;
 			w->ip = in->target;
 			return to == TO_IP && w->ip == ip;

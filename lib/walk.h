@@ -15,10 +15,11 @@
 #ifndef HTR_LIB_WALK_H
 #define HTR_LIB_WALK_H
 
-#include "decode.h"
+#include "icls.h"
 
 #include <stdint.h>
 
+struct htr_image;   /* lib/image.h */
 struct htr_walk;
 struct pt_config;
 struct pt_event;

@@ -7,7 +7,7 @@
 #ifndef HTR_LIB_X86LEN_H
 #define HTR_LIB_X86LEN_H
 
-#include "decode.h"
+#include "icls.h"
 
 #include <stddef.h>
 #include <stdint.h>
