@@ -1,14 +1,15 @@
 /*
  * The tree builder (lib/treebuild.c) on its own: each test feeds a script
  * of decoder events (tests/treebuild_script.h says the notation) to the
- * builder and compares the tree it commits with the tree README's "Tree
- * rules" give, written here by hand from the rule's text (the comments
+ * builder and compares the tree it commits with the tree the rules of
+ * docs/tree-rules.md give, written here by hand from the rule's text (the comments
  * work the instruction IDs out).  One test per rule, named after it, and
  * the edge cases between rules; every test takes milliseconds.
  *
  * Each rule was broken on purpose in lib/treebuild.c (one change at a
- * time, not committed) and the suite run: the tests that failed, the
- * rule's own first.  "+N": N more tests failed too.
+ * time; tools/check/treebuild_mutants.py does it again) and the suite
+ * run: the tests that failed, the rule's own first.  "+N": N more tests
+ * failed too.
  *
  *  rule                           mutation                      fails
  *  1 IDs                          a gap takes an ID             rule_1_ids_count_instructions_not_gaps +27
@@ -61,7 +62,7 @@
  *  time after an error (decode.h) applied after the gap         time_after_error_is_where_decoding_resumed
  *  time_entry (treebuild.h)       applied at any time           time_entry_only_before_callee_first_instruction
  *
- * Where the README's text leaves a case open, the expected tree follows
+ * Where the rules' text leaves a case open, the expected tree follows
  * the builder's header comments and says so: a handler interrupting a
  * callee before its first instruction nests in it (rule 2), a frame
  * opened at a function's entry where tracing resumed has lost nothing
@@ -89,7 +90,7 @@ static struct tbs_result *run(const char *rule, const char *script,
 	cr_assert_not_null(r);
 	snprintf(path, sizeof(path), "%s/t%u.htr", dir, n++);
 	cr_assert_eq(tbs_run(script, path, flags, r), 0,
-		     "README tree rule %s: %s\n--- script:\n%s", rule, r->err,
+		     "tree rule (docs/tree-rules.md) %s: %s\n--- script:\n%s", rule, r->err,
 		     script);
 	return r;
 }
@@ -102,7 +103,7 @@ static void tree_is(const char *rule, const char *script, unsigned flags,
 	struct tbs_result *r = run(rule, script, flags);
 
 	cr_assert_str_eq(r->tree, want,
-			 "README tree rule %s\n--- script:\n%s\n"
+			 "tree rule (docs/tree-rules.md) %s\n--- script:\n%s\n"
 			 "--- want:\n%s--- got:\n%s", rule, script, want,
 			 r->tree);
 	free(r);
@@ -123,8 +124,8 @@ RULE(rule_1_ids_count_instructions_not_gaps)
 
 	cr_assert_str_eq(r->tree, "0-7 @? late truncated gap\n"
 				  "  2-6 @0x2000 gap\n",
-			 "README tree rule 1 (IDs): got\n%s", r->tree);
-	cr_assert_eq(r->ninsns, 8, "README tree rule 1 (IDs): %llu IDs",
+			 "tree rule (docs/tree-rules.md) 1 (IDs): got\n%s", r->tree);
+	cr_assert_eq(r->ninsns, 8, "tree rule (docs/tree-rules.md) 1 (IDs): %llu IDs",
 		     (unsigned long long) r->ninsns);
 	cr_assert_eq(r->gaps, 1);
 	free(r);
@@ -671,7 +672,7 @@ RULE(rule_4_errors_do_not_grow_depth)
 			 "0-42 @? late truncated gap\n"
 			 "  1-42 @0x2000 truncated gap\n"
 			 "    3-42 @? late truncated gap\n",
-			 "README tree rule 4 (the depth does not grow with the "
+			 "tree rule (docs/tree-rules.md) 4 (the depth does not grow with the "
 			 "number of errors): got\n%s", r->tree);
 	cr_assert_eq(r->errors, 40);
 	free(r);
@@ -796,7 +797,7 @@ Test(treebuild, rule_6_depth_limit_folds_calls, .timeout = 4.0)
 				   "ret 0x200001 1; ret 0x200001 1;"
 				   "ret 0x200001 1; ret 0x200001 1;"
 				   "run 0x100001 1", TBS_QUIET);
-	const char *rule = "README tree rule 6 (limits: at most 2^18 open "
+	const char *rule = "tree rule (docs/tree-rules.md) 6 (limits: at most 2^18 open "
 			   "frames, calls beyond folded into the deepest)";
 
 	cr_assert_eq(r->folded, 5, "%s: folded %llu", rule,
@@ -818,9 +819,9 @@ Test(treebuild, rule_6_runaway_is_an_error_gap)
 				   "run 0x1000 1; gap error; resume 0x1000;"
 				   "run 0x1000 1", 0);
 
-	cr_assert_eq(r->errors, 2, "README tree rule 6: errors %llu",
+	cr_assert_eq(r->errors, 2, "tree rule (docs/tree-rules.md) 6: errors %llu",
 		     (unsigned long long) r->errors);
-	cr_assert_eq(r->runaways, 1, "README tree rule 6: runaways %llu",
+	cr_assert_eq(r->runaways, 1, "tree rule (docs/tree-rules.md) 6: runaways %llu",
 		     (unsigned long long) r->runaways);
 	cr_assert_str_eq(r->tree, "0-3 @? late truncated gap\n");
 	free(r);
