@@ -15,5 +15,6 @@
 #include "analyze.h"
 #include "cursor.h"
 #include "cpuwide.h"
+#include "perf.h"
 
 #endif /* HTR_HTR_H */
