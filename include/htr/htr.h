@@ -16,5 +16,6 @@
 #include "cursor.h"
 #include "cpuwide.h"
 #include "perf.h"
+#include "names.h"
 
 #endif /* HTR_HTR_H */
