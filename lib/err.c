@@ -114,3 +114,15 @@ const char *htr_errstr(int code)
 	}
 	return "unknown error";
 }
+
+char *htr_escape(char *dst, size_t size, const char *src)
+{
+	if (!dst)
+		return dst;
+	if (!src) {
+		if (size)
+			dst[0] = '\0';
+		return dst;
+	}
+	return htr_err__escape(dst, size, src);
+}

@@ -13,6 +13,7 @@
  * part of the answer it would have given.
  */
 #include "srcline.h"
+#include "htr/names.h"
 
 #include "file.h"
 #include "symbols.h"
@@ -444,3 +445,24 @@ const char *htr_srclines__at(struct htr_srclines *sl, uint64_t addr)
 }
 
 #endif
+
+/* The public API (htr/names.h). */
+int htr_srclines_supported(void)
+{
+	return htr_srclines__supported();
+}
+
+int htr_srclines_open(struct htr_srclines **out, const struct htr_file *file)
+{
+	return htr_srclines__open(out, file, NULL);
+}
+
+void htr_srclines_free(struct htr_srclines *sl)
+{
+	htr_srclines__free(sl);
+}
+
+const char *htr_srclines_at(struct htr_srclines *sl, uint64_t addr)
+{
+	return sl ? htr_srclines__at(sl, addr) : "";
+}

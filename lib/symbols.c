@@ -20,6 +20,7 @@
  * their NUL terminators are checked here.
  */
 #include "symbols.h"
+#include "htr/names.h"
 
 #include "file.h"
 #include "le.h"
@@ -1862,4 +1863,56 @@ static int describe(const struct htr_syms *syms, uint64_t addr, char *buf,
 	}
 	snprintf(buf, size, "0x%llx", U64(addr));
 	return 0;
+}
+
+/* The public API (htr/names.h): the loader's symbols and its message. */
+struct htr_names {
+	struct htr_syms *syms;
+	unsigned skipped;
+	struct htr_err err;
+};
+
+int htr_names_open(struct htr_names **out, const struct htr_file *file)
+{
+	struct htr_names *n;
+	int rc;
+
+	if (!out)
+		return HTR_ERR_INVALID;
+	*out = NULL;
+	if (!file)
+		return HTR_ERR_INVALID;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return HTR_ERR_NOMEM;
+	rc = htr_syms__load(&n->syms, file, &n->skipped, &n->err);
+	if (rc < 0) {
+		free(n);
+		return rc;
+	}
+	*out = n;
+	return 0;
+}
+
+void htr_names_free(struct htr_names *n)
+{
+	if (!n)
+		return;
+	htr_syms__free(n->syms);
+	free(n);
+}
+
+unsigned htr_names_skipped(const struct htr_names *n, const char **why)
+{
+	if (why)
+		*why = n && n->skipped ? n->err.msg : "";
+	return n ? n->skipped : 0;
+}
+
+int htr_names_at(const struct htr_names *n, uint64_t addr, char *buf,
+		 size_t size)
+{
+	if (!n || !buf || !size)
+		return 0;
+	return htr_syms__name(n->syms, addr, buf, size);
 }

@@ -577,6 +577,50 @@ check "goto no such block" "htr goto: block 99999999: no such block" \
 check "goto no place" "htr goto: expected a BLOCK, --block N or --insn ID" \
 	-o "trace load $P.json" -o "htr build -o $T/out-basic" -o "htr goto --count 3"
 
+# htr build --perf FILE.data: a perf.data built inside lldb-22 through the
+# plugin (libhtr's htr/perf.h), no trace loaded; each thread's tree is the
+# CLI's `htr build FILE.data` tree, line for line.
+PD=$T/perfdata
+mkdir -p "$PD/cli" "$PD/lldb"
+if ! command -v qemu-x86_64 >/dev/null 2>&1 || ! command -v cc >/dev/null 2>&1; then
+	echo "skipped: htr build --perf: no qemu-x86_64 or cc"
+elif ! cc -O0 -g -pthread -o "$PD/threads" "$srcdir/record/threads.c" ||
+     ! "$htr" record -q -o "$PD/rec.data" -- "$PD/threads" >/dev/null 2>"$PD/rec.err"; then
+	echo "skipped: htr build --perf: cannot record: $(head -1 "$PD/rec.err" 2>/dev/null)"
+else
+	"$htr" build -q "$PD/rec.data" -o "$PD/cli/" 2>"$PD/cli.err" ||
+		fail "perf: the CLI's build failed: $(cat "$PD/cli.err")"
+	lldb "$PD/out" -o "htr build --perf $PD/rec.data -o $PD/lldb/" ||
+		fail "perf: htr build --perf failed: $(cat "$PD/out")"
+	n=0
+	for c in "$PD"/cli/*.htr; do
+		[ -f "$c" ] || continue
+		l=$PD/lldb/$(basename "$c")
+		tid=$(basename "$c" .htr)
+		tid=${tid##*.}
+		if ! grep -q "^thread $tid: built $l (" "$PD/out"; then
+			fail "perf: no 'thread $tid: built $l' line"
+		elif ! "$htr" dump "$c" >"$PD/c.dump" ||
+		     ! "$htr" dump "$l" >"$PD/l.dump" ||
+		     ! cmp -s "$PD/c.dump" "$PD/l.dump"; then
+			fail "perf: thread $tid: the plugin's tree is not the CLI's"
+		else
+			n=$((n + 1))
+		fi
+	done
+	if [ "$n" -lt 2 ]; then
+		fail "perf: $n thread(s) compared (want every thread of threads.c)"
+	else
+		echo "ok: htr build --perf: $n threads, each the CLI's tree"
+	fi
+	lldb "$PD/bad" -o "htr build --perf $PD/none.data"
+	grep -q "^error: htr build: .*none.data" "$PD/bad" ||
+		fail "perf: a missing perf.data: $(cat "$PD/bad")"
+	lldb "$PD/bad" -o "htr build --perf $PD/rec.data --thread 1 -o $PD/lldb/"
+	grep -q "^error: htr build: .*no Intel PT trace of thread 1" "$PD/bad" ||
+		fail "perf: --thread of no thread: $(cat "$PD/bad")"
+fi
+
 # Help.
 lldb "$T/help" -o "help htr" -o "help htr build" -o "help htr dump" \
 	-o "help htr top" -o "help htr find" -o "help htr goto" ||
@@ -585,6 +629,7 @@ for w in "build --" "dump  --" "top   --" "find  --" "goto  --" \
 	 "Syntax: htr build" "Syntax: htr dump" "Syntax: htr top" \
 	 "Syntax: htr find" "Syntax: htr goto" "reuses the file" \
 	 "Per-CPU traces (process trace start --per-cpu-tracing" \
+	 "htr build --perf FILE.data \\[--thread TID\\] \\[-o OUT\\]" \
 	 "-l, --lines       append the source position" \
 	 "-b, --block N     print the subtree of block N" \
 	 "-i, --insn ID     print the subtree of the deepest block containing" \

@@ -15,5 +15,7 @@
 #include "analyze.h"
 #include "cursor.h"
 #include "cpuwide.h"
+#include "perf.h"
+#include "names.h"
 
 #endif /* HTR_HTR_H */

@@ -308,6 +308,7 @@ const char build_help[] =
 	"Build one .htr file per thread of the loaded Intel PT trace.";
 const char build_syntax[] =
 	"htr build [--thread TID] [-o DIR]\n"
+	"htr build --perf FILE.data [--thread TID] [-o OUT]\n"
 	"\n"
 	"Save the loaded trace (trace load BUNDLE.json) to a temporary bundle,\n"
 	"decode each thread's raw Intel PT trace with libhtr, with the code of\n"
@@ -331,7 +332,15 @@ const char build_syntax[] =
 	"times converted by the bundle's tscPerfZeroConversion.  A thread with\n"
 	"no traced instruction gets no file.  One key, DIR/cpus.key, covers\n"
 	"the whole build.  These files have no sync points (their pieces come\n"
-	"from several streams): `htr goto` cannot seek in them.\n";
+	"from several streams): `htr goto` cannot seek in them.\n"
+	"\n"
+	"With --perf FILE.data, no trace need be loaded: the perf.data (perf\n"
+	"record -e intel_pt//u, htr record) is built by libhtr (htr/perf.h)\n"
+	"exactly as the CLI's `htr build FILE.data` builds it: one .htr per\n"
+	"thread with trace, the code from the recorded mappings, OUT as the\n"
+	"CLI's -o (default: FILE.TID.htr beside it; DIR/, a pattern with %t\n"
+	"for the tid, NAME.htr for one thread).  The files are listed; read\n"
+	"them with the CLI (htr dump FILE.htr).\n";
 
 // One CPU of a per-CPU bundle.
 struct SavedCpu {
@@ -779,6 +788,81 @@ bool build_cpus(lldb::SBTarget &target, lldb::SBProcess &process,
 	return true;
 }
 
+// htr build --perf FILE: the library's perf.data build (htr/perf.h).
+struct PerfRun {
+	std::string out;   // what the command prints
+};
+
+void perf_warning(int kind, const char *text, void *payload)
+{
+	PerfRun *r = static_cast<PerfRun *>(payload);
+
+	r->out += fmt("%s: %s\n", kind >= HTR_PERF_NOTE ? "note" : "warning",
+		      text);
+}
+
+int perf_thread_done(const struct htr_perf_result *t, void *payload)
+{
+	PerfRun *r = static_cast<PerfRun *>(payload);
+
+	if (t->error)
+		r->out += fmt("thread %u: failed: %s\n", t->tid, t->message);
+	else
+		r->out += fmt("thread %u: built %s (%" PRIu64 " instructions, %"
+			      PRIu64 " blocks, %" PRIu64 " gaps)\n", t->tid,
+			      t->out, t->stats->insns, t->stats->blocks,
+			      t->stats->gaps);
+	return 0;
+}
+
+bool build_perf(const char *path, const char *output, bool have_tid,
+		uint64_t tid, lldb::SBCommandReturnObject &result)
+{
+	struct htr_perf *pf = nullptr;
+	struct htr_build_opts opts;
+	struct htr_perf_build_opts po;
+	PerfRun run;
+
+	if (have_tid && tid > UINT32_MAX) {
+		result.SetError(fmt("htr build: --thread: bad value '%" PRIu64
+				    "'", tid).c_str());
+		return false;
+	}
+	htr_build_opts_init(&opts);
+	opts.no_fsync = 1;
+	{
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		opts.threads = n > 1 ? (unsigned) (n > 64 ? 64 : n) : 1;
+	}
+	htr_perf_build_opts_init(&po);
+	po.build = &opts;
+	po.output = output;
+	if (have_tid) {
+		po.flags |= HTR_PERF_BUILD_TID;
+		po.tid = (uint32_t) tid;
+	}
+	po.thread_done = perf_thread_done;
+	po.warning = perf_warning;
+	po.payload = &run;
+	int rc = htr_perf_open(&pf, path);
+	if (rc == 0)
+		rc = htr_perf_build(pf, &po);
+	if (rc < 0) {
+		std::string msg = htr_perf_last_error(pf);
+		if (msg.empty())
+			msg = htr_errstr(rc);
+		htr_perf_close(pf);
+		result.Printf("%s", run.out.c_str());
+		result.SetError(fmt("htr build: %s", msg.c_str()).c_str());
+		return false;
+	}
+	htr_perf_close(pf);
+	result.Printf("%s", run.out.c_str());
+	result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
+	return true;
+}
+
 class BuildCmd : public lldb::SBCommandPluginInterface {
 public:
 	bool DoExecute(lldb::SBDebugger dbg, char **argv,
@@ -788,15 +872,18 @@ public:
 bool BuildCmd::DoExecute(lldb::SBDebugger dbg, char **argv,
 			 lldb::SBCommandReturnObject &result)
 {
-	std::string outdir;
+	std::string outdir, perf;
 	uint64_t only_tid = 0;
-	bool have_tid = false;
+	bool have_tid = false, have_out = false;
 
 	for (int i = 0; argv && argv[i]; i++) {
 		std::string a = argv[i];
 
-		if ((a == "-o" || a == "--output") && argv[i + 1]) {
+		if (a == "--perf" && argv[i + 1]) {
+			perf = argv[++i];
+		} else if ((a == "-o" || a == "--output") && argv[i + 1]) {
 			outdir = argv[++i];
+			have_out = true;
 		} else if ((a == "-t" || a == "--thread") && argv[i + 1]) {
 			if (!parse_u64(argv[++i], &only_tid)) {
 				result.SetError(fmt("htr build: --thread: bad "
@@ -811,6 +898,10 @@ bool BuildCmd::DoExecute(lldb::SBDebugger dbg, char **argv,
 			return false;
 		}
 	}
+
+	if (!perf.empty())
+		return build_perf(perf.c_str(), have_out ? outdir.c_str() :
+				  nullptr, have_tid, only_tid, result);
 
 	lldb::SBTarget target;
 	lldb::SBProcess process;

@@ -57,8 +57,11 @@ int open_htr(const char *cmd, const char *path,
  * or followed by ns, us, ms or s (*@unit 1, *@out in ns).  Returns 0 or
  * -1. */
 int parse_duration(const char *s, uint64_t *out, int *unit);
-/* Parse two such numbers as START-END.  Returns 0 or -1 (the order is
- * the caller's to check). */
+/* Parse a byte count: a number with an optional K, M or G (powers of
+ * 1024).  Returns 0 or -1. */
+int parse_bytes(const char *s, uint64_t *out);
+/* Parse two durations (as parse_duration()) as START-END.  Returns 0 or
+ * -1 (the order is the caller's to check). */
 int parse_range(const char *s, uint64_t *start, uint64_t *end);
 /* Where a command starts, in the CLI's one vocabulary of places: --block
  * N, a block index as find, top (SLOWEST) and dump --json print it, or

@@ -2,7 +2,6 @@
 #include "cmd.h"
 
 #include "htr/htr.h"
-#include "srcline.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -185,7 +184,7 @@ static const char *where_field(struct dump *d, const struct htr_block_info *bi,
 			       char *buf, size_t size)
 {
 	uint64_t a = d->lines ? block_where(bi) : 0;
-	const char *at = a ? htr_srclines__at(d->lines, a) : "";
+	const char *at = a ? htr_srclines_at(d->lines, a) : "";
 
 	if (!*at)
 		return "";
@@ -384,7 +383,7 @@ int cmd_dump(int argc, char **argv)
 		return usage_error("dump", "expected one FILE.htr");
 	if (lines && d.json)
 		return usage_error("dump", "--lines: not with --json");
-	if (lines && !htr_srclines__supported())
+	if (lines && !htr_srclines_supported())
 		return fail("dump", "--lines: this htr was built without libdw "
 			    "(elfutils), so it reads no source lines");
 	path = argv[optind];
@@ -397,10 +396,10 @@ int cmd_dump(int argc, char **argv)
 	if (tsc && open_analysis("dump", f, HTR_ANALYZE_ALL, &d.an) < 0)
 		goto out;
 	if (lines) {
-		struct htr_err e = { 0, "" };
+		int e = htr_srclines_open(&d.lines, f);
 
-		if (htr_srclines__open(&d.lines, f, &e) < 0) {
-			rc = fail("dump", "--lines: %s", e.msg);
+		if (e < 0) {
+			rc = fail("dump", "--lines: %s", htr_errstr(e));
 			goto out;
 		}
 	}
@@ -433,7 +432,7 @@ int cmd_dump(int argc, char **argv)
 	}
 	rc = HTR_EXIT_OK;
 out:
-	htr_srclines__free(d.lines);
+	htr_srclines_free(d.lines);
 	htr_analysis_close(d.an);
 	htr_file_close(f);
 	return rc;

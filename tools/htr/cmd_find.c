@@ -2,7 +2,6 @@
 #include "cmd.h"
 
 #include "htr/htr.h"
-#include "srcline.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -201,7 +200,7 @@ int cmd_find(int argc, char **argv)
 		return usage_error("find", "PATTERN is empty");
 	if (lines && json)
 		return usage_error("find", "--lines: not with --json");
-	if (lines && !htr_srclines__supported())
+	if (lines && !htr_srclines_supported())
 		return fail("find", "--lines: this htr was built without libdw "
 			    "(elfutils), so it reads no source lines");
 	if (!glob_ok(pattern))
@@ -212,10 +211,10 @@ int cmd_find(int argc, char **argv)
 	if (open_analysis("find", f, HTR_ANALYZE_ALL, &c.an) < 0)
 		goto out;
 	if (lines) {
-		struct htr_err e = { 0, "" };
+		int e = htr_srclines_open(&sl, f);
 
-		if (htr_srclines__open(&sl, f, &e) < 0) {
-			rc = fail("find", "--lines: %s", e.msg);
+		if (e < 0) {
+			rc = fail("find", "--lines: %s", htr_errstr(e));
 			goto out;
 		}
 	}
@@ -260,7 +259,7 @@ int cmd_find(int argc, char **argv)
 			putchar('}');
 		} else {
 			const char *at = sl && h->where ?
-					 htr_srclines__at(sl, h->where) : "";
+					 htr_srclines_at(sl, h->where) : "";
 
 			printf("%u  %s  %" PRIu64 "..%" PRIu64 "  %" PRIu64
 			       "  %" PRIu64 "%s%s\n", h->block, h->name,
@@ -276,7 +275,7 @@ int cmd_find(int argc, char **argv)
 	}
 	rc = HTR_EXIT_OK;
 out:
-	htr_srclines__free(sl);
+	htr_srclines_free(sl);
 	free(c.v);
 	htr_analysis_close(c.an);
 	htr_file_close(f);

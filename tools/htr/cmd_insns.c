@@ -2,7 +2,6 @@
 #include "cmd.h"
 
 #include "htr/htr.h"
-#include "symbols.h"
 
 #include <Zydis/Zydis.h>
 
@@ -63,10 +62,10 @@ static const char usage_text[] =
 struct dis {
 	ZydisDecoder z64, z32, z16;
 	ZydisFormatter fmt;
-	const struct htr_syms *syms;    /* NULL: no names */
+	const struct htr_names *syms;    /* NULL: no names */
 };
 
-static int dis_init(struct dis *d, int intel, const struct htr_syms *syms)
+static int dis_init(struct dis *d, int intel, const struct htr_names *syms)
 {
 	memset(d, 0, sizeof(*d));
 	d->syms = syms;
@@ -144,7 +143,7 @@ static void dis_text(const struct dis *d, const struct htr_insn *in,
 					       (uint64_t) to);
 		if (n >= size || !d->syms)
 			continue;
-		htr_syms__name(d->syms, to, name, sizeof(name));
+		htr_names_at(d->syms, to, name, sizeof(name));
 		if (strncmp(name, "0x", 2))     /* inside a module */
 			snprintf(out + n, size - n, " <%s>", name);
 	}
@@ -401,8 +400,8 @@ int cmd_insns(int argc, char **argv)
 	struct htr_cursor_opts co;
 	struct htr_cursor *cur = NULL;
 	struct htr_file *f = NULL;
-	struct htr_syms *syms = NULL;
-	struct htr_err serr;
+	struct htr_names *syms = NULL;
+	const char *why;
 	struct units u;
 	struct dis d;
 	const char *path;
@@ -411,7 +410,6 @@ int cmd_insns(int argc, char **argv)
 	uint64_t from = 0, count = 20, last = UINT64_MAX, i, id0, t0 = 0;
 	uint64_t ns0 = 0;
 	uint32_t block;
-	unsigned nskipped = 0;
 	int c, rc = HTR_EXIT_FAIL, err, intel = 0, bytes = 0, ticks = 0;
 	int have_t0;
 
@@ -495,14 +493,13 @@ int cmd_insns(int argc, char **argv)
 	}
 	/* Names as find prints them (the symbol analyzer's own lookup);
 	 * without symbols MODULE+0xOFFSET. */
-	memset(&serr, 0, sizeof(serr));
-	if (htr_syms__load(&syms, f, &nskipped, &serr) < 0) {
+	if (htr_names_open(&syms, f) < 0) {
 		rc = fail("insns", "out of memory");
 		goto out;
 	}
-	if (nskipped)
+	if (htr_names_skipped(syms, &why))
 		fprintf(stderr, "htr: insns: some names are missing (%s)\n",
-			serr.msg);
+			why);
 	if (dis_init(&d, intel, syms) < 0) {
 		rc = fail("insns", "cannot set up Zydis' formatter");
 		goto out;
@@ -530,7 +527,7 @@ int cmd_insns(int argc, char **argv)
 		}
 		if (in.gap && in.id != from)
 			printf("-- gap (%s)\n", htr_gap_kind_str(in.gap));
-		htr_syms__name(syms, in.ip, where, sizeof(where));
+		htr_names_at(syms, in.ip, where, sizeof(where));
 		printf("%" PRIu64 "  %#" PRIx64 "  %s  ", in.id, in.ip, where);
 		if (in.has_tsc && have_t0 && in.tsc >= t0) {
 			uint64_t t = in.tsc - t0, ns;
@@ -558,7 +555,7 @@ int cmd_insns(int argc, char **argv)
 	}
 	rc = HTR_EXIT_OK;
 out:
-	htr_syms__free(syms);
+	htr_names_free(syms);
 	htr_cursor_free(cur);
 	free(found);
 	htr_file_close(f);

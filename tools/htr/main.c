@@ -172,6 +172,29 @@ int parse_duration(const char *s, uint64_t *out, int *unit)
 	return -1;
 }
 
+/* A byte count with an optional K, M or G (powers of 1024). */
+int parse_bytes(const char *s, uint64_t *out)
+{
+	static const char units[] = "KMG";
+	size_t n = strlen(s);
+	const char *u = n ? strchr(units, s[n - 1] & ~0x20) : NULL;
+	char num[32];
+	uint64_t v;
+	int shift;
+
+	if (!u || !*u)
+		return parse_u64(s, out);
+	if (n - 1 >= sizeof(num))
+		return -1;
+	memcpy(num, s, n - 1);
+	num[n - 1] = 0;
+	shift = 10 * (int) (u - units + 1);
+	if (parse_u64(num, &v) < 0 || v > (UINT64_MAX >> shift))
+		return -1;
+	*out = v << shift;
+	return 0;
+}
+
 int parse_range(const char *s, uint64_t *start, uint64_t *end)
 {
 	const char *dash = strchr(s, '-');
