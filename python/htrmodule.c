@@ -667,6 +667,13 @@ static PyObject *File_get_blocks(FileObject *self, void *c)
 	return r;
 }
 
+static PyObject *File_get_glue(FileObject *self, void *fn)
+{
+	if (!file_get(self))
+		return NULL;
+	return call_glue((const char *) fn, "(O)", (PyObject *) self);
+}
+
 static PyObject *File_block_seq(FileObject *self, PyObject *unused)
 {
 	BlockSeqObject *o;
@@ -1487,6 +1494,12 @@ static PyGetSetDef File_getset[] = {
 	{ "blocks", (getter) File_get_blocks, NULL,
 	  "the block records: a zero-copy numpy structured array, or a "
 	  "sequence of Block without numpy", NULL },
+	{ "tsc_points", (getter) File_get_glue, NULL,
+	  "the time points (id, tsc) in place: a numpy structured array, "
+	  "or a list of tuples", (void *) "_tsc_points" },
+	{ "funcs", (getter) File_get_glue, NULL,
+	  "the entry addresses of the function table, in place",
+	  (void *) "_funcs" },
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 
@@ -2574,6 +2587,20 @@ static const char glue_src[] =
 "    if np is None:\n"
 "        return f._block_seq()\n"
 "    return np.frombuffer(rec, dtype=block_dtype())\n"
+"def _tsc_points(f):\n"
+"    np = _np()\n"
+"    rec = f._records(4, 16)\n"
+"    if np is None:\n"
+"        m = memoryview(rec).cast('Q')\n"
+"        return [(m[i], m[i + 1]) for i in range(0, len(m), 2)]\n"
+"    return np.frombuffer(rec, dtype=np.dtype([('id', '<u8'),\n"
+"                                              ('tsc', '<u8')]))\n"
+"def _funcs(f):\n"
+"    np = _np()\n"
+"    rec = f._records(2, 8)\n"
+"    if np is None:\n"
+"        return memoryview(rec).cast('Q')\n"
+"    return np.frombuffer(rec, dtype='<u8')\n"
 "def _sidecar_key(path, sidecar):\n"
 "    return os.path.realpath(sidecar if sidecar is not None\n"
 "                            else path + '.lmdb')\n"
