@@ -468,6 +468,29 @@ class TestThreads(unittest.TestCase):
         self.assertRaises(StopIteration, next, cur)
 
 
+@unittest.skipIf(np is None, "numpy is not installed")
+class TestExample(unittest.TestCase):
+    def test_hot_functions(self):
+        ex = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                          "..", "examples", "hot_functions.py")
+        png = path("calls.png")
+        env = dict(os.environ, PYTHONPATH=os.environ.get("HTR_PY_DIR", "."))
+        r = subprocess.run([sys.executable, ex, path("t.htr"), "--top", "3",
+                            "--png", png], env=env, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        top = htr.open(path("t.htr")).top(3)
+        for row in top:
+            self.assertIn(row["name"][:44], r.stdout)
+        self.assertIn("calls, median", r.stdout)
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            return
+        with open(png, "rb") as fp:
+            self.assertEqual(fp.read(8), b"\x89PNG\r\n\x1a\n")
+
+
 class TestWithoutNumpy(unittest.TestCase):
     def test_sequence_of_blocks(self):
         code = (
