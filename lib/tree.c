@@ -405,3 +405,28 @@ int htr_func_entry(const struct htr_file *file, uint64_t i, uint64_t *addr)
 	*addr = file->funcs[i];
 	return 0;
 }
+
+int htr_file_section(const struct htr_file *file, uint32_t id,
+		     const void **data, uint64_t *count, uint32_t *entsize)
+{
+	const void *p;
+	uint64_t n;
+
+	if (!file || !file->ok)
+		return HTR_ERR_INVALID;
+	switch (id) {
+	case HTR_SECTION_BLOCKS: p = file->blocks; n = file->nblocks; break;
+	case HTR_SECTION_FUNCS: p = file->funcs; n = file->nfuncs; break;
+	case HTR_SECTION_GAPS: p = file->gaps; n = file->ngaps; break;
+	case HTR_SECTION_TSC: p = file->tsc; n = file->ntsc; break;
+	case HTR_SECTION_SYNC: p = file->sync; n = file->nsync; break;
+	default: return HTR_ERR_RANGE;
+	}
+	if (data)
+		*data = n ? p : NULL;
+	if (count)
+		*count = n;
+	if (entsize)
+		*entsize = htr_file__sections[id - 1].entsize;
+	return 0;
+}

@@ -407,6 +407,33 @@ HTR_API const char *htr_gap_kind_str(enum htr_gap_kind kind);
  */
 HTR_API const char *htr_gap_reason(const struct htr_gap_info *gap);
 
+/* Sections of the format with fixed-size records (docs/FORMAT.md,
+ * "Section table"; the ids are the on-disk ones), for
+ * htr_file_section(). */
+#define HTR_SECTION_BLOCKS 1u      /* 32-byte block records, post-order */
+#define HTR_SECTION_FUNCS  2u      /* uint64 entry addresses */
+#define HTR_SECTION_GAPS   3u      /* 24-byte gap records */
+#define HTR_SECTION_TSC    4u      /* 16-byte time points (id, tsc) */
+#define HTR_SECTION_SYNC   5u      /* 16-byte sync points (offset, id) */
+
+/**
+ * The records of section @id in place, for readers that take the records
+ * as docs/FORMAT.md lays them out (little-endian, at the offsets given
+ * there; numpy's structured arrays, bindings) instead of one call per
+ * record.  *@data points into the mapping (8-byte aligned, read-only,
+ * valid until htr_file_close(@file); NULL when the section is empty),
+ * *@count is the number of records and *@entsize their size in bytes
+ * (check it against the layout you read: a later format version may
+ * grow a record).  Any output pointer may be NULL.  The bytes were
+ * bounds-checked at open, their contents not: indices read from block
+ * records must be range-checked before use, as the tree API does.
+ * Returns 0, HTR_ERR_RANGE (@id is not one of HTR_SECTION_*),
+ * HTR_ERR_INVALID (NULL or failed @file).
+ */
+HTR_API int htr_file_section(const struct htr_file *file, uint32_t id,
+			     const void **data, uint64_t *count,
+			     uint32_t *entsize);
+
 #ifdef __cplusplus
 }
 #endif

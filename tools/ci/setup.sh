@@ -16,12 +16,13 @@ quietly() {
 	rm -f "$log"
 }
 
-pkgs="gcc g++ time pkg-config meson ninja-build libipt-dev liblmdb-dev libelf-dev libdw-dev libiberty-dev libcriterion-dev qemu-user libzydis-dev libzstd-dev linux-perf libprotobuf-c-dev protobuf-c-compiler protobuf-compiler"
+pkgs="gcc g++ time pkg-config meson ninja-build libipt-dev liblmdb-dev libelf-dev libdw-dev libiberty-dev libcriterion-dev qemu-user libzydis-dev libzstd-dev linux-perf libprotobuf-c-dev protobuf-c-compiler protobuf-compiler python3-dev python3-numpy python3-pandas"
 # The LLDB plugin and its test (bookworm-security), the debug files of
 # libc and the loader (the names test), lld (a perfdata case), node and
 # npm (the viewers test runs speedscope's importer); without them those
 # are skipped, so they may fail to install without failing the set-up.
-optional="lldb-22 liblldb-22-dev libc6-dbg lld nodejs npm"
+# matplotlib: the histogram of examples/hot_functions.py.
+optional="lldb-22 liblldb-22-dev libc6-dbg lld nodejs npm python3-matplotlib"
 missing="" missing_opt=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
