@@ -241,6 +241,23 @@ struct rec_ctx {
 	int failed;
 };
 
+/* The recorder's threads (record.c): the live ones by slot, a summary of
+ * every one ended.  The log engine's slot is qemu's CPU index; the tcg
+ * engine's is the thread's index (slots are never reused there). */
+struct rec_threads;
+
+/* The thread in @slot, created (the next index) if the slot is empty. */
+struct rec_thread *rec_threads_at(struct rec_ctx *c, struct rec_threads *ts,
+				  unsigned slot);
+/* The thread in @slot exited: close its files, keep its figures.  0 or
+ * -1 (message in the context). */
+int rec_threads_end(struct rec_threads *ts, unsigned slot);
+
+/* The tcg engine (tcg.c): read the plugin's stream from @fd to its end,
+ * answering its questions on @reply.  0 or -1 (message in @c). */
+int rec_tcg_pump(struct rec_ctx *c, struct rec_threads *ts, int fd,
+		 int reply);
+
 /* The tid of thread @idx (creation order): the real one (the process id
  * for thread 0, clone's return for the others), or, when the log did not
  * say, a synthetic one above Linux's PID_MAX_LIMIT (4194304 + idx).
