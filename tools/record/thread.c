@@ -96,6 +96,10 @@ struct rec_thread {
 	/* a signal after an ambiguous branch: 1 until sigreturn, 2 until
 	 * the call a handler made the interrupted code make returns */
 	int holding;
+	uint64_t held_ret;      /* a held near ret: the innermost frame's
+				 * return address, where it surely went
+				 * unless a longjmp-like return; else 0 */
+	uint64_t moved_pc;      /* 2: where sigreturn resumed */
 	size_t moved_at;        /* 2: hq's length at sigreturn */
 	struct rec_insn held_insn;
 	struct held *hq;
@@ -733,20 +737,30 @@ static int step(struct rec_thread *t, uint64_t pc, int sig)
 		 * where that call returns to. */
 		if (t->holding == 1 && !sig && t->hlast.kind == RK_SYSCALL &&
 		    pc != t->hlast.pc + t->hlast.len) {
-			if (b->kind != RK_COND || pc == fall || pc == b->target)
+			if (b->kind == RK_COND ? pc == fall || pc == b->target :
+			    !t->held_ret || pc == t->held_ret)
 				return release(t, pc, pc, 0);
+			/* A near ret goes to the innermost frame's caller: a
+			 * sigreturn elsewhere resumes code the handler made
+			 * the interrupted code call, as for a conditional
+			 * branch.  (qemu-user delivers signals between
+			 * translation blocks, which end at branches: the tcg
+			 * engine sees this after nearly every ret.) */
 			t->holding = 2;
 			t->moved_at = t->hn;
+			t->moved_pc = pc;
 		} else if (t->holding == 2 && !sig && t->hlast.kind == RK_RET &&
-			   (pc == fall || pc == b->target)) {
+			   (b->kind == RK_COND ? pc == fall || pc == b->target :
+			    pc == t->held_ret)) {
 			return release(t, pc, pc, 0);
 		} else if (t->holding == 2 &&
 			   t->hn - t->moved_at >= MAX_MOVED) {
 			/* It has not returned (it switched stacks): the
 			 * branch's successor is lost, the trace says it fell
-			 * through. */
+			 * through (a ret: went where sigreturn resumed). */
 			t->c->oddities++;
-			return release(t, fall, pc, sig);
+			return release(t, b->kind == RK_COND ? fall :
+				       t->moved_pc, pc, sig);
 		}
 		if (hold(t, pc, sig) < 0)
 			return -1;
@@ -825,6 +839,9 @@ static int step(struct rec_thread *t, uint64_t pc, int sig)
 	} else if (ambiguous(&prev)) {
 		t->holding = 1;
 		t->held_insn = prev;
+		t->held_ret = prev.kind == RK_RET && t->depth &&
+			      t->st[t->depth - 1].ret != NO_RET ?
+			      t->st[t->depth - 1].ret : 0;
 		t->hlast = in;
 		return hold(t, pc, sig);
 	} else {
