@@ -181,6 +181,14 @@ struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned idx);
 /* The next instruction qemu ran on this thread; @sig: a signal was
  * delivered just before it.  Returns 0 or -1 (message in the context). */
 int rec_thread_step(struct rec_thread *t, uint64_t pc, int sig);
+/* The same with the instruction at hand (rec_image_insn()'s, copied). */
+int rec_thread_step_insn(struct rec_thread *t, const struct rec_insn *in,
+			 int sig);
+/* rec_thread_step_insn() of @n instructions that ran one after the other
+ * (a translation block: only the last may be a branch), the signal
+ * before the first; faster. */
+int rec_thread_run(struct rec_thread *t, const struct rec_insn *in,
+		   uint32_t n, int sig);
 /* qemu says the instruction it logged last at @pc did not run (a signal
  * stopped it first).  rec_thread_may_retract: 1 if @pc is this thread's
  * pending one; rec_thread_retract: then it did not run (returns 1). */

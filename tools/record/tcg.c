@@ -17,6 +17,7 @@
 #include "tcg/tcg_stream.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@
 struct tcg_tb {
 	uint32_t n;             /* instructions; 0: no such block */
 	uint32_t off;           /* their addresses: pcs[off .. off + n) */
+	struct rec_insn *in;    /* decoded at the first run, or NULL */
 };
 
 struct tcg_thr {
@@ -195,13 +197,52 @@ static void add_handler(struct tcg *g, uint64_t pc)
 	g->handlers[g->nh++] = pc;
 }
 
+/* Block @tb's instructions, decoded from the files once (as the log
+ * engine does at each address), checked against qemu's sizes. */
+static int decode(struct tcg *g, struct tcg_tb *tb)
+{
+	const uint64_t *pc = g->pcs + tb->off;
+	struct rec_insn *in = malloc(tb->n * sizeof(*in));
+	uint32_t i;
+
+	if (!in) {
+		rec_fail(g->c, "out of memory");
+		return -1;
+	}
+	for (i = 0; i < tb->n; i++) {
+		const struct rec_insn *d = rec_image_insn(&g->c->im, pc[i],
+							  g->c->executed);
+
+		if (!d) {
+			char msg[512];
+
+			snprintf(msg, sizeof(msg), "%s", g->c->im.err);
+			rec_fail(g->c, "%s", msg);
+			free(in);
+			return -1;
+		}
+		in[i] = *d;
+		if (i + 1 < tb->n && pc[i] + d->len != pc[i + 1]) {
+			rec_fail(g->c, "tcg: qemu ran %llu bytes at %#llx, "
+				 "the file holds a %u-byte instruction there "
+				 "(code changed at run time?)",
+				 (unsigned long long) (pc[i + 1] - pc[i]),
+				 (unsigned long long) pc[i], d->len);
+			free(in);
+			return -1;
+		}
+	}
+	tb->in = in;
+	return 0;
+}
+
 /* Thread @th ran the first @count instructions of block @id. */
 static void run(struct tcg *g, struct tcg_thr *th, uint32_t id,
 		uint32_t count)
 {
 	struct rec_thread *t = rec_threads_at(g->c, g->ts, th->slot);
 	const uint64_t *pc;
-	uint32_t i;
+	struct tcg_tb *tb;
 	int sig = 0;
 
 	if (!t)
@@ -211,13 +252,14 @@ static void run(struct tcg *g, struct tcg_thr *th, uint32_t id,
 		rec_fail(g->c, "tcg: a block that was never translated ran");
 		return;
 	}
-	pc = g->pcs + g->tbs[id].off;
+	tb = &g->tbs[id];
+	pc = g->pcs + tb->off;
+	if (!tb->in && decode(g, tb) < 0)
+		return;
 	if (g->nh && is_handler(g, pc[0]))
 		sig = rec_thread_expects(t, pc[0], th->sigret) != 1;
 	th->sigret = 0;
-	rec_thread_step(t, pc[0], sig);
-	for (i = 1; i < count && !g->c->failed; i++)
-		rec_thread_step(t, pc[i], 0);
+	rec_thread_run(t, tb->in, count, sig);
 }
 
 static void event(struct tcg *g, struct tcg_thr *th, const uint32_t *p,
@@ -357,6 +399,8 @@ int rec_tcg_pump(struct rec_ctx *c, struct rec_threads *ts, int fd,
 		len -= off;
 	}
 	free(buf);
+	for (off = 0; off < g.ntbs; off++)
+		free(g.tbs[off].in);
 	free(g.tbs);
 	free(g.pcs);
 	free(g.thr);

@@ -656,7 +656,8 @@ static int ambiguous(const struct rec_insn *in)
 	       in->kind == RK_ICALL || in->kind == RK_RET || in->kind == RK_FAR;
 }
 
-static int step(struct rec_thread *t, uint64_t pc, int sig);
+static int step(struct rec_thread *t, uint64_t pc, int sig,
+		const struct rec_insn *given);
 
 /* A syscall returned to @pc.  If it is the sigreturn of a handler that
  * moved the resume point of the code it interrupted, the code there runs
@@ -713,12 +714,14 @@ static int release(struct rec_thread *t, uint64_t to, uint64_t n, int sig)
 	arrive(t, &h);
 	t->cur = h;
 	for (i = 1; i < hn && !t->c->failed; i++)
-		step(t, q[i].pc, q[i].sig);
+		step(t, q[i].pc, q[i].sig, NULL);
 	free(q);
-	return step(t, n, sig);
+	return step(t, n, sig, NULL);
 }
 
-static int step(struct rec_thread *t, uint64_t pc, int sig)
+/* @given: the instruction at @pc if the caller has it, else NULL. */
+static int step(struct rec_thread *t, uint64_t pc, int sig,
+		const struct rec_insn *given)
 {
 	const struct rec_insn *pin;
 	struct rec_insn in, prev;
@@ -764,13 +767,13 @@ static int step(struct rec_thread *t, uint64_t pc, int sig)
 		}
 		if (hold(t, pc, sig) < 0)
 			return -1;
-		pin = insn(t, pc);
+		pin = given ? given : insn(t, pc);
 		if (!pin)
 			return -1;
 		t->hlast = *pin;
 		return 0;
 	}
-	pin = insn(t, pc);
+	pin = given ? given : insn(t, pc);
 	if (!pin)
 		return -1;
 	in = *pin;
@@ -922,7 +925,48 @@ int rec_thread_step(struct rec_thread *t, uint64_t pc, int sig)
 {
 	t->c->executed++;
 	rec_sched_need(t->c, t, t->idx);
-	return step(t, pc, sig);
+	return step(t, pc, sig, NULL);
+}
+
+int rec_thread_step_insn(struct rec_thread *t, const struct rec_insn *in,
+			 int sig)
+{
+	t->c->executed++;
+	if (t->c->sched.n)
+		rec_sched_need(t->c, t, t->idx);
+	return step(t, in->pc, sig, in);
+}
+
+int rec_thread_run(struct rec_thread *t, const struct rec_insn *in,
+		   uint32_t n, int sig)
+{
+	struct rec_ctx *c = t->c;
+	uint32_t i;
+
+	if (!n || rec_thread_step_insn(t, &in[0], sig) < 0)
+		return -1;
+	for (i = 1; i < n; i++) {
+		/* The common case, what step() does for it: a traced
+		 * instruction that is no branch, followed by the next one,
+		 * traced too, on a thread that holds nothing and runs on
+		 * its own stream (no packet: the PSB+ that arrive() may
+		 * write was not due at the one before, nor is it now). */
+		if (t->holding || t->retracted || !t->have_cur ||
+		    c->sched.n || t->cur.kind != RK_OTHER || t->cur.rep ||
+		    !t->on || !in[i].traced ||
+		    t->cur.pc + t->cur.len != in[i].pc) {
+			if (rec_thread_step_insn(t, &in[i], 0) < 0)
+				return -1;
+			continue;
+		}
+		c->executed++;
+		c->clock++;
+		t->last_id = t->id++;
+		t->last_tsc = t->dtime;
+		visible(t, t->cur.pc);
+		t->cur = in[i];
+	}
+	return c->failed ? -1 : 0;
 }
 
 /* The instruction the thread runs next, or 0 if none is known yet. */
