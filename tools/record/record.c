@@ -36,7 +36,7 @@ void rec_opts_init(struct rec_opts *o)
 	o->psb_period = 4096;
 	o->tsc_gran = 64;
 	o->qemu = "qemu-x86_64";
-	o->engine = REC_ENGINE_LOG;
+	o->engine = REC_ENGINE_AUTO;
 }
 
 const char *rec_plugin_path(void)
@@ -944,6 +944,7 @@ static int place_lldb(const char *dir, const char *ltmp, char *err,
 int rec_run(const struct rec_opts *o, char *const argv[],
 	    struct rec_result *res, char *err, size_t errlen)
 {
+	struct rec_opts auto_o;
 	struct rec_ctx c;
 	struct rec_threads ts;
 	struct qemu q = { -1, -1, -1 };
@@ -954,6 +955,13 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 
 	memset(res, 0, sizeof(*res));
 	memset(&c, 0, sizeof(c));
+	if (o->engine == REC_ENGINE_AUTO) {
+		/* A copy: the caller's options stay as given. */
+		auto_o = *o;
+		auto_o.engine = o->plugin || rec_plugin_path() ?
+				REC_ENGINE_TCG : REC_ENGINE_LOG;
+		o = &auto_o;
+	}
 	memset(&ts, 0, sizeof(ts));
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (!argv || !argv[0])

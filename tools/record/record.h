@@ -50,6 +50,9 @@ struct rec_opts {
  * -singlestep, parsed (under a million a second). */
 #define REC_ENGINE_TCG 0
 #define REC_ENGINE_LOG 1
+/* The default: tcg when its plugin is there (rec_plugin_path()), else
+ * log. */
+#define REC_ENGINE_AUTO 2
 
 void rec_opts_init(struct rec_opts *o);
 

@@ -99,7 +99,7 @@ EXPORT int qemu_plugin_version = QP_API_VERSION;
 /* state */
 
 #define MAX_VCPUS 4096
-#define BUF_WORDS (16384u)      /* a vCPU's buffer: 64 KiB */
+#define BUF_WORDS (1024u)       /* a vCPU's buffer: 4 KiB */
 #define IDX_BITS 10u            /* TCG_MAX_INSNS is 512 */
 #define IDX_MASK 0x1ffu
 #define LAST_BIT 0x200u
