@@ -244,6 +244,7 @@ struct rec_ctx {
 	size_t nclones, capclones;
 	size_t clone_wait;      /* the first clone whose return is due */
 	struct rec_sched sched; /* --cpus */
+	int tcg_cut;            /* the tcg plugin's stream ended early */
 	char *err;
 	size_t errlen;
 	int failed;

@@ -1046,6 +1046,13 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 		goto out;
 	}
 	res->exit_status = WEXITSTATUS(status);
+	if (c.tcg_cut) {
+		errf(err, errlen, "%s: the plugin's stream ended before qemu "
+		     "exited (exit status %d; did the program close the "
+		     "plugin's pipe?); nothing written", o->qemu,
+		     res->exit_status);
+		goto out;
+	}
 	/* The threads still on a CPU end with the log, in creation order. */
 	for (;;) {
 		size_t k = SIZE_MAX;

@@ -33,6 +33,8 @@ struct tcg_thr {
 	unsigned slot;          /* its thread's index (creation order) */
 	int live;
 	int sigret;             /* its last syscall was rt_sigreturn */
+	uint64_t stopped_at;    /* the block it ran last stopped at this
+				 * instruction, which started; 0: ran all */
 };
 
 struct tcg {
@@ -48,6 +50,7 @@ struct tcg {
 	size_t lastthr;
 	uint64_t handlers[64];  /* signal handlers' entries */
 	size_t nh;
+	int ended;              /* the plugin's end record came */
 };
 
 static void *grow(struct rec_ctx *c, void *p, size_t *cap, size_t need,
@@ -243,7 +246,7 @@ static void run(struct tcg *g, struct tcg_thr *th, uint32_t id,
 	struct rec_thread *t = rec_threads_at(g->c, g->ts, th->slot);
 	const uint64_t *pc;
 	struct tcg_tb *tb;
-	int sig = 0;
+	int sig = 0, again;
 
 	if (!t)
 		return;
@@ -256,6 +259,17 @@ static void run(struct tcg *g, struct tcg_thr *th, uint32_t id,
 	pc = g->pcs + tb->off;
 	if (!tb->in && decode(g, tb) < 0)
 		return;
+	again = th->stopped_at && th->stopped_at == pc[0];
+	th->stopped_at = count < tb->n ? pc[count - 1] : 0;
+	if (again) {
+		/* The block before stopped at this instruction, which
+		 * qemu now runs again in a new block: it did not retire
+		 * (an atomic operation qemu redoes alone, a store into
+		 * code it translated), it runs once. */
+		if (count > 1)
+			rec_thread_run(t, tb->in + 1, count - 1, 0);
+		return;
+	}
 	if (g->nh && is_handler(g, pc[0]))
 		sig = rec_thread_expects(t, pc[0], th->sigret) != 1;
 	th->sigret = 0;
@@ -283,6 +297,9 @@ static void event(struct tcg *g, struct tcg_thr *th, const uint32_t *p,
 	case TE_SYNC:
 		if (nw >= 2)
 			sync_at(g, get64(p));
+		break;
+	case TE_END:
+		g->ended = 1;
 		break;
 	default:
 		break;
@@ -399,6 +416,11 @@ int rec_tcg_pump(struct rec_ctx *c, struct rec_threads *ts, int fd,
 		len -= off;
 	}
 	free(buf);
+	/* qemu died or the plugin could not write (the guest closed its
+	 * pipe): what came is not the whole run.  (A guest killed by a
+	 * signal fails anyway, with the signal named.) */
+	if (!c->failed && !g.ended && g.nthr)
+		c->tcg_cut = 1;
 	for (off = 0; off < g.ntbs; off++)
 		free(g.tbs[off].in);
 	free(g.tbs);

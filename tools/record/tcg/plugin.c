@@ -174,8 +174,11 @@ static void write_chunk(const uint32_t *w, size_t n, pid_t tid)
 	h.pid = pid0;
 	h.tid = tid;
 	if (write_all(&h, sizeof(h)) < 0 ||
-	    write_all(w, n * sizeof(*w)) < 0)
+	    write_all(w, n * sizeof(*w)) < 0) {
+		/* The recorder went away, or the guest closed the pipe:
+		 * the recording is lost (it has no end record). */
 		dead = 1;
+	}
 }
 
 /* Under lock: the translations first, which the chunk may run. */
@@ -472,6 +475,11 @@ static void at_exit(qp_id id, void *udata)
 		}
 	pthread_mutex_lock(&lock);
 	flush_trans();
+	{
+		uint32_t end = TE_END << 2 | TS_EVENT;
+
+		write_chunk(&end, 1, 0);
+	}
 	pthread_mutex_unlock(&lock);
 }
 

@@ -24,6 +24,8 @@
  *                 bytes: the module's executable range [lo, hi) the
  *                 recorder found in /proc/PID/maps (while the mapping is
  *                 surely there), so the plugin asks once per module.
+ *     TE_END      (none): the last record, when qemu exits; a stream
+ *                 without it was cut short.
  */
 #ifndef HTR_TCG_STREAM_H
 #define HTR_TCG_STREAM_H
@@ -39,6 +41,7 @@
 #define TE_SYSRET 2u
 #define TE_SIGACT 3u
 #define TE_SYNC 4u
+#define TE_END 5u
 
 /* Translation block ids fit the 30 bits a word leaves them. */
 #define TS_MAX_TB ((1u << 30) - 1)
