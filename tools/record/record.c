@@ -223,6 +223,11 @@ static int spawn(struct qemu *q, const struct rec_opts *o, const char *exe,
 				    "set HTR_RECORD_PLUGIN or use --engine "
 				    "log");
 		}
+		if (access(plugin, R_OK) < 0) {
+			free(av);
+			return errf(err, errlen, "%s: %s", plugin,
+				    strerror(errno));
+		}
 		if (pipe(rp) < 0) {
 			free(av);
 			return errf(err, errlen, "pipe: %s", strerror(errno));
