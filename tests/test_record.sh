@@ -7,7 +7,10 @@
 # progress will remove, are listed in tests/record/known.txt with the
 # reason: they print as KNOWN, never as a pass.  reuse.c creates threads
 # after others exited (qemu gives them the exited ones' CPU indexes): each
-# must be recorded apart, with its real tid.  Also: htr record's errors.
+# must be recorded apart, with its real tid.  restart.c (a syscall the
+# kernel restarts after a handler ran) forks: not with the log engine,
+# which would read the child's log lines as the parent's.  Also: htr
+# record's errors.
 #
 # usage: test_record.sh HTR RECORD-CMP [ENGINE]
 # ENGINE: htr record's --engine (tcg or log; default: htr's default).
@@ -181,6 +184,7 @@ for opt in O0 O2; do
 	build deep deep.c "$opt"
 	build except except.cc "$opt"
 	build signal signal.c "$opt"
+	build restart restart.c "$opt"
 	build skip skip.c "$opt"
 	build threads threads.c "$opt" -pthread
 	build preempt preempt.c "$opt" -pthread
@@ -286,6 +290,9 @@ for opt in O0 O2; do
 			preempt reuse lazy static; do
 			run "$p" "$opt" "$mode" "$work/$p-$opt"
 		done
+		# It forks: qemu's log would mix the child's lines in.
+		[ "${3:-}" = log ] ||
+			run restart "$opt" "$mode" "$work/restart-$opt"
 		threads_apart "$work/reuse-$opt-$mode"
 		run dlopen "$opt" "$mode" "$work/dlopen-$opt" "$work/libdl-$opt.so"
 	done

@@ -673,6 +673,16 @@ static int resumed(struct rec_thread *t, uint64_t pc, int traced)
 	t->sig_resume = 0;
 	if (!r || pc == r)
 		return 0;
+	/* The syscall before r, restarted: the signal interrupted it
+	 * (SA_RESTART), and the kernel resumes at the syscall instruction
+	 * itself to make it again.  No call. */
+	if (pc < r && r - pc <= 15) {
+		in = insn(t, pc);
+		if (!in)
+			return -1;
+		if (in->kind == RK_SYSCALL && pc + in->len == r)
+			return 0;
+	}
 	in = insn(t, r);
 	if (!in)
 		return -1;
