@@ -483,6 +483,14 @@ static void at_exit(qp_id id, void *udata)
 	pthread_mutex_unlock(&lock);
 }
 
+/* A fork of the guest (qemu-user forks with it) is not recorded; the lock
+ * may have been held by a thread that the child does not have. */
+static void at_fork_child(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	dead = 1;
+}
+
 static int fd_arg(const char *a, const char *name, int *fd)
 {
 	size_t n = strlen(name);
@@ -531,6 +539,7 @@ EXPORT int qemu_plugin_install(qp_id id, const struct qp_info *info,
 	fcntl(out_fd, F_SETFD, FD_CLOEXEC);
 	fcntl(in_fd, F_SETFD, FD_CLOEXEC);
 	pid0 = getpid();
+	pthread_atfork(NULL, NULL, at_fork_child);
 	qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
 	qemu_plugin_register_vcpu_tb_trans_cb(id, on_trans);
 	qemu_plugin_register_vcpu_syscall_cb(id, on_syscall);
