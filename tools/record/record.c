@@ -1,7 +1,9 @@
 /*
- * rec_run(): check PROG, start qemu-user with its execution log on a pipe,
- * hand every executed address to its thread, then publish the outputs
- * atomically (a temporary directory or file renamed at the end).
+ * rec_run(): check PROG, start qemu-user with htr's TCG plugin (the tcg
+ * engine: tcg.c reads its stream) or with its execution log (the log
+ * engine, parsed here) on a pipe, hand every executed address to its
+ * thread, then publish the outputs atomically (a temporary directory or
+ * file renamed at the end).
  *
  * qemu 7.2's log: `-singlestep` makes every guest instruction a block of
  * its own, `-d exec,nochain` logs "Trace CPU: HOSTPTR [CSBASE/PC/FLAGS/
