@@ -92,6 +92,15 @@ if [ $? -ne 0 ] || ! grep -q "exited with status 3 (the trace is complete)" \
 	fail "a program exiting 3 must give a trace and say so: $(cat "$work/err.txt")"
 fi
 "$htr" record $eng --help | grep -q "usage: htr record" || fail "record --help"
+# A program that replaces itself with execve (qemu-user runs the new one
+# natively): recorded up to the execve.
+if [ -x /bin/sh ] && [ -x /bin/true ]; then
+	"$htr" record $eng -q --raw "$work/e7" -- /bin/sh -c 'exec /bin/true' \
+		2>"$work/err.txt"
+	if [ $? -ne 0 ] || [ ! -f "$work/e7/t0.pt" ]; then
+		fail "record -- sh -c 'exec true': $(cat "$work/err.txt")"
+	fi
+fi
 
 # The default output, a perf.data: all or nothing as well.
 expect_error 1 "cannot write here" \

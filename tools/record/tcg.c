@@ -51,6 +51,7 @@ struct tcg {
 	uint64_t handlers[64];  /* signal handlers' entries */
 	size_t nh;
 	int ended;              /* the plugin's end record came */
+	int execing;            /* an execve's, whose return has not */
 };
 
 static void *grow(struct rec_ctx *c, void *p, size_t *cap, size_t need,
@@ -301,6 +302,14 @@ static void event(struct tcg *g, struct tcg_thr *th, const uint32_t *p,
 	case TE_END:
 		g->ended = 1;
 		break;
+	case TE_EXEC:
+		g->execing = 1;
+		break;
+	case TE_SYSRET:
+		/* An execve that returns failed: the program goes on. */
+		if (nw >= 2 && (get64(p) == 59 || get64(p) == 322))
+			g->execing = 0;
+		break;
 	default:
 		break;
 	}
@@ -418,8 +427,9 @@ int rec_tcg_pump(struct rec_ctx *c, struct rec_threads *ts, int fd,
 	free(buf);
 	/* qemu died or the plugin could not write (the guest closed its
 	 * pipe): what came is not the whole run.  (A guest killed by a
-	 * signal fails anyway, with the signal named.) */
-	if (!c->failed && !g.ended && g.nthr)
+	 * signal fails anyway, with the signal named; one that replaced
+	 * itself with execve is recorded up to there, as with the log.) */
+	if (!c->failed && !g.ended && !g.execing && g.nthr)
 		c->tcg_cut = 1;
 	for (off = 0; off < g.ntbs; off++)
 		free(g.tbs[off].in);

@@ -440,6 +440,10 @@ static void on_syscall(qp_id id, unsigned int vcpu, int64_t num,
 		put64(p, a1);
 		put64(p + 2, h);
 	}
+	/* execve, execveat: the stream may end here (the new program runs
+	 * without qemu). */
+	if (num == 59 || num == 322)
+		event(v, TE_EXEC, 0);
 	/* Written at every syscall: the threads' records interleave as
 	 * they ran, to a syscall (--cpus schedules at syscalls). */
 	flush(v);

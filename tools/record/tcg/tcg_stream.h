@@ -26,6 +26,9 @@
  *                 surely there), so the plugin asks once per module.
  *     TE_END      (none): the last record, when qemu exits; a stream
  *                 without it was cut short.
+ *     TE_EXEC     (none): after an execve's TE_SYSCALL: if it succeeds,
+ *                 the program replaced itself (qemu-user runs the new
+ *                 one natively) and the stream ends here, no TE_END.
  */
 #ifndef HTR_TCG_STREAM_H
 #define HTR_TCG_STREAM_H
@@ -42,6 +45,7 @@
 #define TE_SIGACT 3u
 #define TE_SYNC 4u
 #define TE_END 5u
+#define TE_EXEC 6u
 
 /* Translation block ids fit the 30 bits a word leaves them. */
 #define TS_MAX_TB ((1u << 30) - 1)
