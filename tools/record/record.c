@@ -67,8 +67,13 @@ const char *rec_plugin_path(void)
 		slash = strrchr(self, '/');
 		if (slash) {
 			*slash = 0;
+#ifdef HTR_TCG_PLUGIN_REL
+			snprintf(exe_rel, sizeof(exe_rel), "%s/../%s", self,
+				 HTR_TCG_PLUGIN_REL);
+#else
 			snprintf(exe_rel, sizeof(exe_rel),
 				 "%s/../lib/htr/htr-record-tcg.so", self);
+#endif
 			if (access(exe_rel, R_OK) == 0)
 				return exe_rel;
 		}
