@@ -9,10 +9,10 @@ static const char usage_text[] =
 "usage: htr record [-o OUT] [--raw DIR] [--lldb DIR]\n"
 "                  [--filter MODULE|START-END]...\n"
 "                  [--cpus N] [--psb-period N] [--no-ret-compression]\n"
-"                  [--skl014]\n"
+"                  [--skl014] [--engine tcg|log]\n"
 "                  -- PROG [ARGS...]\n"
 "\n"
-"Runs PROG under qemu-user (qemu-x86_64 -singlestep -d exec,nochain) and\n"
+"Runs PROG under qemu-user (qemu-x86_64 with htr's TCG plugin) and\n"
 "writes the Intel PT a processor would have written for that execution:\n"
 "user-only tracing, return compression, PSB+ every N bytes, TSC from a\n"
 "cycle model (one tick per instruction, 200 per syscall, 1000 per signal).\n"
@@ -58,6 +58,12 @@ static const char usage_text[] =
 "                           disables tracing without its target\n"
 "      --tsc-gran N         ticks between TSC packets at least (default 64)\n"
 "      --qemu PATH          the qemu-x86_64 to run\n"
+"      --engine tcg|log     how qemu says what ran: htr's TCG plugin (tcg,\n"
+"                           the default when it is installed: tens of\n"
+"                           millions of instructions a second;\n"
+"                           $HTR_RECORD_PLUGIN names another) or its exec\n"
+"                           log with -singlestep (log: under a million a\n"
+"                           second)\n"
 "  -q, --quiet              no summary line\n"
 "  -h, --help               show this help\n"
 "\n"
@@ -117,6 +123,7 @@ int cmd_record(int argc, char **argv)
 		{ "cpus", required_argument, NULL, 'c' },
 		{ "skl014", no_argument, NULL, 'S' },
 		{ "qemu", required_argument, NULL, 'Q' },
+		{ "engine", required_argument, NULL, 'E' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -194,6 +201,17 @@ int cmd_record(int argc, char **argv)
 			break;
 		case 'Q':
 			o.qemu = optarg;
+			break;
+		case 'E':
+			if (!strcmp(optarg, "tcg")) {
+				o.engine = REC_ENGINE_TCG;
+			} else if (!strcmp(optarg, "log")) {
+				o.engine = REC_ENGINE_LOG;
+			} else {
+				free(filters);
+				return usage_error("record", "--engine: tcg "
+						   "or log");
+			}
 			break;
 		case 'q':
 			o.quiet = 1;

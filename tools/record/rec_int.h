@@ -181,6 +181,14 @@ struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned idx);
 /* The next instruction qemu ran on this thread; @sig: a signal was
  * delivered just before it.  Returns 0 or -1 (message in the context). */
 int rec_thread_step(struct rec_thread *t, uint64_t pc, int sig);
+/* The same with the instruction at hand (rec_image_insn()'s, copied). */
+int rec_thread_step_insn(struct rec_thread *t, const struct rec_insn *in,
+			 int sig);
+/* rec_thread_step_insn() of @n instructions that ran one after the other
+ * (a translation block: only the last may be a branch), the signal
+ * before the first; faster. */
+int rec_thread_run(struct rec_thread *t, const struct rec_insn *in,
+		   uint32_t n, int sig);
 /* qemu says the instruction it logged last at @pc did not run (a signal
  * stopped it first).  rec_thread_may_retract: 1 if @pc is this thread's
  * pending one; rec_thread_retract: then it did not run (returns 1). */
@@ -236,10 +244,28 @@ struct rec_ctx {
 	size_t nclones, capclones;
 	size_t clone_wait;      /* the first clone whose return is due */
 	struct rec_sched sched; /* --cpus */
+	int tcg_cut;            /* the tcg plugin's stream ended early */
 	char *err;
 	size_t errlen;
 	int failed;
 };
+
+/* The recorder's threads (record.c): the live ones by slot, a summary of
+ * every one ended.  The log engine's slot is qemu's CPU index; the tcg
+ * engine's is the thread's index (slots are never reused there). */
+struct rec_threads;
+
+/* The thread in @slot, created (the next index) if the slot is empty. */
+struct rec_thread *rec_threads_at(struct rec_ctx *c, struct rec_threads *ts,
+				  unsigned slot);
+/* The thread in @slot exited: close its files, keep its figures.  0 or
+ * -1 (message in the context). */
+int rec_threads_end(struct rec_threads *ts, unsigned slot);
+
+/* The tcg engine (tcg.c): read the plugin's stream from @fd to its end,
+ * answering its questions on @reply.  0 or -1 (message in @c). */
+int rec_tcg_pump(struct rec_ctx *c, struct rec_threads *ts, int fd,
+		 int reply);
 
 /* The tid of thread @idx (creation order): the real one (the process id
  * for thread 0, clone's return for the others), or, when the log did not

@@ -1,7 +1,9 @@
 /*
- * rec_run(): check PROG, start qemu-user with its execution log on a pipe,
- * hand every executed address to its thread, then publish the outputs
- * atomically (a temporary directory or file renamed at the end).
+ * rec_run(): check PROG, start qemu-user with htr's TCG plugin (the tcg
+ * engine: tcg.c reads its stream) or with its execution log (the log
+ * engine, parsed here) on a pipe, hand every executed address to its
+ * thread, then publish the outputs atomically (a temporary directory or
+ * file renamed at the end).
  *
  * qemu 7.2's log: `-singlestep` makes every guest instruction a block of
  * its own, `-d exec,nochain` logs "Trace CPU: HOSTPTR [CSBASE/PC/FLAGS/
@@ -36,6 +38,47 @@ void rec_opts_init(struct rec_opts *o)
 	o->psb_period = 4096;
 	o->tsc_gran = 64;
 	o->qemu = "qemu-x86_64";
+	o->engine = REC_ENGINE_AUTO;
+}
+
+const char *rec_plugin_path(void)
+{
+	static char exe_rel[PATH_MAX + 64];
+	const char *e = getenv("HTR_RECORD_PLUGIN");
+	char self[PATH_MAX];
+	ssize_t n;
+
+	if (e && *e)
+		return e;
+#ifdef HTR_TCG_PLUGIN_BUILD
+	if (access(HTR_TCG_PLUGIN_BUILD, R_OK) == 0)
+		return HTR_TCG_PLUGIN_BUILD;
+#endif
+#ifdef HTR_TCG_PLUGIN_INSTALL
+	if (access(HTR_TCG_PLUGIN_INSTALL, R_OK) == 0)
+		return HTR_TCG_PLUGIN_INSTALL;
+#endif
+	/* Beside the program, as a relocated build or install has it. */
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		char *slash;
+
+		self[n] = 0;
+		slash = strrchr(self, '/');
+		if (slash) {
+			*slash = 0;
+#ifdef HTR_TCG_PLUGIN_REL
+			snprintf(exe_rel, sizeof(exe_rel), "%s/../%s", self,
+				 HTR_TCG_PLUGIN_REL);
+#else
+			snprintf(exe_rel, sizeof(exe_rel),
+				 "%s/../lib/htr/htr-record-tcg.so", self);
+#endif
+			if (access(exe_rel, R_OK) == 0)
+				return exe_rel;
+		}
+	}
+	return NULL;
 }
 
 void rec_fail(struct rec_ctx *c, const char *fmt, ...)
@@ -156,14 +199,19 @@ static char *tmp_beside(const char *final, char *err, size_t errlen)
 struct qemu {
 	pid_t pid;
 	int fd;
+	int reply;              /* tcg: the plugin's questions' answers */
 };
 
-static int spawn(struct qemu *q, const char *qemu, const char *exe,
+/* Start qemu: with -singlestep and its exec log on a pipe (the log
+ * engine), or with htr's plugin writing its stream on one and reading
+ * answers from another (tcg). */
+static int spawn(struct qemu *q, const struct rec_opts *o, const char *exe,
 		 char *const argv[], char *err, size_t errlen)
 {
-	int lp[2], ep[2], e = 0;
+	const char *qemu = o->qemu;
+	int lp[2], rp[2] = { -1, -1 }, ep[2], e = 0, k = 0;
 	size_t n, i;
-	char dpath[32];
+	char dpath[32], parg[PATH_MAX + 64];
 	char **av;
 	ssize_t r;
 
@@ -172,31 +220,64 @@ static int spawn(struct qemu *q, const char *qemu, const char *exe,
 	av = calloc(n + 10, sizeof(*av));
 	if (!av)
 		return errf(err, errlen, "out of memory");
+	if (o->engine == REC_ENGINE_TCG) {
+		const char *plugin = o->plugin ? o->plugin : rec_plugin_path();
+
+		if (!plugin) {
+			free(av);
+			return errf(err, errlen, "the tcg engine's plugin "
+				    "(htr-record-tcg.so) is not installed; "
+				    "set HTR_RECORD_PLUGIN or use --engine "
+				    "log");
+		}
+		if (access(plugin, R_OK) < 0) {
+			free(av);
+			return errf(err, errlen, "%s: %s", plugin,
+				    strerror(errno));
+		}
+		if (pipe(rp) < 0) {
+			free(av);
+			return errf(err, errlen, "pipe: %s", strerror(errno));
+		}
+		snprintf(parg, sizeof(parg), "%s,out=%%d,in=%d", plugin,
+			 rp[0]);
+	}
 	if (pipe(lp) < 0 || pipe(ep) < 0) {
 		free(av);
 		return errf(err, errlen, "pipe: %s", strerror(errno));
 	}
-	/* Only the log's write end reaches qemu; the error pipe closes on
-	 * a successful exec. */
+	/* Only the log's write end (and the answers' read end) reach qemu;
+	 * the error pipe closes on a successful exec. */
 	fcntl(lp[0], F_SETFD, FD_CLOEXEC);
 	fcntl(ep[0], F_SETFD, FD_CLOEXEC);
 	fcntl(ep[1], F_SETFD, FD_CLOEXEC);
-	snprintf(dpath, sizeof(dpath), "/dev/fd/%d", lp[1]);
-	av[0] = (char *) qemu;
-	av[1] = "-singlestep";
-	av[2] = "-d";
-	av[3] = "exec,nochain,strace";
-	av[4] = "-D";
-	av[5] = dpath;
+	if (rp[1] >= 0)
+		fcntl(rp[1], F_SETFD, FD_CLOEXEC);
+	av[k++] = (char *) qemu;
+	if (o->engine == REC_ENGINE_TCG) {
+		char tmp[sizeof(parg)];
+
+		snprintf(tmp, sizeof(tmp), parg, lp[1]);
+		memcpy(parg, tmp, sizeof(parg));
+		av[k++] = "-plugin";
+		av[k++] = parg;
+	} else {
+		snprintf(dpath, sizeof(dpath), "/dev/fd/%d", lp[1]);
+		av[k++] = "-singlestep";
+		av[k++] = "-d";
+		av[k++] = "exec,nochain,strace";
+		av[k++] = "-D";
+		av[k++] = dpath;
+	}
 	/* qemu runs the real file (@exe, which the image and the perf.data
 	 * name, as the kernel's d_path would) but PROG sees argv[0] as the
 	 * user gave it: a multi-call program (xzcat -> xz, busybox) picks
 	 * its behaviour from it. */
-	av[6] = "-0";
-	av[7] = argv[0];
-	av[8] = (char *) exe;
+	av[k++] = "-0";
+	av[k++] = argv[0];
+	av[k++] = (char *) exe;
 	for (i = 1; i < n; i++)
-		av[8 + i] = argv[i];
+		av[k++] = argv[i];
 	q->pid = fork();
 	if (q->pid < 0) {
 		free(av);
@@ -213,10 +294,15 @@ static int spawn(struct qemu *q, const char *qemu, const char *exe,
 	free(av);
 	close(lp[1]);
 	close(ep[1]);
+	if (rp[0] >= 0)
+		close(rp[0]);
+	q->reply = rp[1];
 	r = read(ep[0], &e, sizeof(e));
 	close(ep[0]);
 	if (r == (ssize_t) sizeof(e)) {
 		close(lp[0]);
+		if (rp[1] >= 0)
+			close(rp[1]);
 		waitpid(q->pid, NULL, 0);
 		if (e == ENOENT)
 			return errf(err, errlen, "%s: not found (install "
@@ -247,7 +333,7 @@ struct slot {
 				 * qemu said a block there did not run */
 };
 
-struct threads {
+struct rec_threads {
 	struct slot *live;      /* by qemu's CPU index */
 	size_t nlive;
 	struct rec_thread_stats *done;  /* by thread index, once ended */
@@ -267,7 +353,7 @@ struct threads {
 	struct addrs starts;
 };
 
-static struct rec_thread *thread_of(struct rec_ctx *c, struct threads *ts,
+static struct rec_thread *thread_of(struct rec_ctx *c, struct rec_threads *ts,
 				    unsigned cpu)
 {
 	if (cpu >= ts->nlive) {
@@ -312,7 +398,7 @@ static struct rec_thread *thread_of(struct rec_ctx *c, struct threads *ts,
 /* The thread on CPU @cpu ended: close its files, keep its figures and
  * free the rest, so that a program creating threads without end costs a
  * summary per thread, not a thread's buffers and descriptors. */
-static int end_thread(struct threads *ts, size_t cpu)
+static int end_thread(struct rec_threads *ts, size_t cpu)
 {
 	struct rec_thread *t = ts->live[cpu].t;
 	struct rec_thread_stats s;
@@ -325,6 +411,19 @@ static int end_thread(struct threads *ts, size_t cpu)
 	ts->live[cpu].sys_seq = 0;
 	ts->nthreads--;
 	return rc;
+}
+
+struct rec_thread *rec_threads_at(struct rec_ctx *c, struct rec_threads *ts,
+				  unsigned slot)
+{
+	return thread_of(c, ts, slot);
+}
+
+int rec_threads_end(struct rec_threads *ts, unsigned slot)
+{
+	if (slot >= ts->nlive || !ts->live[slot].t)
+		return 0;
+	return end_thread(ts, slot);
 }
 
 static uint64_t hex(const char *s, const char **end)
@@ -431,7 +530,7 @@ static void addrs_add(struct addrs *a, uint64_t pc)
  * the last instruction allows any successor (an indirect branch, a
  * sigreturn), a known handler's start decides.  Once every live thread
  * went on, the signal was one whose action is to ignore it. */
-static int signalled(struct threads *ts, struct slot *sl, uint64_t pc)
+static int signalled(struct rec_threads *ts, struct slot *sl, uint64_t pc)
 {
 	int v, sig;
 	size_t i;
@@ -460,7 +559,7 @@ static int signalled(struct threads *ts, struct slot *sl, uint64_t pc)
  * last did not run it, but several may have logged it (the same code),
  * and the line names none.  @sl, one of them, runs @pc next: it is the
  * one that did not run it if it logs it again, or a signal's handler. */
-static void stopped(const struct threads *ts, struct slot *sl, uint64_t pc)
+static void stopped(const struct rec_threads *ts, struct slot *sl, uint64_t pc)
 {
 	uint64_t at = sl->stop_pc;
 	int v;
@@ -479,7 +578,7 @@ static void stopped(const struct threads *ts, struct slot *sl, uint64_t pc)
  * lines may come between: it most likely belongs to the thread whose
  * syscall has been waiting for its strace longest, and surely to one of
  * those waiting.  Returns the end of NAME. */
-static const char *sys_call(struct rec_ctx *c, struct threads *ts,
+static const char *sys_call(struct rec_ctx *c, struct rec_threads *ts,
 			    const char *name)
 {
 	const char *e = name, *close;
@@ -529,7 +628,7 @@ pid_t rec_tid(const struct rec_ctx *c, unsigned idx, int *real)
 }
 
 /* "Trace CPU: HOSTPTR [CSBASE/PC/FLAGS/CFLAGS] SYM" from after "Trace ". */
-static void trace(struct rec_ctx *c, struct threads *ts, const char *p)
+static void trace(struct rec_ctx *c, struct rec_threads *ts, const char *p)
 {
 	const char *e;
 	unsigned cpu = 0;
@@ -570,7 +669,7 @@ static void trace(struct rec_ctx *c, struct threads *ts, const char *p)
  * return " = VALUE\n", a signal "--- SIG... ---\n") each come whole but
  * may share a line with other threads' pieces, in the order they were
  * logged: read in that order, up to a Trace line that ends the line. */
-static void line(struct rec_ctx *c, struct threads *ts, const char *s)
+static void line(struct rec_ctx *c, struct rec_threads *ts, const char *s)
 {
 	const char *p, *e;
 	size_t pidlen;
@@ -621,7 +720,7 @@ static void line(struct rec_ctx *c, struct threads *ts, const char *s)
 	}
 }
 
-static int pump(struct rec_ctx *c, struct threads *ts, int fd)
+static int pump(struct rec_ctx *c, struct rec_threads *ts, int fd)
 {
 	size_t cap = 1u << 20, len = 0;
 	char *buf = malloc(cap + 1);
@@ -681,7 +780,7 @@ static int truth_trailer(const struct rec_ctx *c,
 	return fclose(fp) != 0 ? -1 : 0;
 }
 
-static int write_raw_extras(const struct rec_ctx *c, const struct threads *ts,
+static int write_raw_extras(const struct rec_ctx *c, const struct rec_threads *ts,
 			    const struct rec_result *res)
 {
 	char p[PATH_MAX];
@@ -760,7 +859,7 @@ static int write_raw_extras(const struct rec_ctx *c, const struct threads *ts,
 }
 
 /* Remove the truths already moved beside OUT (threads below @upto). */
-static void unlink_truths(const char *final, const struct threads *ts,
+static void unlink_truths(const char *final, const struct rec_threads *ts,
 			  size_t upto)
 {
 	char p[PATH_MAX];
@@ -790,7 +889,7 @@ static int same_dir(const char *a, const char *b)
 
 /* The LLDB bundle of the threads in @ts, their traces in @tmp, into the
  * new directory @ltmp.  0 or -1 with @err set. */
-static int write_lldb(const struct rec_ctx *c, const struct threads *ts,
+static int write_lldb(const struct rec_ctx *c, const struct rec_threads *ts,
 		      const char *tmp, const char *ltmp, char *err,
 		      size_t errlen)
 {
@@ -857,9 +956,10 @@ static int place_lldb(const char *dir, const char *ltmp, char *err,
 int rec_run(const struct rec_opts *o, char *const argv[],
 	    struct rec_result *res, char *err, size_t errlen)
 {
+	struct rec_opts auto_o;
 	struct rec_ctx c;
-	struct threads ts;
-	struct qemu q = { -1, -1 };
+	struct rec_threads ts;
+	struct qemu q = { -1, -1, -1 };
 	struct timespec t0, t1;
 	char *exe = NULL, *tmp = NULL, *final = NULL, *ltmp = NULL;
 	int status = 0, rc = -1, lldb_placed = 0;
@@ -867,6 +967,13 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 
 	memset(res, 0, sizeof(*res));
 	memset(&c, 0, sizeof(c));
+	if (o->engine == REC_ENGINE_AUTO) {
+		/* A copy: the caller's options stay as given. */
+		auto_o = *o;
+		auto_o.engine = o->plugin || rec_plugin_path() ?
+				REC_ENGINE_TCG : REC_ENGINE_LOG;
+		o = &auto_o;
+	}
 	memset(&ts, 0, sizeof(ts));
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (!argv || !argv[0])
@@ -923,17 +1030,22 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 		goto out;
 	if (o->cpus && rec_sched_init(&c, o->cpus) < 0)
 		goto out;
-	if (spawn(&q, o->qemu, exe, argv, err, errlen) < 0)
+	if (spawn(&q, o, exe, argv, err, errlen) < 0)
 		goto out;
 	c.im.pid = q.pid;
 	c.pid = q.pid;
 	c.im.exe = exe;
-	pump(&c, &ts, q.fd);
+	if (o->engine == REC_ENGINE_TCG)
+		rec_tcg_pump(&c, &ts, q.fd, q.reply);
+	else
+		pump(&c, &ts, q.fd);
 	if (c.failed) {
 		/* Stop PROG: the recording is lost anyway. */
 		kill(q.pid, SIGKILL);
 	}
 	close(q.fd);
+	if (q.reply >= 0)
+		close(q.reply);
 	while (waitpid(q.pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (c.failed)
@@ -946,6 +1058,13 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 		goto out;
 	}
 	res->exit_status = WEXITSTATUS(status);
+	if (c.tcg_cut) {
+		errf(err, errlen, "%s: the plugin's stream ended before qemu "
+		     "exited (exit status %d; did the program close the "
+		     "plugin's pipe?); nothing written", o->qemu,
+		     res->exit_status);
+		goto out;
+	}
 	/* The threads still on a CPU end with the log, in creation order. */
 	for (;;) {
 		size_t k = SIZE_MAX;
@@ -969,8 +1088,14 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 		res->bytes += rec_stream_bytes(&c.sched.cpus[i].s);
 	}
 	if (!ts.n) {
-		errf(err, errlen, "%s: qemu logged no instruction (is it "
-		     "qemu-user 7.2 with -singlestep and -d exec?)", o->qemu);
+		if (o->engine == REC_ENGINE_TCG)
+			errf(err, errlen, "%s: the plugin reported no "
+			     "instruction (is it qemu-user 7.2 with plugins?)",
+			     o->qemu);
+		else
+			errf(err, errlen, "%s: qemu logged no instruction (is "
+			     "it qemu-user 7.2 with -singlestep and -d exec?)",
+			     o->qemu);
 		goto out;
 	}
 	for (i = 0; i < ts.n; i++)

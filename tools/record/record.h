@@ -39,9 +39,26 @@ struct rec_opts {
 	const char *lldb_dir;           /* --lldb DIR: also an LLDB trace
 					 * bundle (DIR/trace.json), or NULL;
 					 * not with cpus */
+	int engine;                     /* REC_ENGINE_*: how qemu says what
+					 * the guest ran */
+	const char *plugin;             /* the tcg engine's plugin (NULL:
+					 * rec_plugin_path()) */
 };
 
+/* REC_ENGINE_TCG: htr's TCG plugin in qemu (tools/record/tcg/), tens of
+ * millions of instructions a second; REC_ENGINE_LOG: qemu's exec log with
+ * -singlestep, parsed (under a million a second). */
+#define REC_ENGINE_TCG 0
+#define REC_ENGINE_LOG 1
+/* The default: tcg when its plugin is there (rec_plugin_path()), else
+ * log. */
+#define REC_ENGINE_AUTO 2
+
 void rec_opts_init(struct rec_opts *o);
+
+/* The plugin the tcg engine loads: $HTR_RECORD_PLUGIN, else the one built
+ * with this recorder, else the installed one; NULL if none exists. */
+const char *rec_plugin_path(void);
 
 struct rec_result {
 	int exit_status;        /* PROG's exit status when !signal */

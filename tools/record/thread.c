@@ -96,6 +96,10 @@ struct rec_thread {
 	/* a signal after an ambiguous branch: 1 until sigreturn, 2 until
 	 * the call a handler made the interrupted code make returns */
 	int holding;
+	uint64_t held_ret;      /* a held near ret: the innermost frame's
+				 * return address, where it surely went
+				 * unless a longjmp-like return; else 0 */
+	uint64_t moved_pc;      /* 2: where sigreturn resumed */
 	size_t moved_at;        /* 2: hq's length at sigreturn */
 	struct rec_insn held_insn;
 	struct held *hq;
@@ -652,7 +656,8 @@ static int ambiguous(const struct rec_insn *in)
 	       in->kind == RK_ICALL || in->kind == RK_RET || in->kind == RK_FAR;
 }
 
-static int step(struct rec_thread *t, uint64_t pc, int sig);
+static int step(struct rec_thread *t, uint64_t pc, int sig,
+		const struct rec_insn *given);
 
 /* A syscall returned to @pc.  If it is the sigreturn of a handler that
  * moved the resume point of the code it interrupted, the code there runs
@@ -668,6 +673,16 @@ static int resumed(struct rec_thread *t, uint64_t pc, int traced)
 	t->sig_resume = 0;
 	if (!r || pc == r)
 		return 0;
+	/* The syscall before r, restarted: the signal interrupted it
+	 * (SA_RESTART), and the kernel resumes at the syscall instruction
+	 * itself to make it again.  No call. */
+	if (pc < r && r - pc <= 15) {
+		in = insn(t, pc);
+		if (!in)
+			return -1;
+		if (in->kind == RK_SYSCALL && pc + in->len == r)
+			return 0;
+	}
 	in = insn(t, r);
 	if (!in)
 		return -1;
@@ -709,12 +724,14 @@ static int release(struct rec_thread *t, uint64_t to, uint64_t n, int sig)
 	arrive(t, &h);
 	t->cur = h;
 	for (i = 1; i < hn && !t->c->failed; i++)
-		step(t, q[i].pc, q[i].sig);
+		step(t, q[i].pc, q[i].sig, NULL);
 	free(q);
-	return step(t, n, sig);
+	return step(t, n, sig, NULL);
 }
 
-static int step(struct rec_thread *t, uint64_t pc, int sig)
+/* @given: the instruction at @pc if the caller has it, else NULL. */
+static int step(struct rec_thread *t, uint64_t pc, int sig,
+		const struct rec_insn *given)
 {
 	const struct rec_insn *pin;
 	struct rec_insn in, prev;
@@ -733,30 +750,40 @@ static int step(struct rec_thread *t, uint64_t pc, int sig)
 		 * where that call returns to. */
 		if (t->holding == 1 && !sig && t->hlast.kind == RK_SYSCALL &&
 		    pc != t->hlast.pc + t->hlast.len) {
-			if (b->kind != RK_COND || pc == fall || pc == b->target)
+			if (b->kind == RK_COND ? pc == fall || pc == b->target :
+			    !t->held_ret || pc == t->held_ret)
 				return release(t, pc, pc, 0);
+			/* A near ret goes to the innermost frame's caller: a
+			 * sigreturn elsewhere resumes code the handler made
+			 * the interrupted code call, as for a conditional
+			 * branch.  (qemu-user delivers signals between
+			 * translation blocks, which end at branches: the tcg
+			 * engine sees this after nearly every ret.) */
 			t->holding = 2;
 			t->moved_at = t->hn;
+			t->moved_pc = pc;
 		} else if (t->holding == 2 && !sig && t->hlast.kind == RK_RET &&
-			   (pc == fall || pc == b->target)) {
+			   (b->kind == RK_COND ? pc == fall || pc == b->target :
+			    pc == t->held_ret)) {
 			return release(t, pc, pc, 0);
 		} else if (t->holding == 2 &&
 			   t->hn - t->moved_at >= MAX_MOVED) {
 			/* It has not returned (it switched stacks): the
 			 * branch's successor is lost, the trace says it fell
-			 * through. */
+			 * through (a ret: went where sigreturn resumed). */
 			t->c->oddities++;
-			return release(t, fall, pc, sig);
+			return release(t, b->kind == RK_COND ? fall :
+				       t->moved_pc, pc, sig);
 		}
 		if (hold(t, pc, sig) < 0)
 			return -1;
-		pin = insn(t, pc);
+		pin = given ? given : insn(t, pc);
 		if (!pin)
 			return -1;
 		t->hlast = *pin;
 		return 0;
 	}
-	pin = insn(t, pc);
+	pin = given ? given : insn(t, pc);
 	if (!pin)
 		return -1;
 	in = *pin;
@@ -825,6 +852,9 @@ static int step(struct rec_thread *t, uint64_t pc, int sig)
 	} else if (ambiguous(&prev)) {
 		t->holding = 1;
 		t->held_insn = prev;
+		t->held_ret = prev.kind == RK_RET && t->depth &&
+			      t->st[t->depth - 1].ret != NO_RET ?
+			      t->st[t->depth - 1].ret : 0;
 		t->hlast = in;
 		return hold(t, pc, sig);
 	} else {
@@ -905,7 +935,48 @@ int rec_thread_step(struct rec_thread *t, uint64_t pc, int sig)
 {
 	t->c->executed++;
 	rec_sched_need(t->c, t, t->idx);
-	return step(t, pc, sig);
+	return step(t, pc, sig, NULL);
+}
+
+int rec_thread_step_insn(struct rec_thread *t, const struct rec_insn *in,
+			 int sig)
+{
+	t->c->executed++;
+	if (t->c->sched.n)
+		rec_sched_need(t->c, t, t->idx);
+	return step(t, in->pc, sig, in);
+}
+
+int rec_thread_run(struct rec_thread *t, const struct rec_insn *in,
+		   uint32_t n, int sig)
+{
+	struct rec_ctx *c = t->c;
+	uint32_t i;
+
+	if (!n || rec_thread_step_insn(t, &in[0], sig) < 0)
+		return -1;
+	for (i = 1; i < n; i++) {
+		/* The common case, what step() does for it: a traced
+		 * instruction that is no branch, followed by the next one,
+		 * traced too, on a thread that holds nothing and runs on
+		 * its own stream (no packet: the PSB+ that arrive() may
+		 * write was not due at the one before, nor is it now). */
+		if (t->holding || t->retracted || !t->have_cur ||
+		    c->sched.n || t->cur.kind != RK_OTHER || t->cur.rep ||
+		    !t->on || !in[i].traced ||
+		    t->cur.pc + t->cur.len != in[i].pc) {
+			if (rec_thread_step_insn(t, &in[i], 0) < 0)
+				return -1;
+			continue;
+		}
+		c->executed++;
+		c->clock++;
+		t->last_id = t->id++;
+		t->last_tsc = t->dtime;
+		visible(t, t->cur.pc);
+		t->cur = in[i];
+	}
+	return c->failed ? -1 : 0;
 }
 
 /* The instruction the thread runs next, or 0 if none is known yet. */
