@@ -29,6 +29,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------ */
 /* Errors */
@@ -2524,6 +2525,182 @@ out:
 	return r;
 }
 
+/* ------------------------------------------------------------------ */
+/* htr.build_perf() */
+
+struct perf_ctx {
+	struct build_ctx b;     /* first: the progress callback's payload */
+	PyObject *warn;         /* callable, or NULL: Python warnings */
+	PyObject *built;        /* list of (tid, path) written */
+	PyObject *paths;        /* the same paths as bytes, to remove */
+};
+
+/* Keep the first exception raised by a callback for after the build. */
+static void perf_keep_error(struct perf_ctx *ctx)
+{
+	if (PyErr_Occurred() && !ctx->b.raised) {
+		ctx->b.raised = 1;
+		PyErr_Fetch(&ctx->b.et, &ctx->b.ev, &ctx->b.tb);
+	}
+	PyErr_Clear();
+}
+
+/* The builder's progress: stop at once once a callback has raised. */
+static int perf_progress(const struct htr_build_progress *p, void *payload)
+{
+	struct perf_ctx *ctx = payload;
+
+	if (ctx->b.raised)
+		return 1;
+	return build_progress(p, payload);
+}
+
+/* A thread done: note its file (to return it, or to remove it when the
+ * build fails later), check for Ctrl-C. */
+static int perf_thread_done(const struct htr_perf_result *r, void *payload)
+{
+	struct perf_ctx *ctx = payload;
+	PyObject *t = NULL, *pb = NULL;
+	int rc = 0;
+
+	PyEval_RestoreThread(ctx->b.ts);
+	if (r->error == 0) {
+		pb = PyBytes_FromString(r->out);
+		t = Py_BuildValue("(IN)", r->tid,
+				  PyUnicode_DecodeFSDefault(r->out));
+		if (!pb || !t || PyList_Append(ctx->paths, pb) < 0 ||
+		    PyList_Append(ctx->built, t) < 0)
+			rc = 1;
+	}
+	Py_XDECREF(pb);
+	Py_XDECREF(t);
+	if (!rc && (ctx->b.raised || PyErr_CheckSignals() < 0))
+		rc = 1;
+	if (rc)
+		perf_keep_error(ctx);
+	ctx->b.ts = PyEval_SaveThread();
+	return rc;
+}
+
+static void perf_warning(int kind, const char *text, void *payload)
+{
+	struct perf_ctx *ctx = payload;
+	PyObject *r;
+
+	PyEval_RestoreThread(ctx->b.ts);
+	if (!ctx->b.raised) {
+		if (ctx->warn) {
+			r = PyObject_CallFunction(ctx->warn, "is", kind, text);
+			Py_XDECREF(r);
+		} else if (kind < HTR_PERF_NOTE) {
+			PyErr_WarnEx(PyExc_RuntimeWarning, text, 1);
+		}
+		perf_keep_error(ctx);
+	}
+	ctx->b.ts = PyEval_SaveThread();
+}
+
+static PyObject *htr_build_perf_fn(PyObject *mod, PyObject *args,
+				   PyObject *kw)
+{
+	static char *kwlist[] = { "path", "output", "tid", "progress",
+				  "warning", "threads", "symfs",
+				  "buildid_dir", "no_fsync", NULL };
+	PyObject *path_o = NULL, *out_o = NULL, *tid_o = Py_None;
+	PyObject *progress = Py_None, *warn = Py_None, *r = NULL;
+	PyObject *symfs_o = NULL, *bid_o = NULL;
+	unsigned threads = 0;
+	int no_fsync = 0, rc;
+	struct htr_perf *pf = NULL;
+	struct htr_perf_build_opts po;
+	struct htr_build_opts bo;
+	struct perf_ctx ctx;
+	Py_ssize_t i;
+
+	(void) mod;
+	memset(&ctx, 0, sizeof(ctx));
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|O&OOOIO&O&p", kwlist,
+					 PyUnicode_FSConverter, &path_o,
+					 PyUnicode_FSConverter, &out_o,
+					 &tid_o, &progress, &warn, &threads,
+					 PyUnicode_FSConverter, &symfs_o,
+					 PyUnicode_FSConverter, &bid_o,
+					 &no_fsync))
+		return NULL;
+	if ((progress != Py_None && !PyCallable_Check(progress)) ||
+	    (warn != Py_None && !PyCallable_Check(warn))) {
+		PyErr_SetString(PyExc_TypeError, "htr: build_perf: progress, "
+				"warning: callables");
+		goto out;
+	}
+	ctx.b.cb = progress == Py_None ? NULL : progress;
+	ctx.warn = warn == Py_None ? NULL : warn;
+	ctx.built = PyList_New(0);
+	ctx.paths = PyList_New(0);
+	if (!ctx.built || !ctx.paths)
+		goto out;
+	htr_build_opts_init(&bo);
+	bo.progress = perf_progress;
+	bo.payload = &ctx;
+	bo.threads = threads;
+	bo.no_fsync = no_fsync;
+	htr_perf_build_opts_init(&po);
+	po.build = &bo;
+	po.output = out_o ? PyBytes_AS_STRING(out_o) : NULL;
+	po.symfs = symfs_o ? PyBytes_AS_STRING(symfs_o) : NULL;
+	po.buildid_dir = bid_o ? PyBytes_AS_STRING(bid_o) : NULL;
+	po.thread_done = perf_thread_done;
+	po.warning = perf_warning;
+	po.payload = &ctx;
+	if (tid_o != Py_None) {
+		unsigned long tid = PyLong_AsUnsignedLong(tid_o);
+
+		if (PyErr_Occurred())
+			goto out;
+		if (tid > UINT32_MAX) {
+			PyErr_SetString(PyExc_OverflowError, "htr: build_perf: "
+					"tid: out of range");
+			goto out;
+		}
+		po.flags |= HTR_PERF_BUILD_TID;
+		po.tid = (uint32_t) tid;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	rc = htr_perf_open(&pf, PyBytes_AS_STRING(path_o));
+	if (rc == 0)
+		rc = htr_perf_check(pf, &po);
+	Py_END_ALLOW_THREADS
+	if (rc < 0) {
+		raise_htr(rc, pf ? htr_perf_last_error(pf) : NULL);
+		goto out;
+	}
+	ctx.b.ts = PyEval_SaveThread();
+	rc = htr_perf_build(pf, &po);
+	PyEval_RestoreThread(ctx.b.ts);
+	if (ctx.b.raised) {
+		PyErr_Restore(ctx.b.et, ctx.b.ev, ctx.b.tb);
+	} else if (rc < 0) {
+		raise_htr(rc, htr_perf_last_error(pf));
+	} else {
+		r = ctx.built;
+		ctx.built = NULL;
+		goto out;
+	}
+	/* All or nothing: remove the threads' files written before the
+	 * failure (the library leaves them). */
+	for (i = 0; i < PyList_GET_SIZE(ctx.paths); i++)
+		unlink(PyBytes_AS_STRING(PyList_GET_ITEM(ctx.paths, i)));
+out:
+	htr_perf_close(pf);
+	Py_XDECREF(ctx.built);
+	Py_XDECREF(ctx.paths);
+	Py_XDECREF(path_o);
+	Py_XDECREF(out_o);
+	Py_XDECREF(symfs_o);
+	Py_XDECREF(bid_o);
+	return r;
+}
+
 static PyObject *htr_errstr_fn(PyObject *mod, PyObject *arg)
 {
 	long code = PyLong_AsLong(arg);
@@ -2552,6 +2729,19 @@ static PyMethodDef htr_methods[] = {
 	  "instructions with an htr.Progress; returning False or raising "
 	  "cancels the build (nothing is written; the exception, or "
 	  "htr.Canceled, comes out).  Ctrl-C cancels too." },
+	{ "build_perf", (PyCFunction) (void (*)(void)) htr_build_perf_fn,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "build_perf(path, output=None, tid=None, progress=None, "
+	  "warning=None, threads=0, symfs=None, buildid_dir=None, "
+	  "no_fsync=False) -> [(tid, path), ...].  Build every traced thread "
+	  "of a perf.data (htr record, perf record -e intel_pt//u) into a "
+	  ".htr each, as `htr build FILE.data -o OUTPUT` does (output: NULL "
+	  "for STEM.TID.htr, DIR/, a name with %t/%p, or NAME.htr for one "
+	  "thread); tid: only that thread.  progress(p) as htr.build's, per "
+	  "thread; warning(kind, text) gets the library's warnings and notes "
+	  "(without it warnings become RuntimeWarnings).  A cancel (False, an "
+	  "exception, Ctrl-C) or a failed thread raises and removes every "
+	  "file the call wrote." },
 	{ "errstr", (PyCFunction) htr_errstr_fn, METH_O,
 	  "errstr(code) -> libhtr's phrase for an error code" },
 	{ NULL, NULL, 0, NULL },
