@@ -1438,7 +1438,139 @@ static PyObject *File_to_pandas(FileObject *self, PyObject *args,
 	return r;
 }
 
+/* f.export(): the library's exporters (htr/export.h), as `htr export`. */
+static PyObject *File_export(FileObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "format", "path", "block", "depth",
+				  "min_duration", "gaps", "ticks", "args",
+				  NULL };
+	struct htr_file *f = file_get(self);
+	const char *format;
+	PyObject *path_o = NULL, *block_o = Py_None, *r = NULL;
+	PyObject *depth_o = Py_None, *min_o = Py_None;
+	int gaps = 0, ticks = 0, eargs = 0, rc, saved = 0;
+	struct htr_export_opts eo;
+	struct htr_analysis *a;
+	StoreObject *st;
+	char msg[512] = "";
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *mem = NULL;
+
+	if (!f)
+		return NULL;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|O&OOOppp", kwlist,
+					 &format, PyUnicode_FSConverter,
+					 &path_o, &block_o, &depth_o, &min_o,
+					 &gaps, &ticks, &eargs))
+		return NULL;
+	htr_export_opts_init(&eo);
+	if (!strcmp(format, "chrome"))
+		eo.format = HTR_EXPORT_CHROME;
+	else if (!strcmp(format, "folded"))
+		eo.format = HTR_EXPORT_FOLDED;
+	else if (!strcmp(format, "perfetto"))
+		eo.format = HTR_EXPORT_PERFETTO;
+	else {
+		PyErr_Format(PyExc_ValueError, "htr: export: format: chrome, "
+			     "folded or perfetto, not '%s'", format);
+		goto out;
+	}
+	if (!htr_export_has(eo.format)) {
+		raise_htr(HTR_ERR_INVALID, "export: perfetto: this libhtr was "
+			  "built without libprotobuf-c");
+		goto out;
+	}
+	if (block_o != Py_None) {
+		PyObject *n = PyNumber_Long(block_o);
+		unsigned long b;
+
+		if (!n)
+			goto out;
+		b = PyLong_AsUnsignedLong(n);
+		Py_DECREF(n);
+		if (PyErr_Occurred())
+			goto out;
+		if (b >= htr_block_count(f)) {
+			PyErr_Format(PyExc_IndexError, "htr: export: block %lu: "
+				     "no such block", b);
+			goto out;
+		}
+		eo.block = (uint32_t) b;
+	}
+	if (depth_o != Py_None) {
+		eo.max_depth = PyLong_AsUnsignedLongLong(depth_o);
+		if (PyErr_Occurred())
+			goto out;
+		if (!eo.max_depth) {
+			PyErr_SetString(PyExc_ValueError, "htr: export: depth: "
+					"1 or more");
+			goto out;
+		}
+	}
+	if (min_o != Py_None) {
+		eo.min_duration = PyLong_AsUnsignedLongLong(min_o);
+		if (PyErr_Occurred())
+			goto out;
+	}
+	eo.flags = (gaps ? HTR_EXPORT_GAPS : 0) | (ticks ? HTR_EXPORT_TICKS : 0) |
+		   (eargs ? HTR_EXPORT_ARGS : 0);
+	if (!path_o) {
+		mem = open_memstream(&buf, &len);
+		if (!mem) {
+			PyErr_NoMemory();
+			goto out;
+		}
+	}
+	if (analysis_begin(self, &st, &a) < 0)
+		goto out;
+	Py_BEGIN_ALLOW_THREADS
+	if (path_o)
+		rc = htr_export_path(f, a, PyBytes_AS_STRING(path_o), &eo);
+	else
+		rc = htr_export(f, a, mem, &eo);
+	saved = errno;
+	if (rc < 0)
+		snprintf(msg, sizeof(msg), "%s", htr_analysis_last_error(a));
+	store_give(st, a);
+	Py_END_ALLOW_THREADS
+	Py_DECREF(st);
+	if (mem) {
+		if (fclose(mem) != 0 && rc == 0)
+			rc = HTR_ERR_NOMEM;
+		mem = NULL;
+	}
+	if (rc == HTR_ERR_IO && path_o) {
+		errno = saved;
+		PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_o);
+	} else if (rc < 0) {
+		raise_htr(rc, rc == HTR_ERR_NOMEM ? NULL : msg);
+	} else if (path_o) {
+		r = Py_None;
+		Py_INCREF(r);
+	} else {
+		r = PyBytes_FromStringAndSize(buf, (Py_ssize_t) len);
+	}
+out:
+	if (mem)
+		fclose(mem);
+	free(buf);
+	Py_XDECREF(path_o);
+	return r;
+}
+
 static PyMethodDef File_methods[] = {
+	{ "export", (PyCFunction) (void (*)(void)) File_export,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "export(format, path=None, block=None, depth=None, "
+	  "min_duration=None, gaps=False, ticks=False, args=False) -> None, "
+	  "or bytes without a path.  The tree in 'chrome', 'folded' or "
+	  "'perfetto' (htr.has_perfetto) format, byte for byte what `htr "
+	  "export` writes (libhtr's htr_export()); a path is written all or "
+	  "nothing.  block: that subtree; depth: levels at most; "
+	  "min_duration: leave out blocks whose total is below it, in the "
+	  "output's unit (ns for a perf.data build unless ticks, else TSC "
+	  "ticks)." },
 	{ "close", (PyCFunction) File_close, METH_NOARGS,
 	  "close(): no further calls; arrays taken before stay valid" },
 	{ "__enter__", (PyCFunction) File_enter, METH_NOARGS, NULL },
@@ -2877,6 +3009,9 @@ PyMODINIT_FUNC PyInit_htr(void)
 	C(INSN_FAR_CALL); C(INSN_FAR_RET); C(INSN_FAR_JUMP);
 	C(GAP_DISABLED); C(GAP_OVERFLOW); C(GAP_ERROR);
 #undef C
+	if (PyModule_AddObject(m, "has_perfetto", PyBool_FromLong(
+			htr_export_has(HTR_EXPORT_PERFETTO))) < 0)
+		goto fail;
 	if (PyModule_AddIntConstant(m, "NONE", (long) HTR_NONE) < 0 ||
 	    PyModule_AddStringConstant(m, "__version__", htr_version()) < 0)
 		goto fail;

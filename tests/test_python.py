@@ -8,7 +8,8 @@ HTR_PY_SKIP, a reason to skip (the module could not be built): exit 77.
 Every figure the module gives is checked against what the CLI prints for
 the same file: the block arrays against htr dump --json, top() against
 htr top --json, find() against htr find --json, the cursor against
-htr insns --bytes, build_perf() against htr build FILE.data.  Then the
+htr insns --bytes, build_perf() against htr build FILE.data, export()
+against htr export (byte for byte).  Then the
 lifetimes (arrays of a closed file), builds cancelled from their
 callback, errors, four threads on one file, and the module without
 numpy.
@@ -411,6 +412,62 @@ class TestBuild(unittest.TestCase):
         self.assertEqual(self.leftovers(d), [])
 
 
+def cli_bytes(*args):
+    return subprocess.run([HTR] + [str(a) for a in args], check=True,
+                          stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE).stdout
+
+
+EXPORTS = [({}, []),
+           (dict(args=True, gaps=True), ["--args", "--gaps"]),
+           (dict(depth=3, min_duration=50), ["--depth", "3",
+                                             "--min-duration", "50"]),
+           (dict(block=1, ticks=True), ["--block", "1", "--ticks"])]
+
+
+def export_cases(f, fn, formats=("chrome", "folded", "perfetto")):
+    """(what, module's bytes, CLI's bytes) for every format and option
+    set, through a path and as bytes."""
+    d = tempfile.mkdtemp(dir=os.path.dirname(fn))
+    for fmt in formats:
+        if fmt == "perfetto" and not htr.has_perfetto:
+            continue
+        for kw, args in EXPORTS:
+            want = cli_bytes("export", "--format", fmt, *args, fn)
+            out = os.path.join(d, fmt + ".out")
+            f.export(fmt, out, **kw)
+            with open(out, "rb") as fp:
+                yield (fmt, kw, "path"), fp.read(), want
+            yield (fmt, kw, "bytes"), f.export(fmt, **kw), want
+    shutil.rmtree(d)
+
+
+class TestExport(unittest.TestCase):
+    def test_equals_cli(self):
+        f = htr.open(path("t.htr"))
+        n = 0
+        for what, got, want in export_cases(f, path("t.htr")):
+            self.assertEqual(got, want, what)
+            n += 1
+        self.assertGreaterEqual(n, 16)
+
+    def test_errors(self):
+        f = htr.open(path("t.htr"))
+        d = tempfile.mkdtemp(dir=Fixture.dir)
+        with self.assertRaises(ValueError):
+            f.export("svg")
+        with self.assertRaises(ValueError):
+            f.export("folded", depth=0)
+        with self.assertRaises(IndexError):
+            f.export("folded", block=len(f))
+        with self.assertRaises(OSError):
+            f.export("folded", os.path.join(d, "no", "such"))
+        self.assertEqual(os.listdir(d), [])
+        f.close()
+        with self.assertRaises(ValueError):
+            f.export("folded")
+
+
 MT_C = r"""
 #include <pthread.h>
 static volatile long sink;
@@ -494,6 +551,11 @@ class TestBuildPerf(unittest.TestCase):
                 cli("dump", "--json", p),
                 cli("dump", "--json",
                     os.path.join(self.cli, os.path.basename(p))))
+        # Exports of a file in ns (perf's clock) equal the CLI's too.
+        tf = htr.open(built[0][1])
+        for what, got, want in export_cases(tf, built[0][1],
+                                            ("chrome", "folded")):
+            self.assertEqual(got, want, what)
         # One thread, to a name of its own.
         tid = built[1][0]
         one = os.path.join(out, "one.htr")
