@@ -29,6 +29,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------ */
 /* Errors */
@@ -1437,7 +1438,139 @@ static PyObject *File_to_pandas(FileObject *self, PyObject *args,
 	return r;
 }
 
+/* f.export(): the library's exporters (htr/export.h), as `htr export`. */
+static PyObject *File_export(FileObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "format", "path", "block", "depth",
+				  "min_duration", "gaps", "ticks", "args",
+				  NULL };
+	struct htr_file *f = file_get(self);
+	const char *format;
+	PyObject *path_o = NULL, *block_o = Py_None, *r = NULL;
+	PyObject *depth_o = Py_None, *min_o = Py_None;
+	int gaps = 0, ticks = 0, eargs = 0, rc, saved = 0;
+	struct htr_export_opts eo;
+	struct htr_analysis *a;
+	StoreObject *st;
+	char msg[512] = "";
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *mem = NULL;
+
+	if (!f)
+		return NULL;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|O&OOOppp", kwlist,
+					 &format, PyUnicode_FSConverter,
+					 &path_o, &block_o, &depth_o, &min_o,
+					 &gaps, &ticks, &eargs))
+		return NULL;
+	htr_export_opts_init(&eo);
+	if (!strcmp(format, "chrome"))
+		eo.format = HTR_EXPORT_CHROME;
+	else if (!strcmp(format, "folded"))
+		eo.format = HTR_EXPORT_FOLDED;
+	else if (!strcmp(format, "perfetto"))
+		eo.format = HTR_EXPORT_PERFETTO;
+	else {
+		PyErr_Format(PyExc_ValueError, "htr: export: format: chrome, "
+			     "folded or perfetto, not '%s'", format);
+		goto out;
+	}
+	if (!htr_export_has(eo.format)) {
+		raise_htr(HTR_ERR_INVALID, "export: perfetto: this libhtr was "
+			  "built without libprotobuf-c");
+		goto out;
+	}
+	if (block_o != Py_None) {
+		PyObject *n = PyNumber_Long(block_o);
+		unsigned long b;
+
+		if (!n)
+			goto out;
+		b = PyLong_AsUnsignedLong(n);
+		Py_DECREF(n);
+		if (PyErr_Occurred())
+			goto out;
+		if (b >= htr_block_count(f)) {
+			PyErr_Format(PyExc_IndexError, "htr: export: block %lu: "
+				     "no such block", b);
+			goto out;
+		}
+		eo.block = (uint32_t) b;
+	}
+	if (depth_o != Py_None) {
+		eo.max_depth = PyLong_AsUnsignedLongLong(depth_o);
+		if (PyErr_Occurred())
+			goto out;
+		if (!eo.max_depth) {
+			PyErr_SetString(PyExc_ValueError, "htr: export: depth: "
+					"1 or more");
+			goto out;
+		}
+	}
+	if (min_o != Py_None) {
+		eo.min_duration = PyLong_AsUnsignedLongLong(min_o);
+		if (PyErr_Occurred())
+			goto out;
+	}
+	eo.flags = (gaps ? HTR_EXPORT_GAPS : 0) | (ticks ? HTR_EXPORT_TICKS : 0) |
+		   (eargs ? HTR_EXPORT_ARGS : 0);
+	if (!path_o) {
+		mem = open_memstream(&buf, &len);
+		if (!mem) {
+			PyErr_NoMemory();
+			goto out;
+		}
+	}
+	if (analysis_begin(self, &st, &a) < 0)
+		goto out;
+	Py_BEGIN_ALLOW_THREADS
+	if (path_o)
+		rc = htr_export_path(f, a, PyBytes_AS_STRING(path_o), &eo);
+	else
+		rc = htr_export(f, a, mem, &eo);
+	saved = errno;
+	if (rc < 0)
+		snprintf(msg, sizeof(msg), "%s", htr_analysis_last_error(a));
+	store_give(st, a);
+	Py_END_ALLOW_THREADS
+	Py_DECREF(st);
+	if (mem) {
+		if (fclose(mem) != 0 && rc == 0)
+			rc = HTR_ERR_NOMEM;
+		mem = NULL;
+	}
+	if (rc == HTR_ERR_IO && path_o) {
+		errno = saved;
+		PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_o);
+	} else if (rc < 0) {
+		raise_htr(rc, rc == HTR_ERR_NOMEM ? NULL : msg);
+	} else if (path_o) {
+		r = Py_None;
+		Py_INCREF(r);
+	} else {
+		r = PyBytes_FromStringAndSize(buf, (Py_ssize_t) len);
+	}
+out:
+	if (mem)
+		fclose(mem);
+	free(buf);
+	Py_XDECREF(path_o);
+	return r;
+}
+
 static PyMethodDef File_methods[] = {
+	{ "export", (PyCFunction) (void (*)(void)) File_export,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "export(format, path=None, block=None, depth=None, "
+	  "min_duration=None, gaps=False, ticks=False, args=False) -> None, "
+	  "or bytes without a path.  The tree in 'chrome', 'folded' or "
+	  "'perfetto' (htr.has_perfetto) format, byte for byte what `htr "
+	  "export` writes (libhtr's htr_export()); a path is written all or "
+	  "nothing.  block: that subtree; depth: levels at most; "
+	  "min_duration: leave out blocks whose total is below it, in the "
+	  "output's unit (ns for a perf.data build unless ticks, else TSC "
+	  "ticks)." },
 	{ "close", (PyCFunction) File_close, METH_NOARGS,
 	  "close(): no further calls; arrays taken before stay valid" },
 	{ "__enter__", (PyCFunction) File_enter, METH_NOARGS, NULL },
@@ -2524,6 +2657,182 @@ out:
 	return r;
 }
 
+/* ------------------------------------------------------------------ */
+/* htr.build_perf() */
+
+struct perf_ctx {
+	struct build_ctx b;     /* first: the progress callback's payload */
+	PyObject *warn;         /* callable, or NULL: Python warnings */
+	PyObject *built;        /* list of (tid, path) written */
+	PyObject *paths;        /* the same paths as bytes, to remove */
+};
+
+/* Keep the first exception raised by a callback for after the build. */
+static void perf_keep_error(struct perf_ctx *ctx)
+{
+	if (PyErr_Occurred() && !ctx->b.raised) {
+		ctx->b.raised = 1;
+		PyErr_Fetch(&ctx->b.et, &ctx->b.ev, &ctx->b.tb);
+	}
+	PyErr_Clear();
+}
+
+/* The builder's progress: stop at once once a callback has raised. */
+static int perf_progress(const struct htr_build_progress *p, void *payload)
+{
+	struct perf_ctx *ctx = payload;
+
+	if (ctx->b.raised)
+		return 1;
+	return build_progress(p, payload);
+}
+
+/* A thread done: note its file (to return it, or to remove it when the
+ * build fails later), check for Ctrl-C. */
+static int perf_thread_done(const struct htr_perf_result *r, void *payload)
+{
+	struct perf_ctx *ctx = payload;
+	PyObject *t = NULL, *pb = NULL;
+	int rc = 0;
+
+	PyEval_RestoreThread(ctx->b.ts);
+	if (r->error == 0) {
+		pb = PyBytes_FromString(r->out);
+		t = Py_BuildValue("(IN)", r->tid,
+				  PyUnicode_DecodeFSDefault(r->out));
+		if (!pb || !t || PyList_Append(ctx->paths, pb) < 0 ||
+		    PyList_Append(ctx->built, t) < 0)
+			rc = 1;
+	}
+	Py_XDECREF(pb);
+	Py_XDECREF(t);
+	if (!rc && (ctx->b.raised || PyErr_CheckSignals() < 0))
+		rc = 1;
+	if (rc)
+		perf_keep_error(ctx);
+	ctx->b.ts = PyEval_SaveThread();
+	return rc;
+}
+
+static void perf_warning(int kind, const char *text, void *payload)
+{
+	struct perf_ctx *ctx = payload;
+	PyObject *r;
+
+	PyEval_RestoreThread(ctx->b.ts);
+	if (!ctx->b.raised) {
+		if (ctx->warn) {
+			r = PyObject_CallFunction(ctx->warn, "is", kind, text);
+			Py_XDECREF(r);
+		} else if (kind < HTR_PERF_NOTE) {
+			PyErr_WarnEx(PyExc_RuntimeWarning, text, 1);
+		}
+		perf_keep_error(ctx);
+	}
+	ctx->b.ts = PyEval_SaveThread();
+}
+
+static PyObject *htr_build_perf_fn(PyObject *mod, PyObject *args,
+				   PyObject *kw)
+{
+	static char *kwlist[] = { "path", "output", "tid", "progress",
+				  "warning", "threads", "symfs",
+				  "buildid_dir", "no_fsync", NULL };
+	PyObject *path_o = NULL, *out_o = NULL, *tid_o = Py_None;
+	PyObject *progress = Py_None, *warn = Py_None, *r = NULL;
+	PyObject *symfs_o = NULL, *bid_o = NULL;
+	unsigned threads = 0;
+	int no_fsync = 0, rc;
+	struct htr_perf *pf = NULL;
+	struct htr_perf_build_opts po;
+	struct htr_build_opts bo;
+	struct perf_ctx ctx;
+	Py_ssize_t i;
+
+	(void) mod;
+	memset(&ctx, 0, sizeof(ctx));
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|O&OOOIO&O&p", kwlist,
+					 PyUnicode_FSConverter, &path_o,
+					 PyUnicode_FSConverter, &out_o,
+					 &tid_o, &progress, &warn, &threads,
+					 PyUnicode_FSConverter, &symfs_o,
+					 PyUnicode_FSConverter, &bid_o,
+					 &no_fsync))
+		return NULL;
+	if ((progress != Py_None && !PyCallable_Check(progress)) ||
+	    (warn != Py_None && !PyCallable_Check(warn))) {
+		PyErr_SetString(PyExc_TypeError, "htr: build_perf: progress, "
+				"warning: callables");
+		goto out;
+	}
+	ctx.b.cb = progress == Py_None ? NULL : progress;
+	ctx.warn = warn == Py_None ? NULL : warn;
+	ctx.built = PyList_New(0);
+	ctx.paths = PyList_New(0);
+	if (!ctx.built || !ctx.paths)
+		goto out;
+	htr_build_opts_init(&bo);
+	bo.progress = perf_progress;
+	bo.payload = &ctx;
+	bo.threads = threads;
+	bo.no_fsync = no_fsync;
+	htr_perf_build_opts_init(&po);
+	po.build = &bo;
+	po.output = out_o ? PyBytes_AS_STRING(out_o) : NULL;
+	po.symfs = symfs_o ? PyBytes_AS_STRING(symfs_o) : NULL;
+	po.buildid_dir = bid_o ? PyBytes_AS_STRING(bid_o) : NULL;
+	po.thread_done = perf_thread_done;
+	po.warning = perf_warning;
+	po.payload = &ctx;
+	if (tid_o != Py_None) {
+		unsigned long tid = PyLong_AsUnsignedLong(tid_o);
+
+		if (PyErr_Occurred())
+			goto out;
+		if (tid > UINT32_MAX) {
+			PyErr_SetString(PyExc_OverflowError, "htr: build_perf: "
+					"tid: out of range");
+			goto out;
+		}
+		po.flags |= HTR_PERF_BUILD_TID;
+		po.tid = (uint32_t) tid;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	rc = htr_perf_open(&pf, PyBytes_AS_STRING(path_o));
+	if (rc == 0)
+		rc = htr_perf_check(pf, &po);
+	Py_END_ALLOW_THREADS
+	if (rc < 0) {
+		raise_htr(rc, pf ? htr_perf_last_error(pf) : NULL);
+		goto out;
+	}
+	ctx.b.ts = PyEval_SaveThread();
+	rc = htr_perf_build(pf, &po);
+	PyEval_RestoreThread(ctx.b.ts);
+	if (ctx.b.raised) {
+		PyErr_Restore(ctx.b.et, ctx.b.ev, ctx.b.tb);
+	} else if (rc < 0) {
+		raise_htr(rc, htr_perf_last_error(pf));
+	} else {
+		r = ctx.built;
+		ctx.built = NULL;
+		goto out;
+	}
+	/* All or nothing: remove the threads' files written before the
+	 * failure (the library leaves them). */
+	for (i = 0; i < PyList_GET_SIZE(ctx.paths); i++)
+		unlink(PyBytes_AS_STRING(PyList_GET_ITEM(ctx.paths, i)));
+out:
+	htr_perf_close(pf);
+	Py_XDECREF(ctx.built);
+	Py_XDECREF(ctx.paths);
+	Py_XDECREF(path_o);
+	Py_XDECREF(out_o);
+	Py_XDECREF(symfs_o);
+	Py_XDECREF(bid_o);
+	return r;
+}
+
 static PyObject *htr_errstr_fn(PyObject *mod, PyObject *arg)
 {
 	long code = PyLong_AsLong(arg);
@@ -2552,6 +2861,19 @@ static PyMethodDef htr_methods[] = {
 	  "instructions with an htr.Progress; returning False or raising "
 	  "cancels the build (nothing is written; the exception, or "
 	  "htr.Canceled, comes out).  Ctrl-C cancels too." },
+	{ "build_perf", (PyCFunction) (void (*)(void)) htr_build_perf_fn,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "build_perf(path, output=None, tid=None, progress=None, "
+	  "warning=None, threads=0, symfs=None, buildid_dir=None, "
+	  "no_fsync=False) -> [(tid, path), ...].  Build every traced thread "
+	  "of a perf.data (htr record, perf record -e intel_pt//u) into a "
+	  ".htr each, as `htr build FILE.data -o OUTPUT` does (output: NULL "
+	  "for STEM.TID.htr, DIR/, a name with %t/%p, or NAME.htr for one "
+	  "thread); tid: only that thread.  progress(p) as htr.build's, per "
+	  "thread; warning(kind, text) gets the library's warnings and notes "
+	  "(without it warnings become RuntimeWarnings).  A cancel (False, an "
+	  "exception, Ctrl-C) or a failed thread raises and removes every "
+	  "file the call wrote." },
 	{ "errstr", (PyCFunction) htr_errstr_fn, METH_O,
 	  "errstr(code) -> libhtr's phrase for an error code" },
 	{ NULL, NULL, 0, NULL },
@@ -2687,6 +3009,9 @@ PyMODINIT_FUNC PyInit_htr(void)
 	C(INSN_FAR_CALL); C(INSN_FAR_RET); C(INSN_FAR_JUMP);
 	C(GAP_DISABLED); C(GAP_OVERFLOW); C(GAP_ERROR);
 #undef C
+	if (PyModule_AddObject(m, "has_perfetto", PyBool_FromLong(
+			htr_export_has(HTR_EXPORT_PERFETTO))) < 0)
+		goto fail;
 	if (PyModule_AddIntConstant(m, "NONE", (long) HTR_NONE) < 0 ||
 	    PyModule_AddStringConstant(m, "__version__", htr_version()) < 0)
 		goto fail;

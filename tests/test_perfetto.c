@@ -1,4 +1,4 @@
-/* tools/htr/perfetto.c with a four-name interning table, read back by
+/* lib/perfetto.c with a four-name interning table, read back by
  * libprotobuf-c: names evicted and met again must come back under a fresh
  * iid, every event must name what it was given, and the track and the
  * sequence's reset must come first. */

@@ -8,9 +8,11 @@ HTR_PY_SKIP, a reason to skip (the module could not be built): exit 77.
 Every figure the module gives is checked against what the CLI prints for
 the same file: the block arrays against htr dump --json, top() against
 htr top --json, find() against htr find --json, the cursor against
-htr insns --bytes.  Then the lifetimes (arrays of a closed file), a build
-cancelled from its callback, errors, four threads on one file, and the
-module without numpy.
+htr insns --bytes, build_perf() against htr build FILE.data, export()
+against htr export (byte for byte).  Then the
+lifetimes (arrays of a closed file), builds cancelled from their
+callback, errors, four threads on one file, and the module without
+numpy.
 """
 import gc
 import json
@@ -408,6 +410,196 @@ class TestBuild(unittest.TestCase):
         with self.assertRaises(TypeError):
             htr.build(path("t.pt"), os.path.join(d, "out.htr"), progress=1)
         self.assertEqual(self.leftovers(d), [])
+
+
+def cli_bytes(*args):
+    return subprocess.run([HTR] + [str(a) for a in args], check=True,
+                          stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE).stdout
+
+
+EXPORTS = [({}, []),
+           (dict(args=True, gaps=True), ["--args", "--gaps"]),
+           (dict(depth=3, min_duration=50), ["--depth", "3",
+                                             "--min-duration", "50"]),
+           (dict(block=1, ticks=True), ["--block", "1", "--ticks"])]
+
+
+def export_cases(f, fn, formats=("chrome", "folded", "perfetto")):
+    """(what, module's bytes, CLI's bytes) for every format and option
+    set, through a path and as bytes."""
+    d = tempfile.mkdtemp(dir=os.path.dirname(fn))
+    for fmt in formats:
+        if fmt == "perfetto" and not htr.has_perfetto:
+            continue
+        for kw, args in EXPORTS:
+            want = cli_bytes("export", "--format", fmt, *args, fn)
+            out = os.path.join(d, fmt + ".out")
+            f.export(fmt, out, **kw)
+            with open(out, "rb") as fp:
+                yield (fmt, kw, "path"), fp.read(), want
+            yield (fmt, kw, "bytes"), f.export(fmt, **kw), want
+    shutil.rmtree(d)
+
+
+class TestExport(unittest.TestCase):
+    def test_equals_cli(self):
+        f = htr.open(path("t.htr"))
+        n = 0
+        for what, got, want in export_cases(f, path("t.htr")):
+            self.assertEqual(got, want, what)
+            n += 1
+        self.assertGreaterEqual(n, 16)
+
+    def test_errors(self):
+        f = htr.open(path("t.htr"))
+        d = tempfile.mkdtemp(dir=Fixture.dir)
+        with self.assertRaises(ValueError):
+            f.export("svg")
+        with self.assertRaises(ValueError):
+            f.export("folded", depth=0)
+        with self.assertRaises(IndexError):
+            f.export("folded", block=len(f))
+        with self.assertRaises(OSError):
+            f.export("folded", os.path.join(d, "no", "such"))
+        self.assertEqual(os.listdir(d), [])
+        f.close()
+        with self.assertRaises(ValueError):
+            f.export("folded")
+
+
+MT_C = r"""
+#include <pthread.h>
+static volatile long sink;
+__attribute__((noinline)) static void step(long i) { sink += i; }
+static void *work(void *a)
+{
+	long i;
+
+	for (i = 0; i < 300000; i++)
+		step(i);
+	return a;
+}
+int main(void)
+{
+	pthread_t t;
+
+	pthread_create(&t, 0, work, 0);
+	work(0);
+	pthread_join(t, 0);
+	return 0;
+}
+"""
+
+
+class TestBuildPerf(unittest.TestCase):
+    """htr.build_perf() against htr build FILE.data: a program of two
+    threads (about 2.8M instructions each) recorded by htr record under
+    qemu."""
+    @classmethod
+    def setUpClass(cls):
+        missing = [t for t in ("qemu-x86_64", "cc")
+                   if shutil.which(t) is None]
+        if missing:
+            raise unittest.SkipTest("needs " + " and ".join(missing) +
+                                    " (Debian: qemu-user, gcc)")
+        if "record" not in subprocess.run([HTR, "--help"],
+                                          stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT,
+                                          text=True).stdout:
+            raise unittest.SkipTest("this htr was built without record")
+        cls.d = tempfile.mkdtemp(prefix="htr-pyperf.")
+        cls.env = dict(os.environ, HOME=cls.d)
+        cls.bid = os.path.join(cls.d, ".debug")
+        with open(os.path.join(cls.d, "mt.c"), "w") as fp:
+            fp.write(MT_C)
+        subprocess.run(["cc", "-O1", "-pthread", "-o", "mt", "mt.c"],
+                       cwd=cls.d, check=True)
+        r = subprocess.run([HTR, "record", "-q", "-o", "mt.data", "--",
+                            "./mt"], cwd=cls.d, env=cls.env,
+                           stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            raise unittest.SkipTest("htr record failed: " + r.stderr)
+        cls.data = os.path.join(cls.d, "mt.data")
+        cls.cli = os.path.join(cls.d, "cli")
+        os.mkdir(cls.cli)
+        subprocess.run([HTR, "build", cls.data, "-o", cls.cli + "/"],
+                       env=cls.env, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.d, ignore_errors=True)
+
+    def test_equals_cli(self):
+        out = tempfile.mkdtemp(dir=self.d)
+        seen, warned = [], []
+        built = htr.build_perf(self.data, output=out + "/",
+                               progress=seen.append,
+                               warning=lambda k, t: warned.append((k, t)),
+                               buildid_dir=self.bid)
+        cli_files = sorted(os.listdir(self.cli))
+        self.assertEqual(len(built), 2)
+        self.assertEqual(sorted(os.path.basename(p) for _, p in built),
+                         cli_files)
+        self.assertGreater(len(seen), 0)
+        for tid, p in built:
+            self.assertTrue(p.endswith(".%d.htr" % tid))
+            self.assertEqual(htr.open(p).thread["tid"], tid)
+            self.assertEqual(
+                cli("dump", "--json", p),
+                cli("dump", "--json",
+                    os.path.join(self.cli, os.path.basename(p))))
+        # Exports of a file in ns (perf's clock) equal the CLI's too.
+        tf = htr.open(built[0][1])
+        for what, got, want in export_cases(tf, built[0][1],
+                                            ("chrome", "folded")):
+            self.assertEqual(got, want, what)
+        # One thread, to a name of its own.
+        tid = built[1][0]
+        one = os.path.join(out, "one.htr")
+        self.assertEqual(htr.build_perf(self.data, output=one, tid=tid,
+                                        buildid_dir=self.bid),
+                         [(tid, one)])
+
+    def leftovers(self, d):
+        return os.listdir(d)
+
+    def test_cancel_leaves_nothing(self):
+        # Raised in the second thread's build: the first thread's file,
+        # written already, is removed too.
+        out = tempfile.mkdtemp(dir=self.d)
+        calls = []
+
+        def stop(p):
+            calls.append(p)
+            if len(calls) > 1 and p.insns < calls[-2].insns:
+                raise KeyboardInterrupt
+
+        with self.assertRaises(KeyboardInterrupt):
+            htr.build_perf(self.data, output=out + "/", progress=stop,
+                           buildid_dir=self.bid)
+        self.assertEqual(self.leftovers(out), [])
+        with self.assertRaises(htr.Canceled):
+            htr.build_perf(self.data, output=out + "/",
+                           progress=lambda p: False, buildid_dir=self.bid)
+        self.assertEqual(self.leftovers(out), [])
+
+    def test_errors(self):
+        out = tempfile.mkdtemp(dir=self.d)
+        with self.assertRaises(htr.Error) as e:
+            htr.build_perf(os.path.join(self.d, "missing.data"))
+        self.assertEqual(e.exception.code, htr.ERR_IO)
+        with self.assertRaises(htr.Error) as e:
+            htr.build_perf(self.data, output=out + "/", tid=1)
+        self.assertEqual(e.exception.code, htr.ERR_NOTFOUND)
+        with self.assertRaises(htr.Error) as e:
+            htr.build_perf(self.data, output=os.path.join(out, "x%q"))
+        self.assertEqual(e.exception.code, htr.ERR_INVALID)
+        with self.assertRaises(TypeError):
+            htr.build_perf(self.data, progress=1)
+        self.assertEqual(self.leftovers(out), [])
 
 
 class TestThreads(unittest.TestCase):

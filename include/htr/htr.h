@@ -17,5 +17,6 @@
 #include "cpuwide.h"
 #include "perf.h"
 #include "names.h"
+#include "export.h"
 
 #endif /* HTR_HTR_H */

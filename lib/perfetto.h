@@ -1,15 +1,15 @@
 /* Perfetto's protobuf trace format (TrackEvent), written one packet at a
- * time: htr export --format perfetto.  Only built with libprotobuf-c and
- * protoc-c (meson -Dperfetto); tools/htr/perfetto_trace_min.proto is the
- * schema.
+ * time: htr_export() in HTR_EXPORT_PERFETTO (export.c).  Only built with
+ * libprotobuf-c and protoc-c (meson -Dperfetto); lib/perfetto_trace_min.proto
+ * is the schema.  Internal: the pf_* names stay hidden (libhtr.map).
  *
  * A writer is one packet sequence with its own interning state, writing to
  * a FILE it does not own.  Memory stays bounded whatever the number of
  * events: one packet's buffer and a fixed-size cache of interned names.
  * Every call that writes returns 0, or -1 when out of memory; write errors
  * stay on the FILE (ferror) for the caller to check once at the end. */
-#ifndef HTR_TOOL_PERFETTO_H
-#define HTR_TOOL_PERFETTO_H
+#ifndef HTR_LIB_PERFETTO_H
+#define HTR_LIB_PERFETTO_H
 
 #include <stddef.h>
 #include <stdint.h>
