@@ -52,29 +52,6 @@ static void json_string(FILE *fp, const char *s)
 	fputc('"', fp);
 }
 
-/* "late,truncated" or "-". */
-static const char *block_flags_str(uint32_t flags, char *buf, size_t size)
-{
-	static const struct { uint32_t bit; const char *name; } names[] = {
-		{ HTR_BLOCK_LATE, "late" },
-		{ HTR_BLOCK_TRUNCATED, "truncated" },
-		{ HTR_BLOCK_GAP, "gap" },
-		{ HTR_BLOCK_IMPLICIT, "implicit-return" },
-		{ HTR_BLOCK_UNWOUND, "unwound" },
-	};
-	size_t i, n = 0;
-
-	buf[0] = 0;
-	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (flags & names[i].bit)
-			n += (size_t) snprintf(buf + n, n < size ? size - n : 0,
-					       "%s%s", n ? "," : "",
-					       names[i].name);
-	if (!buf[0])
-		snprintf(buf, size, "-");
-	return buf;
-}
-
 enum fmt { FMT_CHROME, FMT_FOLDED, FMT_PERFETTO };
 
 /* folded: the distinct stacks as a tree, a stack being the node of its
@@ -451,7 +428,7 @@ static void chrome_end(struct exp *e, const struct open_slice *o, uint64_t t)
 	chrome_time(e, "ts", t);
 	fprintf(e->out, ",\"pid\":%u,\"tid\":%u", e->pid, e->tid);
 	if (e->args) {
-		block_flags_str(o->flags, flags, sizeof(flags));
+		htr_block_flags_str(o->flags, flags, sizeof(flags));
 		fprintf(e->out, ",\"args\":{\"block\":%u,\"parent\":", o->block);
 		if (o->parent == HTR_NONE)
 			fprintf(e->out, "null");
@@ -523,7 +500,7 @@ static int slice_block(struct exp *e, uint32_t block,
 		char flags[64];
 		size_t n = 0;
 
-		block_flags_str(bi->flags, flags, sizeof(flags));
+		htr_block_flags_str(bi->flags, flags, sizeof(flags));
 		args[n++] = (struct pf_arg) { PF_ARG_BLOCK, NULL, block };
 		if (bi->parent != HTR_NONE)
 			args[n++] = (struct pf_arg) { PF_ARG_PARENT, NULL,

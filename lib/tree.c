@@ -8,6 +8,7 @@
 
 #include "abi.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static inline bool valid_link(const struct htr_file *f, uint32_t v)
@@ -429,4 +430,27 @@ int htr_file_section(const struct htr_file *file, uint32_t id,
 	if (entsize)
 		*entsize = htr_file__sections[id - 1].entsize;
 	return 0;
+}
+
+const char *htr_block_flags_str(uint32_t flags, char *buf, size_t size)
+{
+	static const struct { uint32_t bit; const char *name; } names[] = {
+		{ HTR_BLOCK_LATE, "late" },
+		{ HTR_BLOCK_TRUNCATED, "truncated" },
+		{ HTR_BLOCK_GAP, "gap" },
+		{ HTR_BLOCK_IMPLICIT, "implicit-return" },
+		{ HTR_BLOCK_UNWOUND, "unwound" },
+	};
+	size_t i, n = 0;
+
+	if (!buf || !size)
+		return buf;
+	buf[0] = 0;
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if ((flags & names[i].bit) && n < size)
+			n += (size_t) snprintf(buf + n, size - n, "%s%s",
+					       n ? "," : "", names[i].name);
+	if (!buf[0])
+		snprintf(buf, size, "-");
+	return buf;
 }

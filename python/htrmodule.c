@@ -1721,27 +1721,18 @@ static PyObject *Block_get(BlockObject *self, void *which)
 	case 5: return PyLong_FromUnsignedLong(bi.flags);
 	case 6: return PyLong_FromUnsignedLong(bi.nchildren);
 	case 7: {
-		static const struct { uint32_t bit; const char *name; } nm[] = {
-			{ HTR_BLOCK_LATE, "late" },
-			{ HTR_BLOCK_TRUNCATED, "truncated" },
-			{ HTR_BLOCK_GAP, "gap" },
-			{ HTR_BLOCK_IMPLICIT, "implicit-return" },
-			{ HTR_BLOCK_UNWOUND, "unwound" },
-		};
-		PyObject *l = PyList_New(0);
-		size_t k;
+		/* The library's names (htr dump's), as a list. */
+		char buf[64];
+		PyObject *str, *sep, *l;
 
-		for (k = 0; l && k < sizeof(nm) / sizeof(nm[0]); k++)
-			if (bi.flags & nm[k].bit) {
-				PyObject *s = PyUnicode_FromString(nm[k].name);
-
-				if (!s || PyList_Append(l, s) < 0) {
-					Py_XDECREF(s);
-					Py_CLEAR(l);
-					break;
-				}
-				Py_DECREF(s);
-			}
+		if (!bi.flags)
+			return PyList_New(0);
+		str = PyUnicode_FromString(htr_block_flags_str(bi.flags, buf,
+							       sizeof(buf)));
+		sep = PyUnicode_FromString(",");
+		l = str && sep ? PyUnicode_Split(str, sep, -1) : NULL;
+		Py_XDECREF(str);
+		Py_XDECREF(sep);
 		return l;
 	}
 	case 8:

@@ -778,3 +778,19 @@ Test(tree, cut_deep, .timeout = 120)
 	/* fewer blocks than a piece: nowhere to cut */
 	cr_assert_eq(roundtrip_on(RANDOM, 30000, 25, 0, 4), 1);
 }
+
+/* The flags' names in the header's order, "-" for none, cut to fit. */
+Test(tree, block_flags_str)
+{
+	char buf[64], small[8];
+
+	cr_expect_str_eq(htr_block_flags_str(0, buf, sizeof(buf)), "-");
+	cr_expect_str_eq(htr_block_flags_str(HTR_BLOCK_UNWOUND | HTR_BLOCK_LATE,
+					     buf, sizeof(buf)),
+			 "late,unwound");
+	cr_expect_str_eq(htr_block_flags_str(0x1f, buf, sizeof(buf)),
+			 "late,truncated,gap,implicit-return,unwound");
+	cr_expect_str_eq(htr_block_flags_str(HTR_BLOCK_GAP | HTR_BLOCK_IMPLICIT,
+					     small, sizeof(small)), "gap,imp");
+	cr_expect_null(htr_block_flags_str(HTR_BLOCK_GAP, NULL, 0));
+}

@@ -37,6 +37,16 @@ struct htr_file;
 				   * return or indirect jump that landed in
 				   * an outer frame */
 
+/**
+ * @flags (HTR_BLOCK_*) as htr dump prints them: the names late,
+ * truncated, gap, implicit-return and unwound, in that order, joined by
+ * commas, or "-" for none, into @buf of @size bytes (cut to fit and
+ * NUL-terminated when @size > 0; 64 bytes always fit).  Returns @buf.
+ * Any thread.
+ */
+HTR_API const char *htr_block_flags_str(uint32_t flags, char *buf,
+					size_t size);
+
 /* Options of htr_file_open() (the size rule: htr/common.h). */
 struct htr_open_opts {
 	size_t size;            /* sizeof(struct htr_open_opts) */

@@ -1286,27 +1286,6 @@ std::string where_field(Locator *loc, const struct htr_block_info &bi)
 	return s.empty() ? "" : "  " + s;
 }
 
-const char *flags_str(uint32_t flags, char *buf, size_t size)
-{
-	static const struct { uint32_t bit; const char *name; } names[] = {
-		{ HTR_BLOCK_LATE, "late" },
-		{ HTR_BLOCK_TRUNCATED, "truncated" },
-		{ HTR_BLOCK_GAP, "gap" },
-		{ HTR_BLOCK_IMPLICIT, "implicit-return" },
-		{ HTR_BLOCK_UNWOUND, "unwound" },
-	};
-	size_t n = 0;
-
-	buf[0] = 0;
-	for (const auto &nm : names)
-		if (flags & nm.bit)
-			n += (size_t) snprintf(buf + n, n < size ? size - n : 0,
-					       "%s%s", n ? "," : "", nm.name);
-	if (!buf[0])
-		snprintf(buf, size, "-");
-	return buf;
-}
-
 // Emit text in chunks (SBCommandReturnObject::Printf formats into a fixed
 // buffer per call).
 void emit(lldb::SBCommandReturnObject &result, std::string &buf, bool last)
@@ -1532,7 +1511,7 @@ int dump_visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		else
 			d->buf += fmt("0x%" PRIx64, bi.entry);
 		d->buf += "  ";
-		d->buf += flags_str(bi.flags, flags, sizeof(flags));
+		d->buf += htr_block_flags_str(bi.flags, flags, sizeof(flags));
 		d->buf += "  ";
 		d->buf += name;
 		d->buf += where_field(d->loc, bi);

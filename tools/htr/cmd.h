@@ -83,8 +83,6 @@ struct htr_file;
 int place_block(const char *cmd, const char *path,
 		const struct htr_file *f, const struct place *p,
 		uint32_t *block);
-/* Human-readable flags: "late,truncated" or "-". */
-const char *block_flags_str(uint32_t flags, char *buf, size_t size);
 
 /* Open the analyses of @f (HTR_ANALYZE_* @what) into *@a; when the
  * sidecar cannot be used, say so once on stderr.  Returns 0, or -1 after

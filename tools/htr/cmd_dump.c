@@ -241,7 +241,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		d->n++;
 		return 0;
 	}
-	block_flags_str(bi.flags, flags, sizeof(flags));
+	htr_block_flags_str(bi.flags, flags, sizeof(flags));
 	/* Late blocks and calls whose entry was never traced alike. */
 	if (bi.func == HTR_NONE)
 		snprintf(entry, sizeof(entry), "?");

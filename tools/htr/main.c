@@ -247,28 +247,6 @@ int place_block(const char *cmd, const char *path,
 	return 0;
 }
 
-const char *block_flags_str(uint32_t flags, char *buf, size_t size)
-{
-	static const struct { uint32_t bit; const char *name; } names[] = {
-		{ HTR_BLOCK_LATE, "late" },
-		{ HTR_BLOCK_TRUNCATED, "truncated" },
-		{ HTR_BLOCK_GAP, "gap" },
-		{ HTR_BLOCK_IMPLICIT, "implicit-return" },
-		{ HTR_BLOCK_UNWOUND, "unwound" },
-	};
-	size_t i, n = 0;
-
-	buf[0] = 0;
-	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (flags & names[i].bit)
-			n += (size_t) snprintf(buf + n, n < size ? size - n : 0,
-					       "%s%s", n ? "," : "",
-					       names[i].name);
-	if (!buf[0])
-		snprintf(buf, size, "-");
-	return buf;
-}
-
 int analysis_fail(const char *cmd, const struct htr_file *f,
 		  const struct htr_analysis *a, int err)
 {
