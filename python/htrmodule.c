@@ -255,6 +255,7 @@ typedef struct {
 	pthread_mutex_t mu;
 	struct htr_analysis **pool;
 	size_t npool, cap;
+	unsigned npy;           /* Python analyzers registered on it */
 	PyObject *weakrefs;
 } StoreObject;
 
@@ -421,6 +422,7 @@ static StoreObject *file_store(FileObject *self)
 	st->s = NULL;
 	st->pool = NULL;
 	st->npool = st->cap = 0;
+	st->npy = 0;
 	st->weakrefs = NULL;
 	pthread_mutex_init(&st->mu, NULL);
 	htr_store_opts_init(&so);
@@ -453,6 +455,8 @@ fail:
 	return NULL;
 }
 
+static int in_compute(void);
+
 /* An analysis for one call: *@st (a reference the caller drops) and
  * *@a (given back with store_give()).  Opens the store and, the first
  * time, computes or reloads the analyses with the GIL released. */
@@ -462,6 +466,13 @@ static int analysis_begin(FileObject *self, StoreObject **st,
 	char msg[512] = "";
 	int rc;
 
+	if (in_compute()) {
+		raise_htr(HTR_ERR_INVALID, "an analyzer's compute() can read "
+			  "the tree (f.blocks, f.columns(), ...) and, with "
+			  "f.analysis(), the Python analyzers it declared in "
+			  "deps, but no other analysis");
+		return -1;
+	}
 	*st = file_store(self);
 	if (!*st)
 		return -1;
@@ -857,6 +868,611 @@ out:
 	free(ch);
 	free(loc);
 	return d;
+}
+
+/* ------------------------------------------------------------------ */
+/* Analyzers written in Python: htr.register_analyzer() and
+ * f.analysis().  Each name gets one C descriptor (struct pyan, never
+ * freed: the stores copy the descriptor and keep pointers to its
+ * strings), registered lazily on every store before its next
+ * f.analysis().  compute() takes the GIL and calls the Python callable
+ * with the File that f.analysis() was called on; encode()/decode() and
+ * free() are plain C over the copied numbers (no GIL).  The stored
+ * values: key "h" = "PYA1", kind ('Q' uint64 or 'd' float64), 3 zero
+ * bytes, the count (8 bytes LE); keys "c" + 4-byte big-endian index =
+ * the numbers in chunks of PYAN_CHUNK bytes. */
+
+#define PYAN_MAX 30              /* 32 per store, less tsc and sym */
+#define PYAN_CHUNK ((size_t) 1 << 20)
+
+struct pyan {
+	char name[HTR_ANALYZER_NAME_MAX + 1];
+	uint32_t version;
+	const char **deps;       /* NULL-terminated, strdup'ed */
+	size_t ndeps;
+	PyObject *compute;       /* replaced by a same-version register */
+	struct htr_analyzer d;
+};
+
+/* A result: n numbers of kind 'Q' or 'd'. */
+struct pyres {
+	uint64_t n;
+	char kind;
+	void *data;
+};
+
+static struct pyan *pyans[PYAN_MAX];
+static unsigned npyans;          /* written under the GIL, then read */
+
+/* One f.analysis() in progress on this thread. */
+struct pycall {
+	FileObject *file;
+	struct htr_analyzer_ctx *ctx;    /* inside a compute() */
+	const struct pyan *an;
+	PyObject *exc;                   /* what compute() raised */
+	struct pycall *prev;
+};
+static __thread struct pycall *cur_call;
+
+static int in_compute(void)
+{
+	return cur_call && cur_call->ctx;
+}
+
+static struct pyan *pyan_find(const char *name)
+{
+	unsigned i;
+
+	for (i = 0; i < npyans; i++)
+		if (!strcmp(pyans[i]->name, name))
+			return pyans[i];
+	return NULL;
+}
+
+static void pyres_free(void *result, void *payload)
+{
+	struct pyres *r = result;
+
+	(void) payload;
+	if (r) {
+		free(r->data);
+		free(r);
+	}
+}
+
+/* The numbers in @o (any buffer: 1-D, C-contiguous, 8-byte uint64 or
+ * float64, @nb items) into a new result; NULL with a message in @msg. */
+static struct pyres *pyres_from(PyObject *o, uint32_t nb, char *msg,
+				size_t msize)
+{
+	Py_buffer v;
+	struct pyres *r = NULL;
+	const char *fmt;
+	char kind = 0;
+
+	if (PyObject_GetBuffer(o, &v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+		PyErr_Clear();
+		snprintf(msg, msize, "compute() returned %s, not a buffer "
+			 "(a numpy array of uint64 or float64)",
+			 Py_TYPE(o)->tp_name);
+		return NULL;
+	}
+	fmt = v.format ? v.format : "B";
+	if (*fmt == '@' || *fmt == '=' || *fmt == '<')
+		fmt++;
+	if (v.itemsize == 8 && (!strcmp(fmt, "Q") || !strcmp(fmt, "L")))
+		kind = 'Q';
+	else if (v.itemsize == 8 && !strcmp(fmt, "d"))
+		kind = 'd';
+	if (!kind || v.ndim != 1) {
+		snprintf(msg, msize, "compute() must return one uint64 or "
+			 "float64 per block (a 1-D array), not format '%s', "
+			 "%d dimension(s)", v.format ? v.format : "B", v.ndim);
+		goto out;
+	}
+	if ((uint64_t) v.shape[0] != nb) {
+		snprintf(msg, msize, "compute() returned %zd numbers for %u "
+			 "blocks", v.shape[0], nb);
+		goto out;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r || !(r->data = malloc(nb ? (size_t) nb * 8 : 1))) {
+		free(r);
+		r = NULL;
+		snprintf(msg, msize, "out of memory");
+		goto out;
+	}
+	r->n = nb;
+	r->kind = kind;
+	memcpy(r->data, v.buf, (size_t) nb * 8);
+out:
+	PyBuffer_Release(&v);
+	return r;
+}
+
+static int pyan_compute(struct htr_analyzer_ctx *ctx, void **result,
+			void *payload)
+{
+	struct pyan *an = payload;
+	PyGILState_STATE g = PyGILState_Ensure();
+	struct pycall *c = cur_call;
+	uint32_t nb = htr_block_count(htr_analyzer_file(ctx));
+	struct htr_analyzer_ctx *pctx;
+	const struct pyan *pan;
+	PyObject *r, *et, *ev, *tb, *s;
+	char msg[512];
+	int rc = 0;
+
+	*result = NULL;
+	if (!c || !c->file) {
+		rc = htr_analyzer_fail(ctx, HTR_ERR_INVALID, "analyzer '%s': "
+				       "computed outside f.analysis()",
+				       an->name);
+		goto out;
+	}
+	pctx = c->ctx;
+	pan = c->an;
+	c->ctx = ctx;
+	c->an = an;
+	r = PyObject_CallFunctionObjArgs(an->compute, (PyObject *) c->file,
+					 NULL);
+	c->ctx = pctx;
+	c->an = pan;
+	if (!r) {
+		PyErr_Fetch(&et, &ev, &tb);
+		PyErr_NormalizeException(&et, &ev, &tb);
+		if (ev && tb)
+			PyException_SetTraceback(ev, tb);
+		s = ev ? PyObject_Str(ev) : NULL;
+		snprintf(msg, sizeof(msg), "%s", s ? PyUnicode_AsUTF8(s) : "");
+		PyErr_Clear();
+		Py_XDECREF(s);
+		rc = htr_analyzer_fail(ctx, HTR_ERR_CALLBACK, "analyzer '%s': "
+				       "compute() raised %s: %s", an->name,
+				       et ? ((PyTypeObject *) et)->tp_name :
+				       "?", msg);
+		Py_XSETREF(c->exc, ev);
+		Py_XDECREF(et);
+		Py_XDECREF(tb);
+		goto out;
+	}
+	*result = pyres_from(r, nb, msg, sizeof(msg));
+	Py_DECREF(r);
+	if (!*result)
+		rc = htr_analyzer_fail(ctx, HTR_ERR_CALLBACK, "analyzer '%s': "
+				       "%s", an->name, msg);
+out:
+	PyGILState_Release(g);
+	return rc;
+}
+
+static int pyan_encode(struct htr_analyzer_ctx *ctx, const void *result,
+		       void *payload)
+{
+	const struct pyres *r = result;
+	const struct pyan *an = payload;
+	uint8_t h[16] = { 'P', 'Y', 'A', '1' }, k[5] = { 'c' };
+	size_t len = (size_t) r->n * 8, off;
+	uint32_t i;
+	int rc, b;
+
+	h[4] = (uint8_t) r->kind;
+	for (b = 0; b < 8; b++)
+		h[8 + b] = (uint8_t) (r->n >> (8 * b));
+	rc = htr_analyzer_put(ctx, "h", 1, h, sizeof(h));
+	for (i = 0, off = 0; rc == 0 && off < len; i++, off += PYAN_CHUNK) {
+		size_t cl = len - off < PYAN_CHUNK ? len - off : PYAN_CHUNK;
+
+		k[1] = (uint8_t) (i >> 24);
+		k[2] = (uint8_t) (i >> 16);
+		k[3] = (uint8_t) (i >> 8);
+		k[4] = (uint8_t) i;
+		rc = htr_analyzer_put(ctx, k, sizeof(k),
+				      (const char *) r->data + off, cl);
+	}
+	(void) an;
+	return rc;
+}
+
+static int pyan_decode(struct htr_analyzer_ctx *ctx, void **result,
+		       void *payload)
+{
+	const struct pyan *an = payload;
+	const uint8_t *h;
+	const void *val;
+	size_t vlen, len, off;
+	struct pyres *r;
+	uint8_t k[5] = { 'c' };
+	uint64_t n = 0;
+	uint32_t i;
+	int rc, b;
+
+	*result = NULL;
+	rc = htr_analyzer_value(ctx, "h", 1, &val, &vlen);
+	if (rc == HTR_ERR_NOTFOUND || (rc == 0 && vlen != 16))
+		return htr_analyzer_fail(ctx, HTR_ERR_CORRUPT, "analyzer '%s'"
+					 ": no header in %s", an->name,
+					 htr_analyzer_sidecar(ctx));
+	if (rc < 0)
+		return rc;
+	h = val;
+	for (b = 0; b < 8; b++)
+		n |= (uint64_t) h[8 + b] << (8 * b);
+	if (memcmp(h, "PYA1", 4) || (h[4] != 'Q' && h[4] != 'd') ||
+	    n != htr_block_count(htr_analyzer_file(ctx)))
+		return htr_analyzer_fail(ctx, HTR_ERR_CORRUPT, "analyzer '%s'"
+					 ": bad header in %s", an->name,
+					 htr_analyzer_sidecar(ctx));
+	r = calloc(1, sizeof(*r));
+	len = (size_t) n * 8;
+	if (!r || !(r->data = malloc(len ? len : 1))) {
+		free(r);
+		return HTR_ERR_NOMEM;
+	}
+	r->n = n;
+	r->kind = (char) h[4];
+	for (i = 0, off = 0; off < len; i++, off += PYAN_CHUNK) {
+		size_t cl = len - off < PYAN_CHUNK ? len - off : PYAN_CHUNK;
+
+		k[1] = (uint8_t) (i >> 24);
+		k[2] = (uint8_t) (i >> 16);
+		k[3] = (uint8_t) (i >> 8);
+		k[4] = (uint8_t) i;
+		rc = htr_analyzer_value(ctx, k, sizeof(k), &val, &vlen);
+		if (rc == 0 && vlen != cl)
+			rc = HTR_ERR_NOTFOUND;
+		if (rc < 0) {
+			pyres_free(r, NULL);
+			if (rc != HTR_ERR_NOTFOUND)
+				return rc;
+			return htr_analyzer_fail(ctx, HTR_ERR_CORRUPT,
+						 "analyzer '%s': chunk %u "
+						 "missing or short in %s",
+						 an->name, i,
+						 htr_analyzer_sidecar(ctx));
+		}
+		memcpy((char *) r->data + off, val, cl);
+	}
+	*result = r;
+	return 0;
+}
+
+/* Register the Python analyzers @st does not have yet (GIL held on
+ * entry; released while registering). */
+static int store_sync(StoreObject *st)
+{
+	unsigned n = npyans, i, bad = 0;
+	int rc = 0;
+
+	if (st->npy >= n)
+		return 0;
+	Py_BEGIN_ALLOW_THREADS
+	pthread_mutex_lock(&st->mu);
+	for (i = st->npy; i < n; i++) {
+		rc = htr_store_register(st->s, &pyans[i]->d);
+		if (rc < 0) {
+			bad = i;
+			break;
+		}
+	}
+	st->npy = rc < 0 ? bad + 1 : n;
+	pthread_mutex_unlock(&st->mu);
+	Py_END_ALLOW_THREADS
+	if (rc < 0) {
+		char m[128];
+
+		snprintf(m, sizeof(m), "registering analyzer '%s' on the "
+			 "store failed", pyans[bad]->name);
+		raise_htr(rc, m);
+		return -1;
+	}
+	return 0;
+}
+
+static PyObject *pyres_array(const struct pyres *r)
+{
+	void *copy = alloc_items(r->n, 8);
+
+	if (!copy)
+		return NULL;
+	memcpy(copy, r->data, (size_t) r->n * 8);
+	return wrap_array(copy, r->n, r->kind == 'd' ? "d" : "Q");
+}
+
+static PyObject *no_analyzer(const char *name)
+{
+	char m[600];
+	size_t len;
+	unsigned i;
+
+	len = (size_t) snprintf(m, sizeof(m), "no analyzer '%s' (there are "
+				"tsc, sym", name);
+	for (i = 0; i < npyans && len < sizeof(m); i++)
+		len += (size_t) snprintf(m + len, sizeof(m) - len, ", %s",
+					 pyans[i]->name);
+	if (len < sizeof(m))
+		snprintf(m + len, sizeof(m) - len, "; htr.register_analyzer() "
+			 "adds one)");
+	return raise_htr(HTR_ERR_NOTFOUND, m);
+}
+
+/* analysis(name): the results of analyzer @name as an array, one number
+ * per block. */
+static PyObject *File_analysis(FileObject *self, PyObject *arg)
+{
+	struct htr_file *f = file_get(self);
+	const char *name;
+	struct pyan *an;
+	struct htr_analysis *a;
+	struct pycall call;
+	StoreObject *st;
+	const void *res = NULL;
+	struct pyres *copy = NULL;
+	char msg[512] = "";
+	int rc;
+
+	if (!f)
+		return NULL;
+	name = PyUnicode_AsUTF8(arg);
+	if (!name)
+		return NULL;
+	if (in_compute()) {
+		/* From a compute(): its declared Python dependencies. */
+		const struct pyan *me = cur_call->an;
+		size_t i;
+
+		an = pyan_find(name);
+		for (i = 0; an && i < me->ndeps; i++)
+			if (!strcmp(me->deps[i], name))
+				break;
+		if (!an || i == me->ndeps) {
+			char m[256];
+
+			snprintf(m, sizeof(m), "analyzer '%s': compute() may "
+				 "read with f.analysis() only the Python "
+				 "analyzers in its deps, not '%s'", me->name,
+				 name);
+			return raise_htr(HTR_ERR_INVALID, m);
+		}
+		rc = htr_analyzer_dep(cur_call->ctx, name, &res);
+		if (rc < 0 || !res)
+			return raise_htr(rc < 0 ? rc : HTR_ERR_NOTFOUND,
+					 "dependency not computed");
+		return pyres_array(res);
+	}
+	if (!strcmp(name, "tsc"))
+		return File_tsc(self, NULL);
+	if (!strcmp(name, "sym"))
+		return raise_htr(HTR_ERR_INVALID, "analyzer 'sym' is names "
+				 "and a symbol index, not one number per "
+				 "block: use f.names() (per block), f.find() "
+				 "or f.top()");
+	an = pyan_find(name);
+	if (!an)
+		return no_analyzer(name);
+	if (analysis_begin(self, &st, &a) < 0)
+		return NULL;
+	if (store_sync(st) < 0) {
+		analysis_end(st, a);
+		return NULL;
+	}
+	memset(&call, 0, sizeof(call));
+	call.file = self;
+	call.prev = cur_call;
+	cur_call = &call;
+	Py_BEGIN_ALLOW_THREADS
+	rc = htr_store_get(st->s, name, a, &res);
+	if (rc < 0) {
+		snprintf(msg, sizeof(msg), "%s", htr_analysis_last_error(a));
+		/* not back to the pool: a fresh handle next time */
+		htr_analysis_close(a);
+	} else {
+		const struct pyres *r = res;
+
+		copy = malloc(sizeof(*copy));
+		if (copy) {
+			*copy = *r;
+			copy->data = malloc(r->n ? (size_t) r->n * 8 : 1);
+			if (copy->data)
+				memcpy(copy->data, r->data, (size_t) r->n * 8);
+		}
+		store_give(st, a);
+	}
+	Py_END_ALLOW_THREADS
+	cur_call = call.prev;
+	Py_DECREF(st);
+	if (rc < 0) {
+		PyObject *e = call.exc;
+
+		if (e && !PyObject_TypeCheck(e, (PyTypeObject *)
+					     PyExc_Exception)) {
+			/* KeyboardInterrupt, SystemExit: as they are */
+			PyErr_SetObject((PyObject *) Py_TYPE(e), e);
+			Py_DECREF(e);
+			return NULL;
+		}
+		raise_htr(rc, msg);
+		if (e) {
+			PyObject *et, *ev, *tb;
+
+			PyErr_Fetch(&et, &ev, &tb);
+			PyErr_NormalizeException(&et, &ev, &tb);
+			if (ev)
+				PyException_SetCause(ev, e);  /* steals e */
+			else
+				Py_DECREF(e);
+			PyErr_Restore(et, ev, tb);
+		}
+		return NULL;
+	}
+	if (!copy || !copy->data) {
+		if (copy)
+			free(copy);
+		return PyErr_NoMemory();
+	}
+	{
+		PyObject *r = wrap_array(copy->data, copy->n,
+					 copy->kind == 'd' ? "d" : "Q");
+		free(copy);
+		return r;
+	}
+}
+
+static int name_ok(const char *s)
+{
+	size_t n = strlen(s), i;
+
+	if (!n || n > HTR_ANALYZER_NAME_MAX)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+			return 0;
+	return 1;
+}
+
+/* register_analyzer(name, version, compute, deps=()) */
+static PyObject *htr_register_analyzer(PyObject *mod, PyObject *args,
+				       PyObject *kw)
+{
+	static char *kwl[] = { "name", "version", "compute", "deps", NULL };
+	const char *name;
+	unsigned long long version;
+	PyObject *compute, *deps = NULL, *seq = NULL;
+	struct pyan *an = NULL, *old;
+	Py_ssize_t nd = 0, i;
+	char m[256];
+
+	(void) mod;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "sKO|O:register_analyzer",
+					 kwl, &name, &version, &compute,
+					 &deps))
+		return NULL;
+	if (!name_ok(name)) {
+		PyErr_Format(PyExc_ValueError, "analyzer name '%s': 1 to %d "
+			     "of [a-z0-9_]", name, HTR_ANALYZER_NAME_MAX);
+		return NULL;
+	}
+	if (!strcmp(name, "tsc") || !strcmp(name, "sym")) {
+		PyErr_Format(PyExc_ValueError, "'%s' is a built-in analyzer",
+			     name);
+		return NULL;
+	}
+	if (version > UINT32_MAX) {
+		PyErr_SetString(PyExc_ValueError, "version: 0 to 2**32-1");
+		return NULL;
+	}
+	if (!PyCallable_Check(compute)) {
+		PyErr_SetString(PyExc_TypeError, "compute must be callable");
+		return NULL;
+	}
+	if (deps && deps != Py_None) {
+		if (PyUnicode_Check(deps)) {
+			PyErr_SetString(PyExc_TypeError, "deps: a sequence "
+					"of names, not a str");
+			return NULL;
+		}
+		seq = PySequence_Fast(deps, "deps: a sequence of names");
+		if (!seq)
+			return NULL;
+		nd = PySequence_Fast_GET_SIZE(seq);
+	}
+	for (i = 0; i < nd; i++) {
+		PyObject *o = PySequence_Fast_GET_ITEM(seq, i);
+		const char *d = PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) :
+			NULL;
+
+		if (!d || !name_ok(d) || !strcmp(d, name)) {
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_ValueError, "deps: "
+						"names of other analyzers");
+			goto fail;
+		}
+	}
+	old = pyan_find(name);
+	if (old) {
+		int same = old->version == version && (size_t) nd ==
+			old->ndeps;
+
+		for (i = 0; same && i < nd; i++)
+			same = !strcmp(old->deps[i], PyUnicode_AsUTF8(
+				PySequence_Fast_GET_ITEM(seq, i)));
+		if (!same) {
+			snprintf(m, sizeof(m), "analyzer '%s' is registered "
+				 "with version %u and other deps; a process "
+				 "keeps one descriptor per name (start a new "
+				 "process to change them)", name,
+				 old->version);
+			Py_XDECREF(seq);
+			return raise_htr(HTR_ERR_INVALID, m);
+		}
+		Py_INCREF(compute);
+		Py_SETREF(old->compute, compute);
+		Py_XDECREF(seq);
+		Py_RETURN_NONE;
+	}
+	if (npyans == PYAN_MAX) {
+		snprintf(m, sizeof(m), "at most %d Python analyzers",
+			 PYAN_MAX);
+		Py_XDECREF(seq);
+		return raise_htr(HTR_ERR_LIMIT, m);
+	}
+	an = calloc(1, sizeof(*an));
+	if (!an || !(an->deps = calloc((size_t) nd + 1, sizeof(char *))))
+		goto nomem;
+	for (i = 0; i < nd; i++)
+		if (!(an->deps[i] = strdup(PyUnicode_AsUTF8(
+				PySequence_Fast_GET_ITEM(seq, i)))))
+			goto nomem;
+	an->ndeps = (size_t) nd;
+	snprintf(an->name, sizeof(an->name), "%s", name);
+	an->version = (uint32_t) version;
+	Py_INCREF(compute);
+	an->compute = compute;
+	htr_analyzer_init(&an->d);
+	an->d.name = an->name;
+	an->d.version = an->version;
+	an->d.deps = nd ? (const char *const *) an->deps : NULL;
+	an->d.compute = pyan_compute;
+	an->d.encode = pyan_encode;
+	an->d.decode = pyan_decode;
+	an->d.free = pyres_free;
+	an->d.payload = an;
+	pyans[npyans++] = an;
+	Py_XDECREF(seq);
+	Py_RETURN_NONE;
+nomem:
+	if (an) {
+		for (i = 0; an->deps && i < nd; i++)
+			free((void *) an->deps[i]);
+		free(an->deps);
+		free(an);
+	}
+	PyErr_NoMemory();
+fail:
+	Py_XDECREF(seq);
+	return NULL;
+}
+
+/* analyzers() -> the names f.analysis() knows */
+static PyObject *htr_analyzers_fn(PyObject *mod, PyObject *unused)
+{
+	PyObject *l = Py_BuildValue("[ss]", "tsc", "sym");
+	unsigned i;
+
+	(void) mod;
+	(void) unused;
+	for (i = 0; l && i < npyans; i++) {
+		PyObject *s = PyUnicode_FromString(pyans[i]->name);
+
+		if (!s || PyList_Append(l, s) < 0) {
+			Py_XDECREF(s);
+			Py_CLEAR(l);
+			break;
+		}
+		Py_DECREF(s);
+	}
+	return l;
 }
 
 /* names(): (codes, names): codes[i] indexes names, the name of block i
@@ -1580,6 +2196,12 @@ static PyMethodDef File_methods[] = {
 	  "anchor_func, entry, flags, level), one item per block (a copy)" },
 	{ "tsc", (PyCFunction) File_tsc, METH_NOARGS,
 	  "tsc() -> dict of uint64 arrays total, children, local (ticks)" },
+	{ "analysis", (PyCFunction) File_analysis, METH_O,
+	  "analysis(name) -> the results of analyzer name, one number per "
+	  "block: 'tsc' as tsc()'s dict, a Python analyzer "
+	  "(htr.register_analyzer) as a uint64 or float64 array, reloaded "
+	  "from the sidecar when it is current.  'sym' and unknown names "
+	  "raise htr.Error" },
 	{ "names", (PyCFunction) File_names, METH_NOARGS,
 	  "names() -> (codes, names): names[codes[i]] is block i's name" },
 	{ "top", (PyCFunction) (void (*)(void)) File_top,
@@ -2865,6 +3487,19 @@ static PyMethodDef htr_methods[] = {
 	  "(without it warnings become RuntimeWarnings).  A cancel (False, an "
 	  "exception, Ctrl-C) or a failed thread raises and removes every "
 	  "file the call wrote." },
+	{ "register_analyzer", (PyCFunction) (void (*)(void))
+	  htr_register_analyzer, METH_VARARGS | METH_KEYWORDS,
+	  "register_analyzer(name, version, compute, deps=()) -> None.  "
+	  "compute(f) gets the open File and returns one uint64 or float64 "
+	  "per block (a numpy array or any buffer); f.analysis(name) "
+	  "computes it once per sidecar, stores it and reloads it after.  "
+	  "Bump version when compute's meaning changes.  deps: analyzers "
+	  "computed first (a Python one is readable in compute with "
+	  "f.analysis()).  Registering a name again with the same version "
+	  "and deps replaces compute." },
+	{ "analyzers", (PyCFunction) htr_analyzers_fn, METH_NOARGS,
+	  "analyzers() -> the analyzer names: tsc, sym and the registered "
+	  "ones" },
 	{ "errstr", (PyCFunction) htr_errstr_fn, METH_O,
 	  "errstr(code) -> libhtr's phrase for an error code" },
 	{ NULL, NULL, 0, NULL },
@@ -2879,7 +3514,7 @@ static const char glue_src[] =
 "    except ImportError:\n"
 "        return None\n"
 "    return numpy\n"
-"_DT = {'Q': '<u8', 'I': '<u4', 'B': 'u1', 'q': '<i8'}\n"
+"_DT = {'Q': '<u8', 'I': '<u4', 'B': 'u1', 'q': '<i8', 'd': '<f8'}\n"
 "def _wrap(buf, fmt):\n"
 "    np = _np()\n"
 "    if np is None:\n"

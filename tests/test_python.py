@@ -683,6 +683,163 @@ class TestExample(unittest.TestCase):
             self.assertEqual(fp.read(8), b"\x89PNG\r\n\x1a\n")
 
 
+# An analyzer written in Python: block span lengths (last - first + 1),
+# from the zero-copy records.  VERSION multiplies the result so that a
+# version bump is visible; COUNTER (a file) gets one byte per compute.
+SPAN_SRC = """
+import numpy as np
+def span_from_blocks(f, version, counter):
+    if counter:
+        with open(counter, 'a') as fp:
+            fp.write('x')
+    b = f.blocks
+    first = b['first_lo'].astype(np.uint64) | \\
+        (b['first_hi'].astype(np.uint64) << np.uint64(32))
+    last = b['last_lo'].astype(np.uint64) | \\
+        (b['last_hi'].astype(np.uint64) << np.uint64(16))
+    return (last - first + np.uint64(1)) * np.uint64(version)
+"""
+SPAN_SUB = SPAN_SRC + """
+import sys
+sys.path.insert(0, %r)
+import htr
+path, version, counter = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+htr.register_analyzer('span', version,
+                      lambda f: span_from_blocks(f, version, counter))
+a = htr.open(path).analysis('span')
+print(a.dtype, int(a.sum()), len(a))
+"""
+
+
+@unittest.skipIf(np is None, "numpy is not installed")
+class TestAnalyzers(unittest.TestCase):
+    """htr.register_analyzer() and f.analysis(): computed once, stored in
+    the sidecar, reloaded by another process, recomputed on a version
+    bump; a failing compute is an htr.Error and leaves the sidecar
+    usable."""
+    ns = {}
+
+    @classmethod
+    def setUpClass(cls):
+        exec(SPAN_SRC, cls.ns)
+        cls.dir = tempfile.mkdtemp(prefix="htr-pyan.", dir=Fixture.get())
+        cls.htr = os.path.join(cls.dir, "a.htr")
+        shutil.copy(path("t.htr"), cls.htr)
+        cls.counter = os.path.join(cls.dir, "count")
+        span = cls.ns["span_from_blocks"]
+        htr.register_analyzer("span", 1,
+                              lambda f: span(f, 1, cls.counter))
+
+    def computes(self):
+        try:
+            with open(self.counter) as fp:
+                return len(fp.read())
+        except FileNotFoundError:
+            return 0
+
+    def expected(self, f):
+        c = f.columns()
+        return (c["last"] - c["first"] + 1).astype(np.uint64)
+
+    def sub(self, version):
+        r = subprocess.run([sys.executable, "-c",
+                            SPAN_SUB % os.environ.get("HTR_PY_DIR", "."),
+                            self.htr, str(version), self.counter],
+                           text=True, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout.split()
+
+    def test_1_computed_stored_reloaded_bumped(self):
+        f = htr.open(self.htr)
+        want = self.expected(f)
+        a = f.analysis("span")
+        self.assertEqual(a.dtype, np.uint64)
+        self.assertTrue(np.array_equal(a, want))
+        self.assertEqual(self.computes(), 1)
+        self.assertTrue(np.array_equal(f.analysis("span"), want))
+        self.assertTrue(np.array_equal(
+            htr.open(self.htr).analysis("span"), want))
+        self.assertEqual(self.computes(), 1)
+        # A fresh process reloads it from the sidecar.
+        self.assertEqual(self.sub(1), ["uint64", str(int(want.sum())),
+                                       str(len(f))])
+        self.assertEqual(self.computes(), 1)
+        # A version bump recomputes, once.
+        self.assertEqual(self.sub(2), ["uint64", str(2 * int(want.sum())),
+                                       str(len(f))])
+        self.assertEqual(self.computes(), 2)
+        self.assertEqual(self.sub(2)[1], str(2 * int(want.sum())))
+        self.assertEqual(self.computes(), 2)
+        # This process keeps version 1: one descriptor per name.
+        with self.assertRaises(htr.Error) as cm:
+            htr.register_analyzer("span", 2, lambda f: None)
+        self.assertEqual(cm.exception.code, htr.ERR_INVALID)
+        f.close()
+
+    def test_2_float_and_deps(self):
+        def half(f):
+            s = f.analysis("span")      # a declared dependency
+            return s.astype(np.float64) / 2
+        htr.register_analyzer("halfspan", 1, half, deps=("span",))
+        f = htr.open(self.htr)
+        a = f.analysis("halfspan")
+        self.assertEqual(a.dtype, np.float64)
+        self.assertTrue(np.array_equal(a, self.expected(f) / 2))
+        self.assertIn("halfspan", htr.analyzers())
+        # In memory (no sidecar) too.
+        g = htr.open(self.htr, no_sidecar=True)
+        self.assertTrue(np.array_equal(g.analysis("halfspan"), a))
+
+    def test_3_builtins_and_unknown(self):
+        f = htr.open(self.htr)
+        t, u = f.analysis("tsc"), f.tsc()
+        self.assertEqual(sorted(t), ["children", "local", "total"])
+        for k in t:
+            self.assertTrue(np.array_equal(t[k], u[k]))
+        with self.assertRaises(htr.Error) as cm:
+            f.analysis("sym")
+        self.assertIn("names()", str(cm.exception))
+        with self.assertRaises(htr.Error) as cm:
+            f.analysis("nosuch")
+        self.assertEqual(cm.exception.code, htr.ERR_NOTFOUND)
+        self.assertRaises(ValueError, htr.register_analyzer, "tsc", 1, len)
+        self.assertRaises(ValueError, htr.register_analyzer, "Bad!", 1,
+                          len)
+        self.assertRaises(TypeError, htr.register_analyzer, "x", 1, 3)
+
+    def test_4_failures_leave_the_sidecar_usable(self):
+        def boom(f):
+            raise ValueError("no luck")
+        htr.register_analyzer("boom", 1, boom)
+        f = htr.open(self.htr)
+        with self.assertRaises(htr.Error) as cm:
+            f.analysis("boom")
+        self.assertEqual(cm.exception.code, htr.ERR_CALLBACK)
+        self.assertIn("ValueError: no luck", str(cm.exception))
+        self.assertIsInstance(cm.exception.__cause__, ValueError)
+        # Wrong results: length, type; reading other analyses.
+        for bad in (lambda f: np.zeros(3, np.uint64),
+                    lambda f: np.zeros(len(f), np.int32),
+                    lambda f: "nope",
+                    lambda f: f.tsc()["local"]):
+            htr.register_analyzer("boom", 1, bad)
+            self.assertRaises(htr.Error, f.analysis, "boom")
+        # The store, the sidecar and the other analyses still work.
+        before = self.computes()
+        self.assertTrue(np.array_equal(f.analysis("span"),
+                                       self.expected(f)))
+        self.assertEqual(self.computes(), before)
+        self.assertEqual(len(f.tsc()["local"]), len(f))
+        htr.register_analyzer("boom", 1,
+                              lambda f: np.arange(len(f), dtype=np.uint64))
+        self.assertTrue(np.array_equal(f.analysis("boom"),
+                                       np.arange(len(f))))
+        self.assertEqual(cli("top", "--json", "-n", "3", self.htr),
+                         cli("top", "--json", "-n", "3", self.htr))
+        self.assertEqual(self.sub(2)[0], "uint64")
+
+
 class TestWithoutNumpy(unittest.TestCase):
     def test_sequence_of_blocks(self):
         code = (
