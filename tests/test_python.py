@@ -839,6 +839,34 @@ class TestAnalyzers(unittest.TestCase):
                          cli("top", "--json", "-n", "3", self.htr))
         self.assertEqual(self.sub(2)[0], "uint64")
 
+    def test_5_four_threads_compute_once(self):
+        calls = []
+
+        def slow(f):
+            calls.append(1)
+            return np.full(len(f), 7.0)
+        htr.register_analyzer("seven", 1, slow)
+        f = htr.open(self.htr)
+        out, errs = [], []
+
+        def run():
+            try:
+                for _ in range(5):
+                    out.append(f.analysis("seven"))
+                    f.tsc()
+            except Exception as e:  # noqa: BLE001
+                errs.append(e)
+        ts = [threading.Thread(target=run) for _ in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        self.assertEqual(errs, [])
+        self.assertEqual(len(calls), 1)
+        self.assertEqual(len(out), 20)
+        for a in out:
+            self.assertTrue(np.array_equal(a, np.full(len(f), 7.0)))
+
 
 class TestWithoutNumpy(unittest.TestCase):
     def test_sequence_of_blocks(self):
