@@ -7,6 +7,7 @@
  * ELF gives a message, never a crash.
  */
 #include "image.h"
+#include "elffile.h"
 #include "symbols.h"
 
 #include <intel-pt.h>
@@ -351,47 +352,26 @@ int htr_image__func_extent(const struct htr_image *img, uint64_t addr,
 int htr_image__add_elf(struct htr_image *img, const char *path,
 		       int has_base, uint64_t base, struct htr_err *err)
 {
-	Elf *elf = NULL;
-	GElf_Ehdr eh;
+	struct htr_elf ef;
+	Elf *elf;
 	GElf_Phdr ph;
 	struct stat st;
 	size_t n, i, nexec = 0;
 	uint64_t lowest = UINT64_MAX, bias = 0;
-	int fd, rc = 0;
+	int rc;
 
 	if (!img || !path)
 		return htr_err__set(err, HTR_ERR_INVALID, "no image or path");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return htr_err__sys(err, "%s", path);
-	if (fstat(fd, &st) < 0) {
+	rc = htr_elf__open(&ef, path, NULL, HTR_ELF_X86_64, err);
+	/* htr_builder_add_elf()'s code for a file that is no x86-64 ELF */
+	if (rc == HTR_ERR_FORMAT)
+		rc = err ? (err->code = HTR_ERR_INVALID) : HTR_ERR_INVALID;
+	if (rc < 0)
+		return rc;
+	elf = ef.elf;
+	elf_getphdrnum(elf, &n);       /* checked by htr_elf__open() */
+	if (fstat(ef.fd, &st) < 0) {
 		rc = htr_err__sys(err, "%s", path);
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		rc = htr_err__set(err, HTR_ERR_IO, "%s: not a regular file", path);
-		goto out;
-	}
-	if (elf_version(EV_CURRENT) == EV_NONE) {
-		rc = htr_err__set(err, HTR_ERR_INVALID, "%s: libelf is unusable",
-				  path);
-		goto out;
-	}
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF) {
-		rc = htr_err__set(err, HTR_ERR_INVALID, "%s: not an ELF file",
-				  path);
-		goto out;
-	}
-	if (gelf_getclass(elf) != ELFCLASS64 || !gelf_getehdr(elf, &eh) ||
-	    eh.e_machine != EM_X86_64) {
-		rc = htr_err__set(err, HTR_ERR_INVALID, "%s: not an x86-64 "
-				  "ELF64 file", path);
-		goto out;
-	}
-	if (elf_getphdrnum(elf, &n) != 0) {
-		rc = htr_err__set(err, HTR_ERR_INVALID, "%s: bad program "
-				  "header table: %s", path, elf_errmsg(-1));
 		goto out;
 	}
 	/* First pass: validate every PT_LOAD and find the lowest vaddr. */
@@ -440,9 +420,7 @@ int htr_image__add_elf(struct htr_image *img, const char *path,
 	if (add_extents(img, elf, bias) < 0)
 		rc = htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
 out:
-	if (elf)
-		elf_end(elf);
-	close(fd);
+	htr_elf__close(&ef);
 	return rc;
 }
 

@@ -1,5 +1,6 @@
 /* perf.data reader: see perfdata.h. */
 #include "perfdata.h"
+#include "elffile.h"
 
 #include "le.h"
 #include "tmpfile.h"
@@ -1316,54 +1317,21 @@ int htr_perfdata__thread_has(const struct htr_perfdata *pd,
 	return 0;
 }
 
-/* Opens @path as a 64-bit little-endian ELF file for libelf. Returns 0
- * with *fd and *elf to close with close_elf(), or an error. */
-static int open_elf(const char *path, int *fd, Elf **elf,
-		    struct htr_err *err)
-{
-	const char *id;
-
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return htr_err__set(err, HTR_ERR_FORMAT, "libelf: %s",
-				    elf_errmsg(-1));
-	*fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (*fd < 0)
-		return htr_err__sys(err, "%s", path);
-	*elf = elf_begin(*fd, ELF_C_READ, NULL);
-	id = *elf ? elf_getident(*elf, NULL) : NULL;
-	if (!id || elf_kind(*elf) != ELF_K_ELF || id[EI_CLASS] != ELFCLASS64 ||
-	    id[EI_DATA] != ELFDATA2LSB) {
-		elf_end(*elf);
-		close(*fd);
-		return htr_err__set(err, HTR_ERR_FORMAT, "%s: not a 64-bit "
-				    "little-endian ELF file", path);
-	}
-	return 0;
-}
-
-static void close_elf(int fd, Elf *elf)
-{
-	elf_end(elf);
-	close(fd);
-}
-
 int htr_perfdata__elf_base(const char *path, const struct htr_perf_module *m,
 			   uint64_t *base, struct htr_err *err)
 {
 	uint64_t lowest = UINT64_MAX, link = 0;
+	struct htr_elf ef;
 	size_t n, i;
 	GElf_Phdr ph;
 	Elf *elf;
-	int fd, best = 0, rc;
+	int best = 0, rc;
 
-	rc = open_elf(path, &fd, &elf, err);
+	rc = htr_elf__open(&ef, path, NULL, 0, err);
 	if (rc < 0)
 		return rc;
-	if (elf_getphdrnum(elf, &n) != 0) {
-		rc = htr_err__set(err, HTR_ERR_FORMAT, "%s: bad program "
-				  "header table: %s", path, elf_errmsg(-1));
-		goto out;
-	}
+	elf = ef.elf;
+	elf_getphdrnum(elf, &n);       /* checked by htr_elf__open() */
 	for (i = 0; i < n; i++) {
 		if (!gelf_getphdr(elf, (int) i, &ph)) {
 			rc = htr_err__set(err, HTR_ERR_FORMAT, "%s: program "
@@ -1403,83 +1371,34 @@ int htr_perfdata__elf_base(const char *path, const struct htr_perf_module *m,
 	/* Modular arithmetic: a mapping below the link address works. */
 	*base = lowest + (m->addr - link);
 out:
-	close_elf(fd, elf);
+	htr_elf__close(&ef);
 	return rc;
-}
-
-/* The GNU build-id among the notes of @d, if any. */
-static void find_build_id(Elf_Data *d, uint8_t id[20], size_t *size)
-{
-	size_t off = 0, next, name, desc;
-	GElf_Nhdr nh;
-
-	while ((next = gelf_getnote(d, off, &nh, &name, &desc)) > 0) {
-		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-		    !memcmp((const char *) d->d_buf + name, "GNU", 4) &&
-		    nh.n_descsz) {
-			*size = nh.n_descsz > 20 ? 20 : nh.n_descsz;
-			memcpy(id, (const uint8_t *) d->d_buf + desc, *size);
-			return;
-		}
-		off = next;
-	}
-}
-
-/* The GNU build-id among the PT_NOTE segments of @elf, if any (a file
- * without readable notes has none: not an error). */
-static void elf_build_id(Elf *elf, uint8_t id[20], size_t *size)
-{
-	size_t n, i;
-	GElf_Phdr ph;
-	Elf_Data *d;
-
-	if (elf_getphdrnum(elf, &n) != 0)
-		n = 0;
-	for (i = 0; i < n && !*size; i++) {
-		if (!gelf_getphdr(elf, (int) i, &ph) || ph.p_type != PT_NOTE)
-			continue;
-		/* libelf checks the chunk lies inside the file. */
-		d = elf_getdata_rawchunk(elf, (int64_t) ph.p_offset,
-					 ph.p_filesz, ph.p_align == 8 ?
-					 ELF_T_NHDR8 : ELF_T_NHDR);
-		if (d)
-			find_build_id(d, id, size);
-	}
 }
 
 int htr_perfdata__elf_build_id(const char *path, uint8_t id[20],
 			       size_t *size, struct htr_err *err)
 {
-	Elf *elf;
-	int fd, rc;
+	struct htr_elf ef;
+	int rc = htr_elf__open(&ef, path, NULL, 0, err);
 
 	*size = 0;
-	rc = open_elf(path, &fd, &elf, err);
 	if (rc < 0)
 		return rc;
-	elf_build_id(elf, id, size);
-	close_elf(fd, elf);
+	*size = htr_elf__build_id(ef.elf, id, 20);
+	htr_elf__close(&ef);
 	return 0;
 }
 
 int htr_perfdata__mem_build_id(void *image, size_t n, uint8_t id[20],
 			       size_t *size)
 {
-	const char *ident;
-	Elf *elf;
+	struct htr_elf ef;
 
 	*size = 0;
-	if (elf_version(EV_CURRENT) == EV_NONE)
+	if (htr_elf__memory(&ef, image, n, NULL) < 0)
 		return HTR_ERR_FORMAT;
-	elf = elf_memory(image, n);
-	ident = elf ? elf_getident(elf, NULL) : NULL;
-	if (!ident || elf_kind(elf) != ELF_K_ELF ||
-	    ident[EI_CLASS] != ELFCLASS64 || ident[EI_DATA] != ELFDATA2LSB) {
-		elf_end(elf);
-		return HTR_ERR_FORMAT;
-	}
-	elf_build_id(elf, id, size);
-	elf_end(elf);
+	*size = htr_elf__build_id(ef.elf, id, 20);
+	htr_elf__close(&ef);
 	return 0;
 }
 

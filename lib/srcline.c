@@ -16,6 +16,7 @@
 #include "htr/names.h"
 
 #include "file.h"
+#include "elffile.h"
 #include "symbols.h"
 
 #include <stdarg.h>
@@ -59,7 +60,6 @@ const char *htr_srclines__at(struct htr_srclines *sl, uint64_t addr)
 #include <gelf.h>
 #include <libelf.h>
 #include <libiberty/demangle.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* Direct-mapped: a dump asks once per block, and most blocks share their
@@ -80,8 +80,7 @@ struct module {
 	const char *path;       /* into the file, NOT NUL-terminated */
 	uint32_t path_len;
 	int state;              /* 0 not tried, 1 usable, -1 not */
-	int fd;
-	Elf *elf;
+	struct htr_elf ef;      /* fd -1 until opened */
 	int dbg_fd;             /* separate debug file, or -1 */
 	Elf *dbg_elf;
 	Dwarf *dw;
@@ -120,10 +119,7 @@ void htr_srclines__free(struct htr_srclines *sl)
 			elf_end(sl->mods[i].dbg_elf);
 		if (sl->mods[i].dbg_fd >= 0)
 			close(sl->mods[i].dbg_fd);
-		if (sl->mods[i].elf)
-			elf_end(sl->mods[i].elf);
-		if (sl->mods[i].fd >= 0)
-			close(sl->mods[i].fd);
+		htr_elf__close(&sl->mods[i].ef);
 	}
 	for (i = 0; i < CACHE_SLOTS; i++)
 		free(sl->cache[i].text);
@@ -170,7 +166,7 @@ int htr_srclines__open(struct htr_srclines **out, const struct htr_file *file,
 			memset(&sl->mods[i], 0, sizeof(sl->mods[i]));
 			sl->mods[i].path = im.path;
 			sl->mods[i].path_len = im.path_len;
-			sl->mods[i].fd = -1;
+			sl->mods[i].ef.fd = -1;
 			sl->mods[i].dbg_fd = -1;
 			sl->nmods++;
 		}
@@ -200,7 +196,7 @@ nomem:
 /* The DWARF of @mod's separate debug file, or NULL. */
 static Dwarf *debug_file(struct module *mod)
 {
-	mod->dbg_elf = htr_syms__debug_elf(mod->elf, &mod->dbg_fd);
+	mod->dbg_elf = htr_elf__debug_file(mod->ef.elf, &mod->dbg_fd);
 	return mod->dbg_elf ? dwarf_begin_elf(mod->dbg_elf, DWARF_C_READ, NULL)
 			    : NULL;
 }
@@ -209,7 +205,7 @@ static Dwarf *debug_file(struct module *mod)
 static int module_open(struct htr_srclines *sl, uint32_t m)
 {
 	struct module *mod = &sl->mods[m];
-	struct stat st;
+	int rc;
 	size_t nph, i, j;
 	char *path;
 
@@ -221,14 +217,9 @@ static int module_open(struct htr_srclines *sl, uint32_t m)
 		free(path);
 		return 0;
 	}
-	mod->fd = htr_syms__open_image(sl->file->path, path);
+	rc = htr_elf__open(&mod->ef, path, sl->file->path, 0, NULL);
 	free(path);
-	if (mod->fd < 0 || fstat(mod->fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    elf_version(EV_CURRENT) == EV_NONE)
-		return 0;
-	mod->elf = elf_begin(mod->fd, ELF_C_READ, NULL);
-	if (!mod->elf || elf_kind(mod->elf) != ELF_K_ELF ||
-	    elf_getphdrnum(mod->elf, &nph) != 0)
+	if (rc < 0 || elf_getphdrnum(mod->ef.elf, &nph) != 0)
 		return 0;
 	for (j = 0; j < sl->nranges; j++) {
 		struct range *r = &sl->ranges[j];
@@ -237,7 +228,7 @@ static int module_open(struct htr_srclines *sl, uint32_t m)
 		if (r->mod != m)
 			continue;
 		for (i = 0; i < nph; i++)
-			if (gelf_getphdr(mod->elf, (int) i, &ph) &&
+			if (gelf_getphdr(mod->ef.elf, (int) i, &ph) &&
 			    ph.p_type == PT_LOAD &&
 			    ph.p_offset == r->rec->offset &&
 			    ph.p_filesz == r->rec->size)
@@ -246,7 +237,7 @@ static int module_open(struct htr_srclines *sl, uint32_t m)
 			return 0;
 		r->bias = r->lo - ph.p_vaddr;   /* modular */
 	}
-	mod->dw = dwarf_begin_elf(mod->elf, DWARF_C_READ, NULL);
+	mod->dw = dwarf_begin_elf(mod->ef.elf, DWARF_C_READ, NULL);
 	if (!mod->dw)
 		mod->dw = debug_file(mod);
 	if (!mod->dw)

@@ -20,13 +20,12 @@
  * their NUL terminators are checked here.
  */
 #include "symbols.h"
+#include "elffile.h"
 #include "htr/names.h"
 
 #include "file.h"
 #include "le.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #ifdef HTR_HAVE_LIBDW
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -39,7 +38,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <Zydis/Zydis.h>
 
@@ -948,44 +946,6 @@ static int exports(struct loader *ld, Elf *elf, uint32_t mod,
 	return rc;
 }
 
-#ifdef HTR_HAVE_LIBDW
-#define DEBUG_BUILD_ID_DIR "/usr/lib/debug/.build-id/"
-
-Elf *htr_syms__debug_elf(Elf *elf, int *fd)
-{
-	char path[sizeof(DEBUG_BUILD_ID_DIR) + 2 * 64 + 8];
-	const unsigned char *id;
-	const void *id2;
-	Elf *dbg;
-	ssize_t n, i;
-	size_t k;
-
-	*fd = -1;
-	n = dwelf_elf_gnu_build_id(elf, (const void **) &id);
-	if (n < 2 || n > 64)
-		return NULL;
-	k = (size_t) snprintf(path, sizeof(path), "%s%02x/",
-			      DEBUG_BUILD_ID_DIR, id[0]);
-	for (i = 1; i < n; i++)
-		k += (size_t) snprintf(path + k, sizeof(path) - k, "%02x",
-				       id[i]);
-	snprintf(path + k, sizeof(path) - k, ".debug");
-	*fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (*fd < 0)
-		return NULL;
-	dbg = elf_begin(*fd, ELF_C_READ, NULL);
-	if (dbg && elf_kind(dbg) == ELF_K_ELF &&
-	    dwelf_elf_gnu_build_id(dbg, &id2) == n &&
-	    !memcmp(id, id2, (size_t) n))
-		return dbg;
-	if (dbg)
-		elf_end(dbg);
-	close(*fd);
-	*fd = -1;
-	return NULL;
-}
-#endif
-
 /* Add @c's name (demangled if it can be) as a symbol at @addr. */
 static int add_sym(struct loader *ld, uint64_t addr, const struct htr_elf_func *c,
 		   uint32_t mod)
@@ -1196,32 +1156,6 @@ static int resolve_stubs(struct loader *ld)
  * against its PT_LOADs and add the symbols of every matched segment.
  * A file that cannot be used is skipped.  Returns 0 or HTR_ERR_NOMEM.
  */
-/* O_NONBLOCK: a FIFO put in the file's place must not hang us. */
-int htr_syms__open_image(const char *htr_path, const char *path)
-{
-	const char *hs, *base;
-	size_t dlen;
-	char *alt;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-
-	if (fd >= 0 || errno != ENOENT || !htr_path)
-		return fd;
-	hs = strrchr(htr_path, '/');
-	base = strrchr(path, '/');
-	base = base ? base + 1 : path;
-	dlen = hs ? (size_t) (hs - htr_path + 1) : 0;
-	alt = malloc(dlen + strlen(base) + 1);
-	if (!alt)
-		return -1;
-	memcpy(alt, htr_path, dlen);
-	strcpy(alt + dlen, base);
-	fd = open(alt, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	free(alt);
-	if (fd < 0)
-		errno = ENOENT;
-	return fd;
-}
-
 #ifdef HTR_HAVE_LIBDW
 /* A stripped file (no .symtab) takes its symbols and DWARF from its
  * distribution's debug file.  Returns 1 if @elf is stripped, with its
@@ -1235,35 +1169,27 @@ static int stripped(Elf *elf, Elf **dbg, int *fd)
 	*fd = -1;
 	if (find_section(elf, SHT_SYMTAB, &sh))
 		return 0;
-	*dbg = htr_syms__debug_elf(elf, fd);
+	*dbg = htr_elf__debug_file(elf, fd);
 	return 1;
 }
 #endif
 
-/* Whether the ELF file open at @fd is stripped and has no debug file
- * (load_elf then names its code from .dynsym at best). */
-static int lacks_debug_file(int fd)
+/* Whether @elf is stripped and has no debug file (load_elf then names
+ * its code from .dynsym at best). */
+static int lacks_debug_file(Elf *elf)
 {
 	int lacks = 0;
 #ifdef HTR_HAVE_LIBDW
-	Elf *elf, *dbg = NULL;
-	struct stat st;
+	Elf *dbg = NULL;
 	int dfd;
 
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    elf_version(EV_CURRENT) == EV_NONE)
-		return 0;
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (elf && elf_kind(elf) == ELF_K_ELF)
-		lacks = stripped(elf, &dbg, &dfd) && !dbg;
+	lacks = stripped(elf, &dbg, &dfd) && !dbg;
 	if (dbg) {
 		elf_end(dbg);
 		close(dfd);
 	}
-	if (elf)
-		elf_end(elf);
 #else
-	(void) fd;
+	(void) elf;
 #endif
 	return lacks;
 }
@@ -1279,8 +1205,8 @@ unsigned htr_syms__unreadable(const struct htr_file *file, unsigned *nodebug)
 		*nodebug = 0;
 
 	while (htr_file__image_next(file, &pos, &im) == 0) {
+		struct htr_elf e;
 		char *path;
-		int fd;
 
 		if (im.rec->kind != 1 || (have_prev &&
 		    prev.path_len == im.path_len &&
@@ -1289,13 +1215,12 @@ unsigned htr_syms__unreadable(const struct htr_file *file, unsigned *nodebug)
 		prev = im;
 		have_prev = 1;
 		path = strndup(im.path, im.path_len);
-		fd = path ? htr_syms__open_image(file->path, path) : -1;
-		if (fd < 0) {
+		if (!path || htr_elf__open(&e, path, file->path, 0, NULL) < 0) {
 			n++;
 		} else {
-			if (nodebug && lacks_debug_file(fd))
+			if (nodebug && lacks_debug_file(e.elf))
 				(*nodebug)++;
-			close(fd);
+			htr_elf__close(&e);
 		}
 		free(path);
 	}
@@ -1318,12 +1243,13 @@ static int load_elf(struct loader *ld, uint32_t mod,
 	Elf *dbg = NULL;
 	int dbg_fd = -1;
 #endif
+	struct htr_elf ef = { -1, NULL };
+	struct htr_err eerr;
 	Elf *elf = NULL, *syms;
-	struct stat st;
 	char *path;
 	size_t nph, i, j;
 	long nc = 0;
-	int fd = -1, rc = 0;
+	int rc = 0;
 
 	path = malloc((size_t) m->path_len + 1);
 	if (!path)
@@ -1334,25 +1260,14 @@ static int load_elf(struct loader *ld, uint32_t mod,
 		skip(ld, path, "path holds a NUL byte");
 		goto out;
 	}
-	fd = htr_syms__open_image(ld->htr_path, path);
-	if (fd < 0) {
-		skip(ld, path, strerror(errno));
+	if (htr_elf__open(&ef, path, ld->htr_path, 0, &eerr) < 0) {
+		if (!ld->nskipped++)      /* as skip(): the message names path */
+			htr_err__set(ld->err, HTR_ERR_IO, "%s; no symbols",
+				     eerr.msg);
 		goto out;
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		skip(ld, path, "not a regular file");
-		goto out;
-	}
-	if (elf_version(EV_CURRENT) == EV_NONE) {
-		skip(ld, path, "libelf is unusable");
-		goto out;
-	}
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF ||
-	    elf_getphdrnum(elf, &nph) != 0) {
-		skip(ld, path, "not an ELF file any more");
-		goto out;
-	}
+	elf = ef.elf;
+	elf_getphdrnum(elf, &nph);      /* checked by htr_elf__open() */
 	seg = calloc(nrecs, sizeof(*seg));
 	if (!seg) {
 		rc = nomem(ld);
@@ -1460,7 +1375,7 @@ static int load_elf(struct loader *ld, uint32_t mod,
 				continue;
 			if (c[i].value != last) {
 				last = c[i].value;
-				got = pread(fd, code, seg[j].p_filesz - in <
+				got = pread(ef.fd, code, seg[j].p_filesz - in <
 					    sizeof(code) ? (size_t)
 					    (seg[j].p_filesz - in) :
 					    sizeof(code),
@@ -1487,10 +1402,7 @@ out:
 	if (dbg_fd >= 0)
 		close(dbg_fd);
 #endif
-	if (elf)
-		elf_end(elf);
-	if (fd >= 0)
-		close(fd);
+	htr_elf__close(&ef);
 	free(path);
 	return rc;
 }

@@ -49,21 +49,6 @@ int htr_syms__load(struct htr_syms **out, const struct htr_file *file,
 		   unsigned *nskipped, struct htr_err *err);
 void htr_syms__free(struct htr_syms *syms);
 
-/* Open the image file @path, or, if it is gone, the file of the same name
- * next to the .htr @htr_path (may be NULL; a bundle copied elsewhere: the
- * caller's segment check still guards against another file).  Returns
- * the fd (O_RDONLY, O_CLOEXEC, O_NONBLOCK) or -1 with errno set. */
-int htr_syms__open_image(const char *htr_path, const char *path);
-
-#ifdef HTR_HAVE_LIBDW
-/* The separate debug file of @elf (Debian's *-dbg and *-dbgsym packages
- * put them there), found under /usr/lib/debug/.build-id/ by @elf's GNU
- * build-id and checked to carry the same one, as gdb and addr2line find
- * it; its addresses are @elf's.  Returns it (the caller ends it with
- * elf_end(), then closes *@fd), or NULL with *@fd -1. */
-Elf *htr_syms__debug_elf(Elf *elf, int *fd);
-#endif
-
 /* How many of @file's ELF images cannot be opened now, and in *@nodebug
  * (may be NULL) how many of the others have no .symtab and no debug file
  * under /usr/lib/debug/.build-id/ (a few opens and header reads per
