@@ -233,6 +233,11 @@ static int map_trace(struct htr_cursor *c)
 	return 0;
 }
 
+void htr_cursor_opts_init_size(struct htr_cursor_opts *opts, size_t size)
+{
+	htr_abi__init(opts, size);
+}
+
 int htr_cursor_alloc(struct htr_cursor **out, const struct htr_file *file,
 		     const struct htr_cursor_opts *opts)
 {

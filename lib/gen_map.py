@@ -7,7 +7,9 @@ Every function a header declares with HTR_API is listed by name under one
 version node; everything else is local.  A pattern such as htr_* cannot
 keep internals like htr_tb__run out (a version script has no way to say
 "but not with __"), so the list is explicit, and it cannot drift from the
-headers because it is made from them at each build.
+headers because it is made from them at each build.  The node, HTR_0,
+is the 0.x series' and the promise that goes with it is in
+docs/embedding.md ("ABI").
 """
 import re
 import sys

@@ -87,12 +87,12 @@ struct htr_build_opts {
 	 * HTR_ERR_CALLBACK.  @p is valid during the call only. */
 	int (*progress)(const struct htr_build_progress *p, void *payload);
 	void *payload;
-	/* Added after 0.1.0 (0 keeps the earlier behaviour): */
+	/* Past the first version (htr/common.h: each 0 keeps the behaviour
+	 * of a caller that did not pass it): */
 	int no_fsync;              /* do not fsync the output (faster; a
 				    * crash may leave it empty or partial) */
 	int no_sweep;              /* leave leftover "OUT.tmpPID" files of
 				    * other processes alone */
-	/* Added later still (0 keeps the earlier behaviour): */
 	unsigned threads;          /* threads at work; 0 or 1: the calling
 				    * thread alone (see Threads above);
 				    * N >= 2: it and N - 1 helpers decode
@@ -105,9 +105,8 @@ struct htr_build_opts {
 				    * (0: half of what is left a thread,
 				    * within 64 KiB to 256 KiB, less where
 				    * events are dense) */
-	/* Added later still (0: HTR_DECODER_WALK): */
-	int decoder;               /* enum htr_decoder */
-	/* Added later still (0: none): the IP filter ranges the trace was
+	int decoder;               /* enum htr_decoder (0: HTR_DECODER_WALK) */
+	/* 0: none.  The IP filter ranges the trace was
 	 * recorded with (IA32_RTIT_ADDRn; perf record --filter), for the
 	 * SKL014 erratum of the CPU given above: on such a CPU a direct jump
 	 * or call out of the filter ranges may disable tracing without
@@ -149,15 +148,16 @@ struct htr_build_stats {
 	 * (cpuid_0x15_*, mtc_freq, nom_freq) leave unusable: time then moves
 	 * only at each PSB+ and per-block times are meaningless. */
 	int timing_unusable;
-	/* Added later (the size rule): the threads the build used:
+	/* Past the first version (read them where the returned size
+	 * covers them): the threads the build used:
 	 * opts.threads (at least 1), or 1 when a parallel decode's chunks did
 	 * not join up (a decode error sent their decoders different ways)
 	 * and the trace was decoded again on one thread. */
 	unsigned threads;
-	/* Added later (the size rule): the decoder whose events made the
+	/* The decoder whose events made the
 	 * file: opts.decoder, or HTR_DECODER_BLOCK when the walk gave up. */
 	int decoder;
-	/* Added later (the size rule): the decode errors among the gaps
+	/* The decode errors among the gaps
 	 * (HTR_GAP_ERROR), how many of them the runaway guard made, and the
 	 * first one's trace offset and code (as in struct htr_gap_info; 0
 	 * when there is none), so that a caller can report them without
@@ -165,7 +165,7 @@ struct htr_build_stats {
 	uint64_t errors, runaways;
 	uint64_t first_error_offset;
 	int first_error_code;
-	/* Added later (the size rule): the wall-clock nanoseconds of the
+	/* A figure, not a setting: the wall-clock nanoseconds of the
 	 * commit, after the last instruction was decoded: linking the tree,
 	 * writing and hashing the sections, fsync and rename (on one thread
 	 * or several, whatever opts.threads; the rest of the build is

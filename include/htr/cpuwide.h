@@ -39,8 +39,6 @@
  * streams), so htr_cursor cannot seek in them.  Pieces that no switch
  * explains (before a CPU's first switch, after a switch-out that does not
  * name the next thread) are left out and counted (htr_cpuwide_info()).
- *
- * Added after 0.1.0.
  */
 #ifndef HTR_CPUWIDE_H
 #define HTR_CPUWIDE_H

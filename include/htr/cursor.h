@@ -46,14 +46,17 @@ struct htr_cursor_opts {
 	int cpu_family, cpu_model, cpu_stepping;
 };
 
-/** Defaults: no trace, no CPU. */
+/**
+ * Set the @size bytes at @opts to the defaults (no trace, no CPU) and
+ * opts->size to @size.  Use htr_cursor_opts_init().  Any thread.
+ */
+HTR_API void htr_cursor_opts_init_size(struct htr_cursor_opts *opts,
+				       size_t size);
+
+/** Defaults, with the caller's sizeof. */
 static inline void htr_cursor_opts_init(struct htr_cursor_opts *opts)
 {
-	if (opts) {
-		struct htr_cursor_opts z = { sizeof(*opts), 0, 0, 0, 0 };
-
-		*opts = z;
-	}
+	htr_cursor_opts_init_size(opts, sizeof(*opts));
 }
 
 /* Instruction classes (struct htr_insn.cls). */

@@ -65,7 +65,7 @@ HTR_API const char *htr_errstr(int code);
  * \t, \r, \x1b ... (C0, DEL, and the C1 controls as UTF-8 encodes
  * them), as every message of the library is.  For text read from input
  * files (a thread's comm, a module's path) before a tool prints it.
- * Returns @dst.  Any thread may call it.  Added after 0.1.0.
+ * Returns @dst.  Any thread may call it.
  */
 HTR_API char *htr_escape(char *dst, size_t size, const char *src);
 

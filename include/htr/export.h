@@ -23,7 +23,6 @@
  * Threads: the call uses @analysis, which belongs to one thread at a time
  * (htr/analyze.h); @file may be shared.  The library never prints: it
  * writes to the FILE it is given and nowhere else.
- * Added after 0.1.0.
  */
 #ifndef HTR_EXPORT_H
 #define HTR_EXPORT_H

@@ -19,8 +19,6 @@
  * @file must stay open while a handle is used (they point into it).  A
  * handle belongs to one thread at a time; any number may be open on one
  * file.
- *
- * Added after 0.1.0.
  */
 #ifndef HTR_NAMES_H
 #define HTR_NAMES_H

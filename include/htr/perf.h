@@ -50,8 +50,6 @@
  * and must return (htr/common.h, "Callbacks").  The library writes
  * nothing to stdout or stderr: everything a tool would print comes
  * through the callbacks.
- *
- * Added after 0.1.0.
  */
 #ifndef HTR_PERF_H
 #define HTR_PERF_H
