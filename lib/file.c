@@ -491,9 +491,14 @@ void htr_file_close(struct htr_file *file)
 	free(file);
 }
 
-const char *htr_last_error(const struct htr_file *file)
+const char *htr_file_last_error(const struct htr_file *file)
 {
 	return file ? file->err.msg : "";
+}
+
+const char *htr_last_error(const struct htr_file *file)
+{
+	return htr_file_last_error(file);
 }
 
 int htr_file_info(const struct htr_file *file, struct htr_file_info *info,

@@ -331,7 +331,9 @@ Test(file, open_bad_arguments)
 
 	cr_assert_eq(htr_file_open(NULL, path, NULL), HTR_ERR_INVALID);
 	cr_assert_eq(htr_file_open(&f, NULL, NULL), HTR_ERR_INVALID);
-	cr_assert_str_neq(htr_last_error(f), "");
+	cr_assert_str_neq(htr_file_last_error(f), "");
+	/* the old name is the same function */
+	cr_assert_str_eq(htr_last_error(f), htr_file_last_error(f));
 	htr_file_close(f);
 	write_random(path, 3, 2);
 	o.size = 0;

@@ -104,11 +104,15 @@ HTR_API int htr_file_open_buffer(struct htr_file **out, const void *data,
 HTR_API void htr_file_close(struct htr_file *file);
 
 /**
- * The message of the last failure on @file ("" if none).  Owned by the
- * handle; valid until the next call on it or htr_file_close().  Open errors
- * are the only ones that change it, so it is safe to read from any thread
- * after a failed open.
+ * The message of the last failure on @file ("" if none), as every handle
+ * has one: htr_<handle>_last_error().  Owned by the handle; valid until
+ * the next call on it or htr_file_close().  Open errors are the only ones
+ * that change it, so it is safe to read from any thread after a failed
+ * open.
  */
+HTR_API const char *htr_file_last_error(const struct htr_file *file);
+
+/** htr_file_last_error()'s first name, kept for programs that use it. */
 HTR_API const char *htr_last_error(const struct htr_file *file);
 
 /* Header facts (the size rule: htr/common.h; first version: through
