@@ -18,5 +18,6 @@
 #include "perf.h"
 #include "names.h"
 #include "export.h"
+#include "report.h"
 
 #endif /* HTR_HTR_H */

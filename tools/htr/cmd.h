@@ -111,11 +111,6 @@ const char *units_name(const struct units *u);
  * Nothing for other files. */
 void thread_line(const struct htr_file *f, const struct units *u);
 
-struct htr_block_info;
-/* Where --lines places @bi: its entry; a late block at the first address
- * it ran (where its "~NAME" comes from).  0 if neither is known. */
-uint64_t block_where(const struct htr_block_info *bi);
-
 /* @s as a JSON string (quoted, escaped) on @fp. */
 void json_string(FILE *fp, const char *s);
 

@@ -5,6 +5,7 @@
 
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char usage_text[] =
@@ -56,14 +57,13 @@ static const char usage_text[] =
 "  -h, --help      show this help\n"
 "exit status: 0 ok, 1 failure, 2 usage error\n";
 
-/* Text lines are built by hand: with 10^7 blocks, printf's formatting
- * (and its floating point) is most of the time of a dump. */
+/* Text lines are made by the library's htr_text_*() straight into a
+ * large output buffer: with 10^7 blocks, stdio's per-field formatting
+ * would be most of the time of a dump. */
 struct line {
-	char buf[8192];
+	char buf[1 << 16];
 	size_t n;
 };
-
-#define INDENT_LEVELS 64u
 
 static void l_flush(struct line *l)
 {
@@ -73,78 +73,60 @@ static void l_flush(struct line *l)
 
 static void l_mem(struct line *l, const char *s, size_t n)
 {
-	while (n) {
-		size_t k = sizeof(l->buf) - l->n;
+	if (n > sizeof(l->buf) - l->n)
+		l_flush(l);
+	if (n > sizeof(l->buf)) {
+		fwrite(s, 1, n, stdout);
+		return;
+	}
+	memcpy(l->buf + l->n, s, n);
+	l->n += n;
+}
 
-		if (!k) {
-			l_flush(l);
-			continue;
-		}
-		if (k > n)
-			k = n;
-		memcpy(l->buf + l->n, s, k);
-		l->n += k;
-		s += k;
-		n -= k;
+/* What one htr_text_*() call makes. */
+struct text {
+	int times;              /* htr_text_times(), else htr_text_block() */
+	uint32_t level;
+	const struct htr_block_info *bi;
+	const char *name;
+	uint64_t local, total, part, whole;
+};
+
+static size_t text(char *buf, size_t size, const struct text *t)
+{
+	return t->times ? htr_text_times(buf, size, t->level, t->name,
+					 t->local, t->total, t->part, t->whole)
+			: htr_text_block(buf, size, t->level, t->bi);
+}
+
+/* Add @t's line to @l: in place when it fits, else after a flush, else
+ * (a name of kilobytes) through a buffer of its own. */
+static void l_text(struct line *l, const struct text *t)
+{
+	size_t need = text(l->buf + l->n, sizeof(l->buf) - l->n, t);
+	char *big;
+
+	if (need < sizeof(l->buf) - l->n) {
+		l->n += need;
+		return;
+	}
+	l_flush(l);
+	need = text(l->buf, sizeof(l->buf), t);
+	if (need < sizeof(l->buf)) {
+		l->n = need;
+		return;
+	}
+	big = malloc(need + 1);
+	if (big) {
+		text(big, need + 1, t);
+		fwrite(big, 1, need, stdout);
+		free(big);
 	}
 }
 
 static void l_str(struct line *l, const char *s)
 {
 	l_mem(l, s, strlen(s));
-}
-
-static void l_spaces(struct line *l, size_t n)
-{
-	static const char sp[64] = "                                "
-				   "                                ";
-
-	while (n) {
-		size_t k = n < sizeof(sp) ? n : sizeof(sp);
-
-		l_mem(l, sp, k);
-		n -= k;
-	}
-}
-
-static void l_u64(struct line *l, uint64_t v)
-{
-	char d[24];
-	size_t i = sizeof(d);
-
-	do {
-		d[--i] = (char) ('0' + v % 10);
-		v /= 10;
-	} while (v);
-	l_mem(l, d + i, sizeof(d) - i);
-}
-
-/* A line's indentation for @level: 2 spaces a level up to INDENT_LEVELS,
- * then the level written out, or a recursion 10^5 deep would print 10^10
- * spaces. */
-static void l_indent(struct line *l, unsigned level)
-{
-	if (level < INDENT_LEVELS) {
-		l_spaces(l, 2 * (size_t) level);
-		return;
-	}
-	l_spaces(l, 2 * INDENT_LEVELS);
-	l_mem(l, "[", 1);
-	l_u64(l, level);
-	l_mem(l, "] ", 2);
-}
-
-/* @part of @whole as a percentage with one decimal ("12.3%"), no
- * newline. */
-static void l_pct(struct line *l, uint64_t part, uint64_t whole)
-{
-	uint64_t tenths = whole ? (uint64_t) (1000.0 * (double) part /
-					      (double) whole + 0.5) : 1000;
-
-	l_u64(l, tenths / 10);
-	l_mem(l, ".", 1);
-	l_u64(l, tenths % 10);
-	l_mem(l, "%", 1);
 }
 
 /* ", KEY: TSC" at instruction @id (null when no time is known yet), and
@@ -183,7 +165,7 @@ struct dump {
 static const char *where_field(struct dump *d, const struct htr_block_info *bi,
 			       char *buf, size_t size)
 {
-	uint64_t a = d->lines ? block_where(bi) : 0;
+	uint64_t a = d->lines ? htr_block_where(bi) : 0;
 	const char *at = a ? htr_srclines_at(d->lines, a) : "";
 
 	if (!*at)
@@ -211,6 +193,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		return 1;
 	}
 	if (d->an && !d->json) {
+		struct text t = { 1, 0, NULL, NULL, 0, 0, 0, 0 };
 		uint64_t total, children, local;
 		const char *name;
 
@@ -223,20 +206,14 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		}
 		if (level == 0)
 			d->top_total = total;
-		l_indent(&d->line, level);
-		l_str(&d->line, name);
-		l_mem(&d->line, "  ", 2);
-		l_u64(&d->line, units_of(&d->units, local));
-		l_mem(&d->line, "  ", 2);
-		l_u64(&d->line, units_of(&d->units, total));
-		l_mem(&d->line, "  ", 2);
-		l_pct(&d->line, total, d->top_total);
-		if (d->lines) {
-			const char *w = where_field(d, &bi, where,
-						    sizeof(where));
-
-			l_str(&d->line, w);
-		}
+		t.level = level;
+		t.name = name;
+		t.local = units_of(&d->units, local);
+		t.total = units_of(&d->units, total);
+		t.part = total;
+		t.whole = d->top_total;
+		l_text(&d->line, &t);
+		l_str(&d->line, where_field(d, &bi, where, sizeof(where)));
 		l_mem(&d->line, "\n", 1);
 		d->n++;
 		return 0;
@@ -301,17 +278,10 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		       bi.nchildren, flags);
 	}
 	else {
-		const char *w = where_field(d, &bi, where, sizeof(where));
+		struct text t = { 0, level, &bi, NULL, 0, 0, 0, 0 };
 
-		l_indent(&d->line, level);
-		l_u64(&d->line, bi.first);
-		l_mem(&d->line, "..", 2);
-		l_u64(&d->line, bi.last);
-		l_mem(&d->line, "  ", 2);
-		l_str(&d->line, entry);
-		l_mem(&d->line, "  ", 2);
-		l_str(&d->line, flags);
-		l_str(&d->line, w);
+		l_text(&d->line, &t);
+		l_str(&d->line, where_field(d, &bi, where, sizeof(where)));
 		l_mem(&d->line, "\n", 1);
 	}
 	d->n++;

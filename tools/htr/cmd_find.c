@@ -33,7 +33,7 @@ static const char usage_text[] =
 "prints it.\n"
 "\n"
 "  -s, --sort KEY  time: chronological (default); cost: largest total first\n"
-"  -n, --limit N   print the first N only\n"
+"  -n, --limit N   print the first N only (0: all, the default)\n"
 "      --ticks     times in TSC ticks even when ns are known\n"
 "  -l, --lines     append the source position of each block's entry\n"
 "                  (needs a build with libdw; not with --json)\n"
@@ -67,78 +67,45 @@ static int glob_ok(const char *p)
 	return 1;
 }
 
-struct hit {
-	uint32_t block;
-	const char *name;
-	uint64_t first, last, total, local;
-	uint64_t where;         /* block_where() */
-};
-
-struct collect {
+/* What prints the hits htr_find_visit() gives, in its order. */
+struct out {
 	const struct htr_file *f;
-	struct htr_analysis *an;
-	struct hit *v;
-	size_t n, cap;
-	int err;
+	struct htr_srclines *sl;        /* --lines */
+	struct units u;
+	int json;
+	uint64_t n;
 };
 
-static int add(const char *name, uint32_t block, void *payload)
+static int hit(const struct htr_find_hit *h, void *payload)
 {
-	struct collect *c = payload;
-	struct htr_block_info bi;
-	struct hit *h;
-	int rc;
+	struct out *o = payload;
+	const struct units *u = &o->u;
 
-	if (c->n == c->cap) {
-		size_t nc = c->cap ? 2 * c->cap : 256;
-		struct hit *nv = realloc(c->v, nc * sizeof(*nv));
+	if (o->json) {
+		printf("%s\n  {\"block\": %u, \"name\": ", o->n ? "," : "",
+		       h->block);
+		json_string(stdout, h->name);
+		printf(", \"first\": %" PRIu64 ", \"last\": %" PRIu64
+		       ", \"total\": %" PRIu64 ", \"local\": %" PRIu64,
+		       h->first, h->last, h->total, h->local);
+		if (u->ns)
+			printf(", \"total_ns\": %" PRIu64 ", \"local_ns\": %"
+			       PRIu64, units_of(u, h->total),
+			       units_of(u, h->local));
+		putchar('}');
+	} else {
+		const char *at = o->sl && h->where ?
+				 htr_srclines_at(o->sl, h->where) : "";
 
-		if (!nv) {
-			c->err = HTR_ERR_NOMEM;
-			return 1;
-		}
-		c->v = nv;
-		c->cap = nc;
+		if (!o->n)
+			thread_line(o->f, u);
+		printf("%u  %s  %" PRIu64 "..%" PRIu64 "  %" PRIu64 "  %" PRIu64
+		       "%s%s\n", h->block, h->name, h->first, h->last,
+		       units_of(u, h->total), units_of(u, h->local),
+		       *at ? "  " : "", at);
 	}
-	h = &c->v[c->n];
-	bi.size = sizeof(bi);
-	rc = htr_block_get(c->f, block, &bi, sizeof(bi));
-	if (rc == 0)
-		rc = htr_tsc_get(c->an, block, &h->total, NULL, &h->local);
-	if (rc < 0) {
-		c->err = rc;
-		return 1;
-	}
-	h->block = block;
-	h->name = name;
-	h->first = bi.first;
-	h->last = bi.last;
-	h->where = block_where(&bi);
-	c->n++;
-	return 0;
-}
-
-static int by_time(const void *x, const void *y)
-{
-	const struct hit *a = x, *b = y;
-
-	if (a->first != b->first)
-		return a->first < b->first ? -1 : 1;
-	/* Same first instruction: the outer block (ends later) first; same
-	 * span (a call into untraced code and its one callback): the outer
-	 * one comes later in post-order. */
-	if (a->last != b->last)
-		return a->last > b->last ? -1 : 1;
-	return a->block > b->block ? -1 : a->block < b->block;
-}
-
-static int by_cost(const void *x, const void *y)
-{
-	const struct hit *a = x, *b = y;
-
-	if (a->total != b->total)
-		return a->total > b->total ? -1 : 1;
-	return by_time(x, y);
+	o->n++;
+	return ferror(stdout) ? 1 : 0;
 }
 
 int cmd_find(int argc, char **argv)
@@ -153,26 +120,23 @@ int cmd_find(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct htr_file *f = NULL;
-	struct collect c;
-	struct htr_srclines *sl = NULL;
-	uint64_t limit = UINT64_MAX, v;
-	size_t i, n;
-	struct units u;
-	int ch, json = 0, cost = 0, ticks = 0, lines = 0, rc = HTR_EXIT_FAIL;
-	int mode;
-	int got;
+	struct htr_analysis *an = NULL;
+	struct out o;
+	uint64_t limit = 0, v;
+	int ch, json = 0, order = HTR_FIND_TIME, ticks = 0, lines = 0;
+	int rc = HTR_EXIT_FAIL, mode, got;
 	const char *pattern, *path;
 
-	memset(&c, 0, sizeof(c));
+	memset(&o, 0, sizeof(o));
 	optind = 1;
 	opterr = 0;     /* one error line, ours */
 	while ((ch = getopt_long(argc, argv, ":s:n:jlh", lopts, NULL)) != -1) {
 		switch (ch) {
 		case 's':
 			if (!strcmp(optarg, "time"))
-				cost = 0;
+				order = HTR_FIND_TIME;
 			else if (!strcmp(optarg, "cost"))
-				cost = 1;
+				order = HTR_FIND_COST;
 			else
 				return usage_error("find", "--sort: expected "
 						   "time or cost, not '%s'",
@@ -208,76 +172,40 @@ int cmd_find(int argc, char **argv)
 				   pattern);
 	if (open_htr("find", path, NULL, &f) < 0)
 		goto out;
-	if (open_analysis("find", f, HTR_ANALYZE_ALL, &c.an) < 0)
+	if (open_analysis("find", f, HTR_ANALYZE_ALL, &an) < 0)
 		goto out;
 	if (lines) {
-		int e = htr_srclines_open(&sl, f);
+		int e = htr_srclines_open(&o.sl, f);
 
 		if (e < 0) {
 			rc = fail("find", "--lines: %s", htr_errstr(e));
 			goto out;
 		}
 	}
-	c.f = f;
+	o.f = f;
+	o.json = json;
+	units_init(&o.u, f, ticks);
 	mode = strpbrk(pattern, "*?[") ? HTR_MATCH_GLOB : HTR_MATCH_EXACT;
-	got = htr_symidx_find(c.an, pattern, mode, add, &c);
-	if (c.err) {
-		rc = c.err == HTR_ERR_NOMEM ? fail("find", "out of memory") :
-		     analysis_fail("find", f, c.an, c.err);
-		goto out;
-	}
-	if (got < 0 && got != HTR_ERR_NOTFOUND) {
-		rc = analysis_fail("find", f, c.an, got);
-		goto out;
-	}
+	if (json)
+		printf("[");
+	got = htr_find_visit(f, an, pattern, mode, order, limit, hit, &o);
 	if (got == HTR_ERR_NOTFOUND)
 		fprintf(stderr, "htr: find: %s: no function matches '%s'\n",
 			path, pattern);
-	if (c.n)
-		qsort(c.v, c.n, sizeof(*c.v), cost ? by_cost : by_time);
-	n = c.n < limit ? c.n : (size_t) limit;
-	units_init(&u, f, ticks);
-	if (json)
-		printf("[");
-	else if (n)
-		thread_line(f, &u);
-	for (i = 0; i < n; i++) {
-		const struct hit *h = &c.v[i];
-
-		if (json) {
-			printf("%s\n  {\"block\": %u, \"name\": ", i ? "," : "",
-			       h->block);
-			json_string(stdout, h->name);
-			printf(", \"first\": %" PRIu64 ", \"last\": %" PRIu64
-			       ", \"total\": %" PRIu64 ", \"local\": %" PRIu64,
-			       h->first, h->last, h->total, h->local);
-			if (u.ns)
-				printf(", \"total_ns\": %" PRIu64 ", "
-				       "\"local_ns\": %" PRIu64,
-				       units_of(&u, h->total),
-				       units_of(&u, h->local));
-			putchar('}');
-		} else {
-			const char *at = sl && h->where ?
-					 htr_srclines_at(sl, h->where) : "";
-
-			printf("%u  %s  %" PRIu64 "..%" PRIu64 "  %" PRIu64
-			       "  %" PRIu64 "%s%s\n", h->block, h->name,
-			       h->first, h->last, units_of(&u, h->total),
-			       units_of(&u, h->local), *at ? "  " : "", at);
-		}
+	else if (got < 0) {
+		rc = analysis_fail("find", f, an, got);
+		goto out;
 	}
 	if (json)
-		printf("%s]\n", n ? "\n" : "");
+		printf("%s]\n", o.n ? "\n" : "");
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		rc = fail("find", "writing output failed");
 		goto out;
 	}
 	rc = HTR_EXIT_OK;
 out:
-	htr_srclines_free(sl);
-	free(c.v);
-	htr_analysis_close(c.an);
+	htr_srclines_free(o.sl);
+	htr_analysis_close(an);
 	htr_file_close(f);
 	return rc;
 }

@@ -33,70 +33,45 @@ static const char usage_text[] =
 "  -h, --help      show this help\n"
 "exit status: 0 ok, 1 failure, 2 usage error\n";
 
-struct row {
-	const char *name;
-	uint64_t calls, inclusive, local, slowest_total;
-	uint32_t slowest;
+/* What prints the rows htr_top_visit() gives, in its order. */
+struct out {
+	const struct htr_file *f;
+	struct units u;
+	int json;
+	uint64_t n;
 };
 
-struct collect {
-	struct row *v;
-	size_t n, cap;
-};
-
-static int add(const struct htr_func_stats *st, void *payload)
+static int row(const struct htr_func_stats *r, void *payload)
 {
-	struct collect *c = payload;
-	struct row *r;
+	struct out *o = payload;
+	const struct units *u = &o->u;
 
-	if (c->n == c->cap) {
-		size_t nc = c->cap ? 2 * c->cap : 256;
-		struct row *nv = realloc(c->v, nc * sizeof(*nv));
-
-		if (!nv)
-			return 1;       /* stop: out of memory */
-		c->v = nv;
-		c->cap = nc;
+	if (o->json) {
+		printf("%s\n  {\"name\": ", o->n ? "," : "");
+		json_string(stdout, r->name);
+		printf(", \"calls\": %" PRIu64 ", \"inclusive\": %" PRIu64
+		       ", \"local\": %" PRIu64 ", \"slowest\": %u, "
+		       "\"slowest_total\": %" PRIu64, r->calls, r->inclusive,
+		       r->local, r->slowest, r->slowest_total);
+		if (u->ns)
+			printf(", \"inclusive_ns\": %" PRIu64 ", "
+			       "\"local_ns\": %" PRIu64 ", "
+			       "\"slowest_total_ns\": %" PRIu64,
+			       units_of(u, r->inclusive), units_of(u, r->local),
+			       units_of(u, r->slowest_total));
+		putchar('}');
+	} else {
+		if (!o->n) {
+			thread_line(o->f, u);
+			printf("%14s %14s %10s %10s  %s\n", "INCLUSIVE", "LOCAL",
+			       "CALLS", "SLOWEST", "NAME");
+		}
+		printf("%14" PRIu64 " %14" PRIu64 " %10" PRIu64 " %10u  %s\n",
+		       units_of(u, r->inclusive), units_of(u, r->local),
+		       r->calls, r->slowest, r->name);
 	}
-	r = &c->v[c->n++];
-	r->name = st->name;
-	r->calls = st->calls;
-	r->inclusive = st->inclusive;
-	r->local = st->local;
-	r->slowest = st->slowest;
-	r->slowest_total = st->slowest_total;
-	return 0;
-}
-
-/* Largest first, then by name: one comparator per --sort key (qsort
- * passes no context, and a global would hold the key). */
-static int by_key(uint64_t ka, uint64_t kb, const struct row *a,
-		  const struct row *b)
-{
-	if (ka != kb)
-		return ka > kb ? -1 : 1;
-	return strcmp(a->name, b->name);
-}
-
-static int cmp_inclusive(const void *x, const void *y)
-{
-	const struct row *a = x, *b = y;
-
-	return by_key(a->inclusive, b->inclusive, a, b);
-}
-
-static int cmp_local(const void *x, const void *y)
-{
-	const struct row *a = x, *b = y;
-
-	return by_key(a->local, b->local, a, b);
-}
-
-static int cmp_calls(const void *x, const void *y)
-{
-	const struct row *a = x, *b = y;
-
-	return by_key(a->calls, b->calls, a, b);
+	o->n++;
+	return ferror(stdout) ? 1 : 0;
 }
 
 int cmd_top(int argc, char **argv)
@@ -111,27 +86,23 @@ int cmd_top(int argc, char **argv)
 	};
 	struct htr_file *f = NULL;
 	struct htr_analysis *an = NULL;
-	struct collect c;
+	struct out o;
 	uint64_t limit = 20, v;
-	size_t i, n;
-	struct units u;
 	int ch, json = 0, ticks = 0, rc = HTR_EXIT_FAIL;
-	int got;
+	int got, key = HTR_TOP_LOCAL;
 	const char *path;
-	int (*cmp)(const void *, const void *) = cmp_local;
 
-	memset(&c, 0, sizeof(c));
 	optind = 1;
 	opterr = 0;     /* one error line, ours */
 	while ((ch = getopt_long(argc, argv, ":s:n:jh", lopts, NULL)) != -1) {
 		switch (ch) {
 		case 's':
 			if (!strcmp(optarg, "inclusive"))
-				cmp = cmp_inclusive;
+				key = HTR_TOP_INCLUSIVE;
 			else if (!strcmp(optarg, "local"))
-				cmp = cmp_local;
+				key = HTR_TOP_LOCAL;
 			else if (!strcmp(optarg, "calls"))
-				cmp = cmp_calls;
+				key = HTR_TOP_CALLS;
 			else
 				return usage_error("top", "--sort: expected "
 						   "local, inclusive or calls, "
@@ -141,7 +112,7 @@ int cmd_top(int argc, char **argv)
 			if (parse_u64(optarg, &v) < 0)
 				return usage_error("top", "--limit: bad value "
 						   "'%s'", optarg);
-			limit = v ? v : UINT64_MAX;
+			limit = v;      /* 0: all, as htr_top_visit() takes it */
 			break;
 		case 'j': json = 1; break;
 		case 'T': ticks = 1; break;
@@ -157,61 +128,25 @@ int cmd_top(int argc, char **argv)
 		goto out;
 	if (open_analysis("top", f, HTR_ANALYZE_ALL, &an) < 0)
 		goto out;
-	got = htr_func_visit(an, NULL, HTR_MATCH_GLOB, add, &c);
-	if (got == 1) {
-		rc = fail("top", "out of memory");
-		goto out;
-	}
-	if (got < 0 && got != HTR_ERR_NOTFOUND) {
-		rc = analysis_fail("top", f, an, (int) got);
-		goto out;
-	}
-	if (c.n)
-		qsort(c.v, c.n, sizeof(*c.v), cmp);
-	n = c.n < limit ? c.n : (size_t) limit;
-	units_init(&u, f, ticks);
-	if (json) {
+	memset(&o, 0, sizeof(o));
+	o.f = f;
+	o.json = json;
+	units_init(&o.u, f, ticks);
+	if (json)
 		printf("[");
-	} else if (n) {
-		thread_line(f, &u);
-		printf("%14s %14s %10s %10s  %s\n", "INCLUSIVE", "LOCAL",
-		       "CALLS", "SLOWEST", "NAME");
-	}
-	for (i = 0; i < n; i++) {
-		const struct row *r = &c.v[i];
-
-		if (json) {
-			printf("%s\n  {\"name\": ", i ? "," : "");
-			json_string(stdout, r->name);
-			printf(", \"calls\": %" PRIu64 ", \"inclusive\": %" PRIu64
-			       ", \"local\": %" PRIu64 ", \"slowest\": %u, "
-			       "\"slowest_total\": %" PRIu64, r->calls,
-			       r->inclusive, r->local, r->slowest,
-			       r->slowest_total);
-			if (u.ns)
-				printf(", \"inclusive_ns\": %" PRIu64 ", "
-				       "\"local_ns\": %" PRIu64 ", "
-				       "\"slowest_total_ns\": %" PRIu64,
-				       units_of(&u, r->inclusive),
-				       units_of(&u, r->local),
-				       units_of(&u, r->slowest_total));
-			putchar('}');
-		} else {
-			printf("%14" PRIu64 " %14" PRIu64 " %10" PRIu64
-			       " %10u  %s\n", units_of(&u, r->inclusive),
-			       units_of(&u, r->local), r->calls,
-			       r->slowest, r->name);
-		}
+	got = htr_top_visit(an, NULL, HTR_MATCH_GLOB, key, limit, row, &o);
+	if (got < 0 && got != HTR_ERR_NOTFOUND) {
+		rc = analysis_fail("top", f, an, got);
+		goto out;
 	}
 	if (json)
-		printf("%s]\n", n ? "\n" : "");
+		printf("%s]\n", o.n ? "\n" : "");
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		rc = fail("top", "writing output failed");
 		goto out;
 	}
 	rc = HTR_EXIT_OK;
 out:
-	free(c.v);
 	htr_analysis_close(an);
 	htr_file_close(f);
 	return rc;

@@ -357,12 +357,3 @@ int main(int argc, char **argv)
 	return HTR_EXIT_USAGE;
 }
 
-uint64_t block_where(const struct htr_block_info *bi)
-{
-	if (bi->func != HTR_NONE)
-		return bi->entry;
-	/* A late block's entry was never traced. */
-	if ((bi->flags & HTR_BLOCK_LATE) && bi->anchor_func != HTR_NONE)
-		return bi->anchor;
-	return 0;
-}
