@@ -1265,21 +1265,10 @@ private:
 	std::map<uint64_t, std::string> cache_;
 };
 
-// Where --lines places a block: its entry, for a late block the first
-// address it ran (the one its "~NAME" comes from).  0 if neither is known.
-uint64_t block_where(const struct htr_block_info &bi)
-{
-	if (bi.func != HTR_NONE)
-		return bi.entry;
-	if ((bi.flags & HTR_BLOCK_LATE) && bi.anchor_func != HTR_NONE)
-		return bi.anchor;
-	return 0;
-}
-
 // "  LOCATION" for @bi, or "" (no --lines, or nothing known).
 std::string where_field(Locator *loc, const struct htr_block_info &bi)
 {
-	uint64_t a = loc ? block_where(bi) : 0;
+	uint64_t a = loc ? htr_block_where(&bi) : 0;
 	if (!a)
 		return "";
 	const std::string &s = loc->at(a);
@@ -1442,16 +1431,21 @@ struct DumpState {
 	bool an_error = false;
 };
 
-void put_u64(std::string &s, uint64_t v)
+// Append the line @make writes (one of the library's htr_text_*(), the
+// CLI's lines) to @s.
+template <typename F> void put_text(std::string &s, F make)
 {
-	char d[24];
-	size_t i = sizeof(d);
+	char small[512];
+	size_t need = make(small, sizeof(small));
 
-	do {
-		d[--i] = (char) ('0' + v % 10);
-		v /= 10;
-	} while (v);
-	s.append(d + i, sizeof(d) - i);
+	if (need < sizeof(small)) {
+		s.append(small, need);
+		return;
+	}
+	size_t at = s.size();
+	s.resize(at + need + 1);
+	make(&s[at], need + 1);
+	s.resize(at + need);
 }
 
 int dump_visit(const struct htr_file *f, uint32_t block, uint32_t parent,
@@ -1459,7 +1453,6 @@ int dump_visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 {
 	DumpState *d = (DumpState *) payload;
 	struct htr_block_info bi;
-	char flags[64];
 
 	(void) parent;
 	if (level >= d->max_level)
@@ -1471,15 +1464,6 @@ int dump_visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		return 1;
 	}
 	const std::string &name = d->namer->name(bi);
-	// The CLI's indentation: it stops at level 64, which is written out.
-	if (level < 64) {
-		d->buf.append(2 * (size_t) level, ' ');
-	} else {
-		d->buf.append(128, ' ');
-		d->buf += '[';
-		put_u64(d->buf, level);
-		d->buf += "] ";
-	}
 	if (d->an) {
 		uint64_t total, children, local;
 
@@ -1489,34 +1473,19 @@ int dump_visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		}
 		if (level == 0)
 			d->top_total = total;
-		uint64_t tenths = d->top_total ?
-			(uint64_t) (1000.0 * (double) total /
-				    (double) d->top_total + 0.5) : 1000;
-		d->buf += name;
-		d->buf += "  ";
-		put_u64(d->buf, local);
-		d->buf += "  ";
-		put_u64(d->buf, total);
-		d->buf += "  ";
-		put_u64(d->buf, tenths / 10);
-		d->buf += ".";
-		put_u64(d->buf, tenths % 10);
-		d->buf += "%";
-		d->buf += where_field(d->loc, bi);
-		d->buf += "\n";
+		put_text(d->buf, [&](char *b, size_t n) {
+			return htr_text_times(b, n, level, name.c_str(), local,
+					      total, total, d->top_total);
+		});
 	} else {
-		d->buf += fmt("%" PRIu64 "..%" PRIu64 "  ", bi.first, bi.last);
-		if (bi.func == HTR_NONE)
-			d->buf += "?";
-		else
-			d->buf += fmt("0x%" PRIx64, bi.entry);
-		d->buf += "  ";
-		d->buf += htr_block_flags_str(bi.flags, flags, sizeof(flags));
+		put_text(d->buf, [&](char *b, size_t n) {
+			return htr_text_block(b, n, level, &bi);
+		});
 		d->buf += "  ";
 		d->buf += name;
-		d->buf += where_field(d->loc, bi);
-		d->buf += "\n";
 	}
+	d->buf += where_field(d->loc, bi);
+	d->buf += "\n";
 	emit(*d->result, d->buf, false);
 	return 0;
 }
@@ -1650,18 +1619,36 @@ const char top_syntax[] =
 	"      --thread TID  the thread (default: the selected one)\n"
 	"Run 'htr build' first.\n";
 
-struct Row {
-	std::string lib_name;
-	uint64_t calls, inclusive, local;
-	uint32_t slowest;
+// Prints the rows htr_top_visit() gives, in its order, NAME from LLDB
+// at the slowest invocation's entry.
+struct TopOut {
+	const struct htr_file *f;
+	Namer *namer;
+	Locator *loc;      // --lines
+	std::string buf;
+	lldb::SBCommandReturnObject *result;
+	uint64_t n;
 };
 
-int top_add(const struct htr_func_stats *st, void *payload)
+int top_row(const struct htr_func_stats *r, void *payload)
 {
-	auto *v = (std::vector<Row> *) payload;
+	auto *o = (TopOut *) payload;
+	struct htr_block_info bi;
+	std::string name = r->name, at;
 
-	v->push_back({ st->name, st->calls, st->inclusive, st->local,
-		       st->slowest });
+	if (!o->n++)
+		o->buf += fmt("%14s %14s %10s %10s  %s\n", "INCLUSIVE",
+			      "LOCAL", "CALLS", "SLOWEST", "NAME");
+	bi.size = sizeof(bi);
+	if (name != "?" && htr_block_get(o->f, r->slowest, &bi,
+					 sizeof(bi)) == 0) {
+		name = o->namer->name(bi);
+		at = where_field(o->loc, bi);
+	}
+	o->buf += fmt("%14" PRIu64 " %14" PRIu64 " %10" PRIu64 " %10u  %s%s\n",
+		      r->inclusive, r->local, r->calls, r->slowest,
+		      name.c_str(), at.c_str());
+	emit(*o->result, o->buf, false);
 	return 0;
 }
 
@@ -1672,7 +1659,7 @@ public:
 	{
 		Args a;
 		uint64_t limit = 20, v;
-		int key = 1;   // 0 inclusive, 1 local, 2 calls
+		int key = HTR_TOP_LOCAL;
 		bool lines = false;
 
 		for (int i = 0; argv && argv[i]; i++) {
@@ -1682,11 +1669,11 @@ public:
 			} else if ((s == "-s" || s == "--sort") && argv[i + 1]) {
 				std::string k = argv[++i];
 				if (k == "inclusive")
-					key = 0;
+					key = HTR_TOP_INCLUSIVE;
 				else if (k == "local")
-					key = 1;
+					key = HTR_TOP_LOCAL;
 				else if (k == "calls")
-					key = 2;
+					key = HTR_TOP_CALLS;
 				else {
 					result.SetError(fmt("htr top: --sort: "
 							    "expected inclusive, "
@@ -1701,7 +1688,7 @@ public:
 							    argv[i]).c_str());
 					return false;
 				}
-				limit = v ? v : UINT64_MAX;
+				limit = v;     // 0: all
 			} else if (parse_thread(argv, &i, &a, result, "top")) {
 				if (!a.have_tid)
 					return false;
@@ -1715,58 +1702,25 @@ public:
 		lldb::SBTarget target;
 		struct htr_file *f;
 		struct htr_analysis *an = nullptr;
-		std::vector<Row> rows;
 		bool ok = false;
 		if (!open_built(dbg, result, "top", a.have_tid, a.tid, &target, &f))
 			return false;
 		if (!open_an(result, "top", f, &an))
 			goto out;
 		{
-			int got = htr_func_visit(an, nullptr, HTR_MATCH_GLOB,
-						 top_add, &rows);
+			Namer namer(target, an);
+			Locator loc(target);
+			TopOut o = { f, &namer, lines ? &loc : nullptr, "",
+				     &result, 0 };
+			int got = htr_top_visit(an, nullptr, HTR_MATCH_GLOB, key,
+						limit, top_row, &o);
 			if (got < 0 && got != HTR_ERR_NOTFOUND) {
 				result.SetError(fmt("htr top: %s",
 						    htr_analysis_last_error(an))
 							.c_str());
 				goto out;
 			}
-			// The CLI's order: by key, ties by libhtr's name.
-			std::sort(rows.begin(), rows.end(),
-				  [key](const Row &x, const Row &y) {
-				uint64_t kx = key == 0 ? x.inclusive :
-					      key == 1 ? x.local : x.calls;
-				uint64_t ky = key == 0 ? y.inclusive :
-					      key == 1 ? y.local : y.calls;
-				if (kx != ky)
-					return kx > ky;
-				return strcmp(x.lib_name.c_str(),
-					      y.lib_name.c_str()) < 0;
-			});
-			Namer namer(target, an);
-			Locator loc(target);
-			size_t n = rows.size() < limit ? rows.size() : (size_t) limit;
-			std::string buf;
-			if (n)
-				buf += fmt("%14s %14s %10s %10s  %s\n", "INCLUSIVE",
-					   "LOCAL", "CALLS", "SLOWEST", "NAME");
-			for (size_t i = 0; i < n; i++) {
-				const Row &r = rows[i];
-				struct htr_block_info bi;
-				std::string name = r.lib_name, at;
-
-				bi.size = sizeof(bi);
-				if (r.lib_name != "?" &&
-				    htr_block_get(f, r.slowest, &bi, sizeof(bi)) == 0) {
-					name = namer.name(bi);
-					at = where_field(lines ? &loc : nullptr, bi);
-				}
-				buf += fmt("%14" PRIu64 " %14" PRIu64 " %10" PRIu64
-					   " %10u  %s%s\n", r.inclusive, r.local,
-					   r.calls, r.slowest, name.c_str(),
-					   at.c_str());
-				emit(result, buf, false);
-			}
-			emit(result, buf, true);
+			emit(result, o.buf, true);
 		}
 		ok = true;
 		result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
@@ -1802,37 +1756,29 @@ const char find_syntax[] =
 	"      --thread TID  the thread (default: the selected one)\n"
 	"Run 'htr build' first.\n";
 
-struct Hit {
-	uint32_t block;
-	uint64_t first, last, total, local;
+// Prints the hits htr_find_visit() gives, in its order, with LLDB's
+// names.
+struct FindOut {
+	const struct htr_file *f;
+	Namer *namer;
+	Locator *loc;      // --lines
+	std::string buf;
+	lldb::SBCommandReturnObject *result;
 };
 
-struct FindCtx {
-	struct htr_file *f;
-	struct htr_analysis *an;
-	std::vector<Hit> hits;
-	int err = 0;
-};
-
-int find_add(const char *name, uint32_t block, void *payload)
+int find_hit(const struct htr_find_hit *h, void *payload)
 {
-	auto *c = (FindCtx *) payload;
+	auto *o = (FindOut *) payload;
 	struct htr_block_info bi;
-	Hit h;
 
-	(void) name;
 	bi.size = sizeof(bi);
-	int rc = htr_block_get(c->f, block, &bi, sizeof(bi));
-	if (rc == 0)
-		rc = htr_tsc_get(c->an, block, &h.total, nullptr, &h.local);
-	if (rc < 0) {
-		c->err = rc;
-		return 1;
-	}
-	h.block = block;
-	h.first = bi.first;
-	h.last = bi.last;
-	c->hits.push_back(h);
+	if (htr_block_get(o->f, h->block, &bi, sizeof(bi)) < 0)
+		return 0;
+	o->buf += fmt("%u  %s  %" PRIu64 "..%" PRIu64 "  %" PRIu64 "  %" PRIu64
+		      "%s\n", h->block, o->namer->name(bi).c_str(), h->first,
+		      h->last, h->total, h->local,
+		      where_field(o->loc, bi).c_str());
+	emit(*o->result, o->buf, false);
 	return 0;
 }
 
@@ -1842,7 +1788,7 @@ public:
 		       lldb::SBCommandReturnObject &result) override
 	{
 		Args a;
-		uint64_t limit = UINT64_MAX, v;
+		uint64_t limit = 0, v;     // 0: all
 		bool cost = false, lines = false;
 		const char *pattern = nullptr;
 
@@ -1886,65 +1832,41 @@ public:
 			return false;
 		}
 		lldb::SBTarget target;
-		FindCtx c;
+		struct htr_file *f;
+		struct htr_analysis *an = nullptr;
 		bool ok = false;
-		if (!open_built(dbg, result, "find", a.have_tid, a.tid, &target,
-				&c.f))
+		if (!open_built(dbg, result, "find", a.have_tid, a.tid, &target, &f))
 			return false;
-		if (!open_an(result, "find", c.f, &c.an))
+		if (!open_an(result, "find", f, &an))
 			goto out;
 		{
+			Namer namer(target, an);
+			Locator loc(target);
+			FindOut o = { f, &namer, lines ? &loc : nullptr, "",
+				      &result };
 			int mode = strpbrk(pattern, "*?[") ? HTR_MATCH_GLOB :
 				   HTR_MATCH_EXACT;
-			int got = htr_symidx_find(c.an, pattern, mode, find_add,
-						  &c);
-			if (c.err || (got < 0 && got != HTR_ERR_NOTFOUND)) {
+			int got = htr_find_visit(f, an, pattern, mode,
+						 cost ? HTR_FIND_COST :
+						 HTR_FIND_TIME, limit,
+						 find_hit, &o);
+			if (got < 0 && got != HTR_ERR_NOTFOUND) {
 				result.SetError(fmt("htr find: %s",
-						    htr_analysis_last_error(c.an)[0] ?
-						    htr_analysis_last_error(c.an) :
-						    htr_errstr(c.err ? c.err :
-							       got)).c_str());
+						    htr_analysis_last_error(an)[0] ?
+						    htr_analysis_last_error(an) :
+						    htr_errstr(got)).c_str());
 				goto out;
 			}
-			// The CLI's orders (htr find --sort time|cost).
-			std::sort(c.hits.begin(), c.hits.end(),
-				  [cost](const Hit &x, const Hit &y) {
-				if (cost && x.total != y.total)
-					return x.total > y.total;
-				if (x.first != y.first)
-					return x.first < y.first;
-				if (x.last != y.last)
-					return x.last > y.last;
-				return x.block > y.block;
-			});
-			Namer namer(target, c.an);
-			Locator loc(target);
-			std::string buf;
 			if (got == HTR_ERR_NOTFOUND)
-				buf += fmt("no function matches '%s'\n", pattern);
-			for (size_t i = 0; i < c.hits.size() && i < limit; i++) {
-				const Hit &h = c.hits[i];
-				struct htr_block_info bi;
-
-				bi.size = sizeof(bi);
-				if (htr_block_get(c.f, h.block, &bi,
-						  sizeof(bi)) < 0)
-					continue;
-				buf += fmt("%u  %s  %" PRIu64 "..%" PRIu64 "  %"
-					   PRIu64 "  %" PRIu64 "%s\n", h.block,
-					   namer.name(bi).c_str(), h.first,
-					   h.last, h.total, h.local,
-					   where_field(lines ? &loc : nullptr,
-						       bi).c_str());
-				emit(result, buf, false);
-			}
-			emit(result, buf, true);
+				o.buf += fmt("no function matches '%s'\n",
+					     pattern);
+			emit(result, o.buf, true);
 		}
 		ok = true;
 		result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
 	out:
-		htr_analysis_close(c.an);
-		htr_file_close(c.f);
+		htr_analysis_close(an);
+		htr_file_close(f);
 		return ok;
 	}
 };
