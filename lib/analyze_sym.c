@@ -19,7 +19,7 @@
  * entered through them too.
  */
 #include "analyzer_int.h"
-#include "builtins.h"
+#include "descriptors.h"
 #include "le.h"
 #include "symbols.h"
 

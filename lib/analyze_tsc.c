@@ -7,7 +7,7 @@
  * chunk's largest value needs.
  */
 #include "analyzer_int.h"
-#include "builtins.h"
+#include "descriptors.h"
 #include "le.h"
 
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * store and analyzers is in lib/env.h.
  *
  * The built-in descriptors (analyze_tsc.c, analyze_sym.c) see this header
- * and builtins.h only: never the store's struct or LMDB's environment.
+ * and descriptors.h only: never the store's struct or LMDB's environment.
  */
 #ifndef HTR_LIB_ANALYZER_INT_H
 #define HTR_LIB_ANALYZER_INT_H

@@ -12,7 +12,7 @@
  *                  (analyzer_int.h: ctx, result, struct htr_analysis)
  *   analyze_tsc.c  htr_tsc__*: the "tsc" descriptor, htr_tsc_get()
  *   analyze_sym.c  htr_sym__*: the "sym" descriptor, htr_block_name(),
- *                  htr_func_visit(), htr_symidx_find() (builtins.h)
+ *                  htr_func_visit(), htr_symidx_find() (descriptors.h)
  *   store.c        htr_store_*: opening the environment, the registry
  *                  (store_int.h: struct htr_store)
  *   records.c      htr_records__*: identity, reading, computing and

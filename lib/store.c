@@ -10,7 +10,7 @@
 #define _GNU_SOURCE
 #include "store_int.h"
 #include "abi.h"
-#include "builtins.h"
+#include "descriptors.h"
 #include "lmdbcheck.h"
 
 #include <errno.h>

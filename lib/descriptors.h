@@ -3,8 +3,8 @@
  * name on every store (store.c).  The file map of the store and
  * analyzers is in lib/env.h.
  */
-#ifndef HTR_LIB_BUILTINS_H
-#define HTR_LIB_BUILTINS_H
+#ifndef HTR_LIB_DESCRIPTORS_H
+#define HTR_LIB_DESCRIPTORS_H
 
 #include "analyzer_int.h"
 
