@@ -18,7 +18,8 @@
  * target, tail jumps), with those functions: find NAME lists the blocks
  * entered through them too.
  */
-#include "analyze.h"
+#include "analyzer_int.h"
+#include "descriptors.h"
 #include "le.h"
 #include "symbols.h"
 
@@ -408,7 +409,7 @@ static int sym_compute(struct htr_analyzer_ctx *ctx, void **result,
 		goto out;
 	}
 	if (a->nskipped)
-		htr_analysis__partial(ctx, err.msg);
+		htr_analyzer__partial(ctx, err.msg);
 	a->names = calloc(nslots(a->nfuncs), sizeof(*a->names));
 	a->func_name = malloc(nslots(a->nfuncs) * sizeof(*a->func_name));
 	if (!a->names || !a->func_name)
@@ -840,7 +841,7 @@ static struct sym_res *usable(struct htr_analysis *a)
 
 	if (!a)
 		return NULL;
-	r = htr_analysis__result(a, "sym");
+	r = htr_analyzer__result(a, "sym");
 	if (!r)
 		htr_err__set(&a->err, HTR_ERR_INVALID, "the symbol analyzer "
 			     "is not open");

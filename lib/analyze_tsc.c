@@ -6,7 +6,8 @@
  * little-endian integers (totals, then locals), each as wide as the
  * chunk's largest value needs.
  */
-#include "analyze.h"
+#include "analyzer_int.h"
+#include "descriptors.h"
 #include "le.h"
 
 #include <stdlib.h>
@@ -412,7 +413,7 @@ int htr_tsc_get(struct htr_analysis *a, uint32_t block, uint64_t *total,
 
 	if (!a)
 		return HTR_ERR_INVALID;
-	r = htr_analysis__result(a, "tsc");
+	r = htr_analyzer__result(a, "tsc");
 	if (!r)
 		return htr_err__set(&a->err, HTR_ERR_INVALID, "the tsc "
 				    "analyzer is not open");

@@ -1,6 +1,7 @@
 /*
- * libhtr - analyzers as a registry: a versioned descriptor per analyzer,
- * registered on a store (htr/store.h) and obtained by name.
+ * libhtr - writing an analyzer: a versioned descriptor per analyzer,
+ * registered on a store and obtained by name (htr_store_register() and
+ * htr_store_get(), htr/store.h), and what its callbacks may call.
  *
  * An analyzer computes results over the public tree API (htr/tree.h),
  * stores them as key/value records in the sidecar through its own codec,
@@ -9,8 +10,8 @@
  * depends on, and a count of how often it was computed.  The library's
  * own analyzers are two descriptors like any other: "tsc" (cumulative TSC
  * ticks, htr_tsc_get()) and "sym" (names and the symbol index, depends on
- * "tsc"; htr_block_name(), htr_func_visit(), htr_symidx_find()); every
- * store has them.
+ * "tsc"; htr_block_name(), htr_func_visit(), htr_symidx_find(); all in
+ * htr/builtins.h); every store has them.
  *
  *   static int ipb_compute(struct htr_analyzer_ctx *c, void **res, void *p);
  *   static int ipb_encode(struct htr_analyzer_ctx *c, const void *res,
@@ -57,9 +58,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-struct htr_store;
-struct htr_analysis;
 
 /* What a callback of a descriptor gets: the file, and (depending on the
  * callback) its dependencies, a sink or a source of stored values. */
@@ -118,41 +116,6 @@ static inline void htr_analyzer_init(struct htr_analyzer *d)
 {
 	htr_analyzer_init_size(d, sizeof(*d));
 }
-
-/**
- * Register analyzer @d on @store (copied; see struct htr_analyzer for the
- * strings).  Any thread, any time; handles opened before see it too.
- *
- * Returns 0, HTR_ERR_INVALID (NULL arguments, @d->size below the first
- * version's, a bad name, a missing callback, a name already registered,
- * more than 32 analyzers), HTR_ERR_NOMEM.
- */
-HTR_API int htr_store_register(struct htr_store *store,
-			       const struct htr_analyzer *d);
-
-/**
- * GetOrCreate: the results of analyzer @name for @reader, a handle opened
- * over @store (htr_analysis_open_store(), or htr_analysis_open()'s private
- * store: htr_analysis_store()).  Reloads them, or computes and stores
- * them (once per sidecar across threads and processes), and decodes them
- * into @reader; *@result is the analyzer's decoded result, owned by
- * @reader and valid until htr_analysis_close(@reader).  The second call
- * for the same name returns the same result at once.  An analyzer not
- * already read when @reader was opened takes one more LMDB reader slot.
- * When the sidecar cannot be written, the result is computed in memory
- * for @reader (HTR_ANALYSIS_IN_MEMORY, htr_analysis_note()).
- *
- * Threads: @reader's thread (see htr/analyze.h).  @reader NULL (and
- * @result NULL): only make sure the results are stored.
- *
- * Returns 0, HTR_ERR_INVALID (bad arguments, @reader not over @store),
- * HTR_ERR_NOTFOUND (no analyzer of that name, or a dependency missing;
- * also a dependency cycle), HTR_ERR_NOMEM, HTR_ERR_IO, HTR_ERR_CORRUPT
- * (the message names the sidecar), or an analyzer callback's negative
- * code.  The message is on @reader (htr_analysis_last_error()).
- */
-HTR_API int htr_store_get(struct htr_store *store, const char *name,
-			  struct htr_analysis *reader, const void **result);
 
 /* --- for the callbacks of a descriptor --- */
 

@@ -13,6 +13,7 @@
 #include "store.h"
 #include "analyzer.h"
 #include "analyze.h"
+#include "builtins.h"
 #include "cursor.h"
 #include "cpuwide.h"
 #include "perf.h"

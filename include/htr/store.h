@@ -48,6 +48,8 @@ extern "C" {
 #endif
 
 struct htr_store;
+struct htr_analyzer;   /* htr/analyzer.h */
+struct htr_analysis;   /* htr/analyze.h */
 
 /* Options of htr_store_open() (the size rule: htr/common.h; first
  * version: through no_sidecar). */
@@ -127,6 +129,43 @@ struct htr_store_info {
  */
 HTR_API int htr_store_info(const struct htr_store *store,
 			   struct htr_store_info *info, size_t size);
+
+/* --- analyzers on the store (writing one: htr/analyzer.h) --- */
+
+/**
+ * Register analyzer @d on @store (copied; see struct htr_analyzer for the
+ * strings).  Any thread, any time; handles opened before see it too.
+ *
+ * Returns 0, HTR_ERR_INVALID (NULL arguments, @d->size below the first
+ * version's, a bad name, a missing callback, a name already registered,
+ * more than 31 dependencies, more than 32 analyzers), HTR_ERR_NOMEM.
+ */
+HTR_API int htr_store_register(struct htr_store *store,
+			       const struct htr_analyzer *d);
+
+/**
+ * GetOrCreate: the results of analyzer @name for @reader, a handle opened
+ * over @store (htr_analysis_open_store(), or htr_analysis_open()'s private
+ * store: htr_analysis_store()).  Reloads them, or computes and stores
+ * them (once per sidecar across threads and processes), and decodes them
+ * into @reader; *@result is the analyzer's decoded result, owned by
+ * @reader and valid until htr_analysis_close(@reader).  The second call
+ * for the same name returns the same result at once.  An analyzer not
+ * already read when @reader was opened takes one more LMDB reader slot.
+ * When the sidecar cannot be written, the result is computed in memory
+ * for @reader (HTR_ANALYSIS_IN_MEMORY, htr_analysis_note()).
+ *
+ * Threads: @reader's thread (see htr/analyze.h).  @reader NULL (and
+ * @result NULL): only make sure the results are stored.
+ *
+ * Returns 0, HTR_ERR_INVALID (bad arguments, @reader not over @store),
+ * HTR_ERR_NOTFOUND (no analyzer of that name, or a dependency missing;
+ * also a dependency cycle), HTR_ERR_NOMEM, HTR_ERR_IO, HTR_ERR_CORRUPT
+ * (the message names the sidecar), or an analyzer callback's negative
+ * code.  The message is on @reader (htr_analysis_last_error()).
+ */
+HTR_API int htr_store_get(struct htr_store *store, const char *name,
+			  struct htr_analysis *reader, const void **result);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,8 @@
  * bounds-checked when opened and on every access.  All functions here only
  * read it, so one handle may be shared by any number of threads.  Blocks
  * are identified by a uint32_t index in [0, htr_block_count()); HTR_NONE
- * means "no block".
+ * means "no block".  A block's function name and TSC ticks come from the
+ * analyzers: htr_block_name() and htr_tsc_get() in htr/builtins.h.
  */
 #ifndef HTR_TREE_H
 #define HTR_TREE_H

@@ -11,9 +11,15 @@
  * thread per process) re-checks, drops what is stale, computes what is
  * missing (dependencies first), encodes, commits.  A second process
  * waiting for the write lock finds the work done when it re-checks.
+ *
+ * Above the store (which it asks for the registry) and below the reader
+ * handles (lib/analysis.c); the file map is in lib/env.h.
  */
-#include "analyze.h"
+#include "records.h"
+#include "analyzer_int.h"
+#include "env.h"
 #include "le.h"
+#include "store_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -24,20 +30,11 @@
 #define ID_LAYOUT 2u      /* 2: records keyed by analyzer name */
 #define ID_SIZE 72u
 #define REC_SIZE 24u
-#define FULL_KEY_MAX (HTR_ANALYZER_NAME_MAX + 1 + HTR_ANALYZER_KEY_MAX)
 
-/* An LMDB failure as an htr error with the sidecar's name. */
+/* An LMDB failure as an htr error on @a with the sidecar's name. */
 static int mdb_fail(struct htr_analysis *a, int mrc, const char *what)
 {
-	if (mrc == ENOMEM)
-		return htr_err__set(&a->err, HTR_ERR_NOMEM, "out of memory");
-	if (htr_sidecar__corrupt(mrc))
-		return htr_err__set(&a->err, HTR_ERR_CORRUPT, "%s: %s: corrupt "
-				    "sidecar (%s); remove it to recompute",
-				    a->store->sidecar, what, mdb_strerror(mrc));
-	return htr_err__set(&a->err, HTR_ERR_IO, "%s: %s: %s",
-			    a->store->sidecar, what,
-			    htr_sidecar__strerror(a->store, mrc));
+	return htr_env__fail(&a->store->env, &a->err, mrc, what);
 }
 
 static int meta_get(MDB_txn *txn, MDB_dbi dbi, const char *key, MDB_val *v)
@@ -87,7 +84,7 @@ static int identity_ok(struct htr_analysis *a, MDB_txn *txn)
 	MDB_val v;
 	int mrc;
 
-	mrc = meta_get(txn, a->store->dbi[HTR_DB_META], "identity", &v);
+	mrc = meta_get(txn, a->store->env.dbi[HTR_DB_META], "identity", &v);
 	if (mrc == MDB_NOTFOUND)
 		return 0;
 	if (mrc)
@@ -139,7 +136,7 @@ static int deps_stamp(struct htr_analysis *a, MDB_txn *txn, unsigned idx,
 		if (rc <= 0)
 			return rc;
 		rec_key(&a->store->reg[j], k, sizeof(k));
-		mrc = meta_get(txn, a->store->dbi[HTR_DB_META], k, &v);
+		mrc = meta_get(txn, a->store->env.dbi[HTR_DB_META], k, &v);
 		if (mrc)
 			return mdb_fail(a, mrc, "reading a record");
 		h = htr_hash__bytes(h, d->deps[i], strlen(d->deps[i]) + 1);
@@ -165,7 +162,7 @@ static int current(struct htr_analysis *a, MDB_txn *txn, unsigned idx,
 		return htr_err__set(&a->err, HTR_ERR_NOTFOUND, "analyzer %s: "
 				    "its dependencies form a cycle", d->name);
 	rec_key(d, k, sizeof(k));
-	mrc = meta_get(txn, a->store->dbi[HTR_DB_META], k, &v);
+	mrc = meta_get(txn, a->store->env.dbi[HTR_DB_META], k, &v);
 	if (mrc == MDB_NOTFOUND)
 		return 0;
 	if (mrc)
@@ -242,9 +239,9 @@ static int reset(struct htr_analysis *a, MDB_txn *txn)
 	unsigned i;
 	int mrc;
 
-	mrc = mdb_drop(txn, st->dbi[HTR_DB_VALS], 0);
+	mrc = mdb_drop(txn, st->env.dbi[HTR_DB_VALS], 0);
 	if (!mrc)
-		mrc = drop_prefix(txn, st->dbi[HTR_DB_META], "a.", 2);
+		mrc = drop_prefix(txn, st->env.dbi[HTR_DB_META], "a.", 2);
 	for (i = 0; !mrc && i < HTR_DB_N - HTR_DB_USED; i++) {
 		static const char *const old[] = { "tsc", "names", "blocks" };
 		MDB_dbi dbi;
@@ -259,32 +256,9 @@ static int reset(struct htr_analysis *a, MDB_txn *txn)
 	}
 	identity(a->file, id);
 	if (!mrc)
-		mrc = meta_put(txn, st->dbi[HTR_DB_META], "identity", id,
+		mrc = meta_put(txn, st->env.dbi[HTR_DB_META], "identity", id,
 			       ID_SIZE);
 	return mrc ? mdb_fail(a, mrc, "resetting") : 0;
-}
-
-static size_t full_key(const struct htr_analyzer_ctx *ctx, const void *key,
-		       size_t klen, uint8_t *buf)
-{
-	const char *name = ctx->store->reg[ctx->idx].name;
-	size_t nl = strlen(name);
-
-	memcpy(buf, name, nl + 1);
-	if (klen)
-		memcpy(buf + nl + 1, key, klen);
-	return nl + 1 + klen;
-}
-
-static void ctx_init(struct htr_analyzer_ctx *c, struct htr_analysis *a,
-		     unsigned idx, enum htr_ctx_mode mode, MDB_txn *txn)
-{
-	memset(c, 0, sizeof(*c));
-	c->a = a;
-	c->store = a->store;
-	c->idx = idx;
-	c->mode = mode;
-	c->txn = txn;
 }
 
 struct update {
@@ -315,9 +289,9 @@ static int compute_one(struct update *u, unsigned idx)
 	memset(deps, 0, sizeof(deps));
 	memset(dres, 0, sizeof(dres));
 	memset(dctx, 0, sizeof(dctx));
-	ctx_init(&ctx, a, idx, HTR_CTX_COMPUTE, u->txn);
-	mrc = drop_prefix(u->txn, st->dbi[HTR_DB_VALS], prefix,
-			  full_key(&ctx, NULL, 0, prefix));
+	htr_analyzer__ctx_init(&ctx, a, idx, HTR_CTX_COMPUTE, u->txn);
+	mrc = drop_prefix(u->txn, st->env.dbi[HTR_DB_VALS], prefix,
+			  htr_analyzer__key(&ctx, NULL, 0, prefix));
 	if (mrc) {
 		u->mrc = mrc;
 		return mdb_fail(a, mrc, "dropping old results");
@@ -328,20 +302,21 @@ static int compute_one(struct update *u, unsigned idx)
 		rc = find_dep(a, idx, d->deps[i], &j);
 		if (rc < 0)
 			goto out;
-		if (dctx[j])
-			continue;
-		dd = &st->reg[j];
-		dctx[j] = malloc(sizeof(*dctx[j]));
 		if (!dctx[j]) {
-			rc = htr_err__set(&a->err, HTR_ERR_NOMEM, "out of "
-					  "memory");
-			goto out;
+			dd = &st->reg[j];
+			dctx[j] = malloc(sizeof(*dctx[j]));
+			if (!dctx[j]) {
+				rc = htr_err__set(&a->err, HTR_ERR_NOMEM,
+						  "out of memory");
+				goto out;
+			}
+			htr_analyzer__ctx_init(dctx[j], a, j, HTR_CTX_DECODE,
+					       u->txn);
+			rc = dd->decode(dctx[j], &dres[j], dd->payload);
+			if (rc)
+				goto cb;
 		}
-		ctx_init(dctx[j], a, j, HTR_CTX_DECODE, u->txn);
-		rc = dd->decode(dctx[j], &dres[j], dd->payload);
-		if (rc)
-			goto cb;
-		deps[j] = dres[j];
+		deps[i] = dres[j];      /* by place in d->deps (analyzer.c) */
 	}
 	ctx.deps = deps;
 	rc = d->compute(&ctx, &res, d->payload);
@@ -363,14 +338,14 @@ static int compute_one(struct update *u, unsigned idx)
 	if (rc < 0)
 		goto out;
 	snprintf(k, sizeof(k), "count.%s", d->name);
-	mrc = bump_counter(u->txn, st->dbi[HTR_DB_META], k, &gen);
+	mrc = bump_counter(u->txn, st->env.dbi[HTR_DB_META], k, &gen);
 	memset(rec, 0, sizeof(rec));
 	htr_disk__put_le(rec, d->version, 4);
 	htr_disk__put_le(rec + 8, gen, 8);
 	htr_disk__put_le(rec + 16, stamp, 8);
 	rec_key(d, k, sizeof(k));
 	if (!mrc)
-		mrc = meta_put(u->txn, st->dbi[HTR_DB_META], k, rec,
+		mrc = meta_put(u->txn, st->env.dbi[HTR_DB_META], k, rec,
 			       sizeof(rec));
 	if (mrc) {
 		u->mrc = mrc;
@@ -437,7 +412,7 @@ static int update(struct htr_analysis *a, const unsigned *idx, unsigned n,
 	memset(&u, 0, sizeof(u));
 	u.a = a;
 	*mrcp = 0;
-	mrc = htr_sidecar__begin(a->store, 0, &u.txn);
+	mrc = htr_env__begin(&a->store->env, 0, &u.txn);
 	if (mrc) {
 		*mrcp = mrc;
 		return mdb_fail(a, mrc, "starting a write transaction");
@@ -451,12 +426,12 @@ static int update(struct htr_analysis *a, const unsigned *idx, unsigned n,
 		rc = ensure_one(&u, idx[i], 0);
 	if (rc < 0) {
 		mdb_txn_abort(u.txn);
-		htr_sidecar__done(a->store);
+		htr_env__done(&a->store->env);
 		*mrcp = u.mrc;
 		return rc;
 	}
 	mrc = mdb_txn_commit(u.txn);
-	htr_sidecar__done(a->store);
+	htr_env__done(&a->store->env);
 	if (mrc) {
 		*mrcp = mrc;
 		return mdb_fail(a, mrc, "committing");
@@ -464,7 +439,7 @@ static int update(struct htr_analysis *a, const unsigned *idx, unsigned n,
 	return 0;
 }
 
-int htr_sidecar__ensure(struct htr_analysis *a, const unsigned *idx,
+int htr_records__ensure(struct htr_analysis *a, const unsigned *idx,
 			unsigned n)
 {
 	struct htr_store *st = a->store;
@@ -472,7 +447,7 @@ int htr_sidecar__ensure(struct htr_analysis *a, const unsigned *idx,
 
 	/* One computing thread per process; the others wait here and then
 	 * find the work done (update() re-checks in its transaction). */
-	pthread_mutex_lock(&st->compute);
+	pthread_mutex_lock(&st->env.compute);
 	for (tries = 0; ; tries++) {
 		rc = update(a, idx, n, &mrc);
 		if (rc == 0)
@@ -481,12 +456,7 @@ int htr_sidecar__ensure(struct htr_analysis *a, const unsigned *idx,
 			/* Grow the map and redo the whole transaction; LMDB
 			 * allows it only while this process has no other
 			 * transaction open. */
-			pthread_mutex_lock(&st->lock);
-			mrc = st->active ? MDB_MAP_FULL :
-			      mdb_env_set_mapsize(st->env, st->mapsize * 2);
-			if (!mrc)
-				st->mapsize *= 2;
-			pthread_mutex_unlock(&st->lock);
+			mrc = htr_env__grow(&st->env);
 			if (!mrc) {
 				a->flags &= ~HTR_ANALYSIS_COMPUTED;
 				continue;
@@ -499,19 +469,19 @@ int htr_sidecar__ensure(struct htr_analysis *a, const unsigned *idx,
 					  "retry", st->sidecar);
 			break;
 		}
-		if (htr_sidecar__unwritable(mrc)) {
+		if (htr_env__unwritable(mrc)) {
 			snprintf(a->note, sizeof(a->note), "%s: cannot write: "
 				 "%s", st->sidecar,
-				 htr_sidecar__strerror(st, mrc));
+				 htr_env__strerror(&st->env, mrc));
 			rc = 1;
 		}
 		break;
 	}
-	pthread_mutex_unlock(&st->compute);
+	pthread_mutex_unlock(&st->env.compute);
 	return rc;
 }
 
-int htr_sidecar__read(struct htr_analysis *a, const unsigned *idx,
+int htr_records__read(struct htr_analysis *a, const unsigned *idx,
 		      unsigned n)
 {
 	struct htr_store *st = a->store;
@@ -522,7 +492,7 @@ int htr_sidecar__read(struct htr_analysis *a, const unsigned *idx,
 	if (a->ntxn == HTR_AN_MAX || a->nres + n > HTR_AN_MAX)
 		return htr_err__set(&a->err, HTR_ERR_LIMIT, "too many reads "
 				    "on one handle");
-	mrc = htr_sidecar__begin(st, MDB_RDONLY, &txn);
+	mrc = htr_env__begin(&st->env, MDB_RDONLY, &txn);
 	if (mrc)
 		return mdb_fail(a, mrc, "starting a read transaction");
 	rc = identity_ok(a, txn);
@@ -530,7 +500,7 @@ int htr_sidecar__read(struct htr_analysis *a, const unsigned *idx,
 		rc = current(a, txn, idx[i], 0);
 	if (rc <= 0) {
 		mdb_txn_abort(txn);
-		htr_sidecar__done(st);
+		htr_env__done(&st->env);
 		return rc;
 	}
 	a->txn[a->ntxn++] = txn;
@@ -544,7 +514,7 @@ int htr_sidecar__read(struct htr_analysis *a, const unsigned *idx,
 		if (!r->ctx)
 			return htr_err__set(&a->err, HTR_ERR_NOMEM, "out of "
 					    "memory");
-		ctx_init(r->ctx, a, idx[i], HTR_CTX_DECODE, txn);
+		htr_analyzer__ctx_init(r->ctx, a, idx[i], HTR_CTX_DECODE, txn);
 		rc = d->decode(r->ctx, &r->result, d->payload);
 		if (rc) {
 			d->free(r->result, d->payload);
@@ -561,106 +531,13 @@ int htr_sidecar__read(struct htr_analysis *a, const unsigned *idx,
 	return 1;
 }
 
-void htr_sidecar__close(struct htr_analysis *a)
+void htr_records__close(struct htr_analysis *a)
 {
 	unsigned i;
 
 	for (i = 0; i < a->ntxn; i++) {
 		mdb_txn_abort(a->txn[i]);
-		htr_sidecar__done(a->store);
+		htr_env__done(&a->store->env);
 	}
 	a->ntxn = 0;
-}
-
-/* --- what descriptors' callbacks call --- */
-
-int htr_analyzer_put(struct htr_analyzer_ctx *ctx, const void *key,
-		     size_t klen, const void *val, size_t vlen)
-{
-	uint8_t kb[FULL_KEY_MAX];
-	MDB_val k, v;
-	int mrc;
-
-	if (!ctx || !key || !klen || klen > HTR_ANALYZER_KEY_MAX ||
-	    (!val && vlen))
-		return HTR_ERR_INVALID;
-	if (ctx->mode != HTR_CTX_ENCODE || !ctx->txn)
-		return htr_err__set(&ctx->a->err, HTR_ERR_INVALID, "analyzer "
-				    "%s: a value stored outside encode()",
-				    ctx->store->reg[ctx->idx].name);
-	k.mv_data = kb;
-	k.mv_size = full_key(ctx, key, klen, kb);
-	v.mv_data = (void *) val;
-	v.mv_size = vlen;
-	mrc = mdb_put(ctx->txn, ctx->store->dbi[HTR_DB_VALS], &k, &v, 0);
-	if (mrc) {
-		ctx->mrc = mrc;
-		return mdb_fail(ctx->a, mrc, "storing results");
-	}
-	return 0;
-}
-
-int htr_analyzer_value(struct htr_analyzer_ctx *ctx, const void *key,
-		       size_t klen, const void **val, size_t *vlen)
-{
-	uint8_t kb[FULL_KEY_MAX];
-	MDB_val k, v;
-	int mrc;
-
-	if (!ctx || !key || !klen || klen > HTR_ANALYZER_KEY_MAX || !val ||
-	    !vlen)
-		return HTR_ERR_INVALID;
-	if (ctx->mode != HTR_CTX_DECODE || !ctx->txn)
-		return htr_err__set(&ctx->a->err, HTR_ERR_INVALID, "analyzer "
-				    "%s: a value read outside decode()",
-				    ctx->store->reg[ctx->idx].name);
-	k.mv_data = kb;
-	k.mv_size = full_key(ctx, key, klen, kb);
-	mrc = mdb_get(ctx->txn, ctx->store->dbi[HTR_DB_VALS], &k, &v);
-	if (mrc == MDB_NOTFOUND)
-		return HTR_ERR_NOTFOUND;
-	if (mrc)
-		return mdb_fail(ctx->a, mrc, "reading results");
-	*val = v.mv_data;
-	*vlen = v.mv_size;
-	return 0;
-}
-
-int htr_analyzer_scan(struct htr_analyzer_ctx *ctx, const void *prefix,
-		      size_t plen, htr_analyzer_scan_fn fn, void *payload)
-{
-	uint8_t kb[FULL_KEY_MAX];
-	MDB_cursor *cur = NULL;
-	MDB_val k, v;
-	size_t fl, nl;
-	int mrc, rc = 0;
-
-	if (!ctx || !fn || (!prefix && plen) || plen > HTR_ANALYZER_KEY_MAX)
-		return HTR_ERR_INVALID;
-	if (ctx->mode != HTR_CTX_DECODE || !ctx->txn)
-		return htr_err__set(&ctx->a->err, HTR_ERR_INVALID, "analyzer "
-				    "%s: values scanned outside decode()",
-				    ctx->store->reg[ctx->idx].name);
-	fl = full_key(ctx, prefix, plen, kb);
-	nl = fl - plen;
-	mrc = mdb_cursor_open(ctx->txn, ctx->store->dbi[HTR_DB_VALS], &cur);
-	if (mrc)
-		return mdb_fail(ctx->a, mrc, "reading results");
-	k.mv_data = kb;
-	k.mv_size = fl;
-	for (mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); !mrc;
-	     mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		if (k.mv_size < fl || memcmp(k.mv_data, kb, fl))
-			break;
-		rc = fn((const uint8_t *) k.mv_data + nl, k.mv_size - nl,
-			v.mv_data, v.mv_size, payload);
-		if (rc)
-			break;
-	}
-	mdb_cursor_close(cur);
-	if (rc)
-		return htr_err__callback(rc);
-	if (mrc && mrc != MDB_NOTFOUND)
-		return mdb_fail(ctx->a, mrc, "reading results");
-	return 0;
 }

@@ -1,15 +1,16 @@
 /*
- * The store: one LMDB environment FILE.htr.lmdb/ per sidecar per process
- * (include/htr/store.h; layout in FORMAT.md, "Sidecar").  Opening,
- * trusting, sizing and counting transactions live here; what the
- * analyzers store, keyed by their names, is lib/results.c.
+ * The store (include/htr/store.h): one LMDB environment FILE.htr.lmdb/
+ * per sidecar per process (layout in FORMAT.md, "Sidecar") and the
+ * registry of analyzers.  Opening, trusting and sizing the environment
+ * live here; transactions are counted in lib/env.c; what the analyzers
+ * store, keyed by their names, is lib/records.c (file map: lib/env.h).
  */
 /* F_OFD_SETLK: a lock owned by our own file description, so taking and
  * dropping it never touches locks LMDB holds in this process. */
 #define _GNU_SOURCE
-#include "analyze.h"
+#include "store_int.h"
 #include "abi.h"
-#include "le.h"
+#include "descriptors.h"
 #include "lmdbcheck.h"
 
 #include <errno.h>
@@ -18,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 static const char *const db_names[HTR_DB_N] = {
@@ -27,75 +27,85 @@ static const char *const db_names[HTR_DB_N] = {
 	"tsc", "names", "blocks",
 };
 
-static int is_corrupt(int mrc)
+/* --- the registry --- */
+
+int htr_store__find(struct htr_store *st, const char *name)
 {
-	return mrc == MDB_CORRUPTED || mrc == MDB_PAGE_NOTFOUND ||
-	       mrc == MDB_INVALID || mrc == MDB_VERSION_MISMATCH ||
-	       mrc == MDB_BAD_TXN || mrc == MDB_INCOMPATIBLE;
+	unsigned i, n;
+
+	pthread_mutex_lock(&st->lock);
+	n = st->nreg;
+	pthread_mutex_unlock(&st->lock);
+	for (i = 0; i < n; i++)
+		if (!strcmp(st->reg[i].name, name))
+			return (int) i;
+	return -1;
 }
 
-/* Errors that mean "this sidecar cannot be written": fall back to memory. */
-static int is_unwritable(int mrc)
+static int name_ok(const char *name)
 {
-	/* EIO: LMDB's word for a short write, a full disk too. */
-	return mrc == EACCES || mrc == EROFS || mrc == ENOSPC ||
-	       mrc == EPERM || mrc == EDQUOT || mrc == EFBIG || mrc == EIO;
-}
+	size_t i, n = strlen(name);
 
-/*
- * LMDB returns EIO for a write that wrote less than it asked
- * (mdb_page_flush: "short write, filesystem full?") and so loses the
- * ENOSPC behind it.  A short write with less than a few pages left on
- * the file system is a full disk; anything else stays an I/O error.
- * Root may write into the blocks reserved for it, hence f_bfree.
- */
-static int fs_full(const char *dir)
-{
-	struct statvfs vs;
-	uint64_t left;
-
-	if (statvfs(dir, &vs) < 0)
+	if (!n || n > HTR_ANALYZER_NAME_MAX)
 		return 0;
-	left = (uint64_t) (geteuid() == 0 ? vs.f_bfree : vs.f_bavail) *
-	       vs.f_frsize;
-	return left < 1024 * 1024;
+	for (i = 0; i < n; i++)
+		if (!((name[i] >= 'a' && name[i] <= 'z') ||
+		      (name[i] >= '0' && name[i] <= '9') || name[i] == '_'))
+			return 0;
+	return 1;
 }
 
-const char *htr_sidecar__strerror(const struct htr_store *st, int mrc)
+/* Whoever computes hands a callback its dependencies' results by their
+ * place in d->deps (analyzer.c), in arrays of HTR_AN_MAX. */
+static int deps_ok(const struct htr_analyzer *d)
 {
-	if ((mrc == EIO || mrc == ENOSPC) && st->sidecar &&
-	    fs_full(st->sidecar))
-		return strerror(ENOSPC);
-	return mdb_strerror(mrc);
+	size_t i;
+
+	for (i = 0; d->deps && d->deps[i]; i++)
+		if (i == HTR_AN_MAX - 1)
+			return 0;
+	return 1;
 }
 
-/*
- * Begin a transaction on the store's environment, counted in st->active
- * (txn_done() uncounts it).  When another process grew the map, LMDB
- * wants the new size adopted while this process has no transaction open;
- * with other handles reading that must wait (the error is returned).
- */
-static int txn_begin(struct htr_store *st, unsigned flags, MDB_txn **txn)
+int htr_store_register(struct htr_store *st, const struct htr_analyzer *d)
 {
-	int mrc;
+	struct htr_analyzer c;
+	unsigned i;
+	int rc = 0;
 
+	if (!st || !d || !st->lock_ok)
+		return HTR_ERR_INVALID;
+	if (htr_abi__in(&c, sizeof(c), d, htr_abi__size_of(d),
+			HTR_ABI_SIZE0(struct htr_analyzer, payload)) < 0)
+		return HTR_ERR_INVALID;
+	if (!c.name || !name_ok(c.name) || !c.compute || !c.encode ||
+	    !c.decode || !c.free || !deps_ok(&c))
+		return HTR_ERR_INVALID;
 	pthread_mutex_lock(&st->lock);
-	mrc = mdb_txn_begin(st->env, NULL, flags, txn);
-	if (mrc == MDB_MAP_RESIZED && !st->active) {
-		mdb_env_set_mapsize(st->env, 0);
-		mrc = mdb_txn_begin(st->env, NULL, flags, txn);
+	for (i = 0; i < st->nreg; i++)
+		if (!strcmp(st->reg[i].name, c.name))
+			rc = HTR_ERR_INVALID;
+	if (!rc && st->nreg == HTR_AN_MAX)
+		rc = HTR_ERR_INVALID;
+	if (!rc)
+		st->reg[st->nreg++] = c;
+	pthread_mutex_unlock(&st->lock);
+	return rc;
+}
+
+/* The built-in analyzers, on every new store. */
+static int builtins(struct htr_store *st)
+{
+	struct htr_analyzer d;
+	int rc;
+
+	htr_tsc__descriptor(&d);
+	rc = htr_store_register(st, &d);
+	if (rc == 0) {
+		htr_sym__descriptor(&d);
+		rc = htr_store_register(st, &d);
 	}
-	if (!mrc)
-		st->active++;
-	pthread_mutex_unlock(&st->lock);
-	return mrc;
-}
-
-static void txn_done(struct htr_store *st)
-{
-	pthread_mutex_lock(&st->lock);
-	st->active--;
-	pthread_mutex_unlock(&st->lock);
+	return rc;
 }
 
 /* --- the store: one environment per sidecar per process --- */
@@ -107,14 +117,7 @@ void htr_store_opts_init_size(struct htr_store_opts *opts, size_t size)
 
 static int store_fail(struct htr_store *st, int mrc, const char *what)
 {
-	if (mrc == ENOMEM)
-		return htr_err__set(&st->err, HTR_ERR_NOMEM, "out of memory");
-	if (is_corrupt(mrc))
-		return htr_err__set(&st->err, HTR_ERR_CORRUPT, "%s: %s: corrupt "
-				    "sidecar (%s); remove it to recompute",
-				    st->sidecar, what, mdb_strerror(mrc));
-	return htr_err__set(&st->err, HTR_ERR_IO, "%s: %s: %s", st->sidecar,
-			    what, htr_sidecar__strerror(st, mrc));
+	return htr_env__fail(&st->env, &st->err, mrc, what);
 }
 
 /* Open or create the named databases once: LMDB wants dbi handles opened
@@ -125,15 +128,15 @@ static int open_dbs(struct htr_store *st)
 	MDB_txn *txn = NULL;
 	int mrc, i;
 
-	mrc = txn_begin(st, st->readonly ? MDB_RDONLY : 0, &txn);
+	mrc = htr_env__begin(&st->env, st->env.readonly ? MDB_RDONLY : 0, &txn);
 	if (mrc) {
-		if (is_unwritable(mrc))
+		if (htr_env__unwritable(mrc))
 			goto unwritable;
 		return store_fail(st, mrc, "starting a transaction");
 	}
 	for (i = 0; i < HTR_DB_USED; i++) {
 		mrc = mdb_dbi_open(txn, db_names[i],
-				   st->readonly ? 0 : MDB_CREATE, &st->dbi[i]);
+				   st->env.readonly ? 0 : MDB_CREATE, &st->env.dbi[i]);
 		if (mrc)
 			break;
 	}
@@ -141,18 +144,18 @@ static int open_dbs(struct htr_store *st)
 		mrc = mdb_txn_commit(txn);
 	else
 		mdb_txn_abort(txn);
-	txn_done(st);
-	if (mrc == MDB_NOTFOUND && st->readonly) {
+	htr_env__done(&st->env);
+	if (mrc == MDB_NOTFOUND && st->env.readonly) {
 		snprintf(st->note, sizeof(st->note), "%s: read-only and out "
 			 "of date", st->sidecar);
 		return 1;
 	}
-	if (is_unwritable(mrc))
+	if (htr_env__unwritable(mrc))
 		goto unwritable;
 	return mrc ? store_fail(st, mrc, "opening its databases") : 0;
 unwritable:
 	snprintf(st->note, sizeof(st->note), "%s: cannot write: %s",
-		 st->sidecar, htr_sidecar__strerror(st, mrc));
+		 st->sidecar, htr_env__strerror(&st->env, mrc));
 	return 1;
 }
 
@@ -226,8 +229,8 @@ static int lock_room(struct htr_store *st)
 	unsigned readers = 126;
 	int fd, rc = 0;
 
-	if (st->env)
-		mdb_env_get_maxreaders(st->env, &readers);
+	if (st->env.mdb)
+		mdb_env_get_maxreaders(st->env.mdb, &readers);
 	snprintf(path, sizeof(path), "%s/lock.mdb", st->sidecar);
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
 	if (fd < 0)
@@ -283,34 +286,34 @@ static int open_env(struct htr_store *st, uint64_t nblocks)
 	 * disk, and growing it later needs every other transaction of the
 	 * process closed, which a shared store cannot promise: be
 	 * generous once. */
-	st->mapsize = (size_t) 1 << 32;
-	if ((size_t) nblocks * 64 > st->mapsize)
-		st->mapsize = (size_t) nblocks * 64;
+	st->env.mapsize = (size_t) 1 << 32;
+	if ((size_t) nblocks * 64 > st->env.mapsize)
+		st->env.mapsize = (size_t) nblocks * 64;
 	had_data = stat(data, &sb) == 0 && sb.st_size > 0;
 	for (m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
-		mrc = mdb_env_create(&st->env);
+		mrc = mdb_env_create(&st->env.mdb);
 		if (mrc)
 			return store_fail(st, mrc, "creating the environment");
-		mdb_env_set_maxdbs(st->env, HTR_DB_N);
-		mdb_env_set_mapsize(st->env, st->mapsize);
+		mdb_env_set_maxdbs(st->env.mdb, HTR_DB_N);
+		mdb_env_set_mapsize(st->env.mdb, st->env.mapsize);
 		if (!(modes[m] & MDB_RDONLY))
 			mrc = lock_room(st);
 		/* MDB_NOTLS: read transactions belong to handles, not to
 		 * threads, so one thread may hold several and a handle may
 		 * move between threads. */
 		if (!mrc)
-			mrc = mdb_env_open(st->env, st->sidecar,
+			mrc = mdb_env_open(st->env.mdb, st->sidecar,
 					   MDB_NOTLS | modes[m], 0666);
 		if (!mrc)
 			break;
-		mdb_env_close(st->env);
-		st->env = NULL;
+		mdb_env_close(st->env.mdb);
+		st->env.mdb = NULL;
 		/* The writable open's error says why; the read-only ones
 		 * after it are only fallbacks (on a full disk they fail
 		 * with EBADF or ENOENT on the file the first left empty). */
 		if (!first)
 			first = mrc;
-		if (is_corrupt(mrc) && had_data)
+		if (htr_env__corrupt(mrc) && had_data)
 			return store_fail(st, mrc, "opening");
 		/* A data file this open began has nothing to read: what
 		 * it wrote of it (a meta page of two) would only read as
@@ -319,20 +322,20 @@ static int open_env(struct htr_store *st, uint64_t nblocks)
 			unlink(data);
 			break;
 		}
-		if (!is_unwritable(mrc) && mrc != ENOENT)
+		if (!htr_env__unwritable(mrc) && mrc != ENOENT)
 			break;
 	}
-	if (!st->env) {
+	if (!st->env.mdb) {
 		snprintf(st->note, sizeof(st->note), "%s: cannot %s: %s",
-			 st->sidecar, is_unwritable(first) ? "write" : "open",
-			 htr_sidecar__strerror(st, first));
+			 st->sidecar, htr_env__unwritable(first) ? "write" : "open",
+			 htr_env__strerror(&st->env, first));
 		return 1;
 	}
-	st->readonly = modes[m] & MDB_RDONLY;
+	st->env.readonly = modes[m] & MDB_RDONLY;
 	/* A truncated data file would fault when its pages are touched:
 	 * compare the last page in use with the file's size first. */
 	snprintf(data, sizeof(data), "%s/data.mdb", st->sidecar);
-	if (mdb_env_info(st->env, &info) || mdb_env_stat(st->env, &ms) ||
+	if (mdb_env_info(st->env.mdb, &info) || mdb_env_stat(st->env.mdb, &ms) ||
 	    stat(data, &sb) < 0)
 		return htr_err__sys(&st->err, "%s: cannot inspect", st->sidecar);
 	if (((uint64_t) info.me_last_pgno + 1) * ms.ms_psize >
@@ -343,8 +346,8 @@ static int open_env(struct htr_store *st, uint64_t nblocks)
 				    st->sidecar, (unsigned long long) sb.st_size,
 				    (unsigned long long) (info.me_last_pgno + 1) *
 				    ms.ms_psize);
-	if (info.me_mapsize > st->mapsize)
-		st->mapsize = info.me_mapsize;
+	if (info.me_mapsize > st->env.mapsize)
+		st->env.mapsize = info.me_mapsize;
 	return open_dbs(st);
 }
 
@@ -366,13 +369,11 @@ int htr_store_open(struct htr_store **out, const struct htr_file *file,
 	if (pthread_mutex_init(&st->lock, NULL))
 		return htr_err__set(&st->err, HTR_ERR_NOMEM, "cannot create "
 				    "a mutex");
-	if (pthread_mutex_init(&st->compute, NULL)) {
-		pthread_mutex_destroy(&st->lock);
+	st->lock_ok = true;
+	if (htr_env__init(&st->env) < 0)
 		return htr_err__set(&st->err, HTR_ERR_NOMEM, "cannot create "
 				    "a mutex");
-	}
-	st->lock_ok = true;
-	rc = htr_store__builtins(st);
+	rc = builtins(st);
 	if (rc < 0)
 		return htr_err__set(&st->err, rc, "registering the built-in "
 				    "analyzers: %s", htr_errstr(rc));
@@ -404,6 +405,7 @@ int htr_store_open(struct htr_store **out, const struct htr_file *file,
 	}
 	if (!st->sidecar)
 		return htr_err__set(&st->err, HTR_ERR_NOMEM, "out of memory");
+	st->env.dir = st->sidecar;
 	if (o.no_sidecar) {
 		snprintf(st->note, sizeof(st->note), "no sidecar requested");
 		rc = 1;
@@ -413,9 +415,9 @@ int htr_store_open(struct htr_store **out, const struct htr_file *file,
 			return rc;
 	}
 	if (rc == 1) {
-		if (st->env)
-			mdb_env_close(st->env);
-		st->env = NULL;
+		if (st->env.mdb)
+			mdb_env_close(st->env.mdb);
+		st->env.mdb = NULL;
 		st->flags |= HTR_STORE_IN_MEMORY;
 	}
 	htr_err__clear(&st->err);
@@ -426,8 +428,7 @@ void htr_store_close(struct htr_store *st)
 {
 	if (!st)
 		return;
-	if (st->env)
-		mdb_env_close(st->env);
+	htr_env__fini(&st->env);
 	if (st->created && st->discard) {
 		static const char *const files[] = { "data.mdb", "lock.mdb" };
 		char path[4200];
@@ -440,10 +441,8 @@ void htr_store_close(struct htr_store *st)
 		}
 		rmdir(st->sidecar);
 	}
-	if (st->lock_ok) {
+	if (st->lock_ok)
 		pthread_mutex_destroy(&st->lock);
-		pthread_mutex_destroy(&st->compute);
-	}
 	free(st->sidecar);
 	free(st);
 }
@@ -500,11 +499,11 @@ int htr_store_info(const struct htr_store *st, struct htr_store_info *info,
 	if (!st || !info)
 		return HTR_ERR_INVALID;
 	memset(&si, 0, sizeof(si));
-	if (st->env) {
+	if (st->env.mdb) {
 		memset(&c, 0, sizeof(c));
 		snprintf(c.pid, sizeof(c.pid), "%ld", (long) getpid());
-		if (mdb_reader_list(st->env, count_reader, &c) < 0 ||
-		    mdb_env_get_maxreaders(st->env, &maxr))
+		if (mdb_reader_list(st->env.mdb, count_reader, &c) < 0 ||
+		    mdb_env_get_maxreaders(st->env.mdb, &maxr))
 			return HTR_ERR_IO;
 		si.max_readers = maxr;
 		si.readers = c.all;
@@ -513,24 +512,4 @@ int htr_store_info(const struct htr_store *st, struct htr_store_info *info,
 	return htr_abi__out(info, size, &si, sizeof(si),
 			    HTR_ABI_SIZE0(struct htr_store_info,
 					  process_readers));
-}
-
-int htr_sidecar__begin(struct htr_store *st, unsigned flags, MDB_txn **txn)
-{
-	return txn_begin(st, flags, txn);
-}
-
-void htr_sidecar__done(struct htr_store *st)
-{
-	txn_done(st);
-}
-
-int htr_sidecar__corrupt(int mrc)
-{
-	return is_corrupt(mrc);
-}
-
-int htr_sidecar__unwritable(int mrc)
-{
-	return is_unwritable(mrc);
 }

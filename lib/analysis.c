@@ -1,170 +1,25 @@
 /*
- * Readers (include/htr/analyze.h), the registry and GetOrCreate
- * (include/htr/analyzer.h): a reader holds the results it asked for,
- * decoded from the sidecar (lib/results.c) or computed in memory when the
- * sidecar cannot be used.  Analyzers are known only by their descriptors.
+ * Readers (include/htr/analyze.h) and GetOrCreate (htr_store_get(),
+ * include/htr/store.h): a reader holds the results it asked for, decoded
+ * from the sidecar (lib/records.c) or computed in memory when the sidecar
+ * cannot be used.  Analyzers are known only by their descriptors.  The
+ * top of the store and analyzers (file map: lib/env.h); htr_store_get()
+ * is here and not in store.c because it works through a reader.
  */
-#include "analyze.h"
+#include "analyzer_int.h"
 #include "abi.h"
+#include "records.h"
+#include "store_int.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define ANALYSIS_OPTS_SIZE0 HTR_ABI_SIZE0(struct htr_analysis_opts, no_sidecar)
-#define ANALYZER_SIZE0 HTR_ABI_SIZE0(struct htr_analyzer, payload)
 
 void htr_analysis_opts_init_size(struct htr_analysis_opts *opts, size_t size)
 {
 	htr_abi__init(opts, size);
-}
-
-void htr_analyzer_init_size(struct htr_analyzer *d, size_t size)
-{
-	htr_abi__init(d, size);
-}
-
-/* --- the registry --- */
-
-unsigned htr_store__count(struct htr_store *st)
-{
-	unsigned n;
-
-	pthread_mutex_lock(&st->lock);
-	n = st->nreg;
-	pthread_mutex_unlock(&st->lock);
-	return n;
-}
-
-int htr_store__find(struct htr_store *st, const char *name)
-{
-	unsigned i, n = htr_store__count(st);
-
-	for (i = 0; i < n; i++)
-		if (!strcmp(st->reg[i].name, name))
-			return (int) i;
-	return -1;
-}
-
-static int name_ok(const char *name)
-{
-	size_t i, n = strlen(name);
-
-	if (!n || n > HTR_ANALYZER_NAME_MAX)
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!((name[i] >= 'a' && name[i] <= 'z') ||
-		      (name[i] >= '0' && name[i] <= '9') || name[i] == '_'))
-			return 0;
-	return 1;
-}
-
-int htr_store_register(struct htr_store *st, const struct htr_analyzer *d)
-{
-	struct htr_analyzer c;
-	unsigned i;
-	int rc = 0;
-
-	if (!st || !d || !st->lock_ok)
-		return HTR_ERR_INVALID;
-	if (htr_abi__in(&c, sizeof(c), d, htr_abi__size_of(d),
-			ANALYZER_SIZE0) < 0)
-		return HTR_ERR_INVALID;
-	if (!c.name || !name_ok(c.name) || !c.compute || !c.encode ||
-	    !c.decode || !c.free)
-		return HTR_ERR_INVALID;
-	pthread_mutex_lock(&st->lock);
-	for (i = 0; i < st->nreg; i++)
-		if (!strcmp(st->reg[i].name, c.name))
-			rc = HTR_ERR_INVALID;
-	if (!rc && st->nreg == HTR_AN_MAX)
-		rc = HTR_ERR_INVALID;
-	if (!rc)
-		st->reg[st->nreg++] = c;
-	pthread_mutex_unlock(&st->lock);
-	return rc;
-}
-
-int htr_store__builtins(struct htr_store *st)
-{
-	struct htr_analyzer d;
-	int rc;
-
-	htr_tsc__descriptor(&d);
-	rc = htr_store_register(st, &d);
-	if (rc == 0) {
-		htr_sym__descriptor(&d);
-		rc = htr_store_register(st, &d);
-	}
-	return rc;
-}
-
-/* --- what callbacks call (the LMDB side is in results.c) --- */
-
-const struct htr_file *htr_analyzer_file(const struct htr_analyzer_ctx *ctx)
-{
-	return ctx ? ctx->store->file : NULL;
-}
-
-const char *htr_analyzer_sidecar(const struct htr_analyzer_ctx *ctx)
-{
-	if (!ctx)
-		return "";
-	return ctx->store->env ? ctx->store->sidecar : "memory";
-}
-
-int htr_analyzer_fail(struct htr_analyzer_ctx *ctx, int code,
-		      const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!ctx || !fmt)
-		return code;
-	ctx->a->err.code = code;
-	va_start(ap, fmt);
-	vsnprintf(ctx->a->err.msg, sizeof(ctx->a->err.msg), fmt, ap);
-	va_end(ap);
-	return code;
-}
-
-int htr_analyzer_dep(struct htr_analyzer_ctx *ctx, const char *name,
-		     const void **result)
-{
-	const struct htr_analyzer *d;
-	size_t i;
-	int j;
-
-	if (!ctx || !name || !result)
-		return HTR_ERR_INVALID;
-	if (ctx->mode != HTR_CTX_COMPUTE || !ctx->deps)
-		return htr_err__set(&ctx->a->err, HTR_ERR_INVALID, "a "
-				    "dependency read outside compute()");
-	d = &ctx->store->reg[ctx->idx];
-	for (i = 0; d->deps && d->deps[i]; i++)
-		if (!strcmp(d->deps[i], name))
-			break;
-	j = htr_store__find(ctx->store, name);
-	if (!d->deps || !d->deps[i] || j < 0 || !ctx->deps[j])
-		return htr_err__set(&ctx->a->err, HTR_ERR_NOTFOUND, "analyzer "
-				    "%s: %s is not one of its dependencies",
-				    d->name, name);
-	*result = ctx->deps[j];
-	return 0;
-}
-
-/* --- readers --- */
-
-void *htr_analysis__result(const struct htr_analysis *a, const char *name)
-{
-	unsigned i;
-
-	if (!a || !a->store)
-		return NULL;
-	for (i = 0; i < a->nres; i++)
-		if (!strcmp(a->store->reg[a->res[i].idx].name, name))
-			return a->res[i].result;
-	return NULL;
 }
 
 static struct htr_an_result *held(struct htr_analysis *a, unsigned idx)
@@ -175,15 +30,6 @@ static struct htr_an_result *held(struct htr_analysis *a, unsigned idx)
 		if (a->res[i].idx == idx)
 			return &a->res[i];
 	return NULL;
-}
-
-void htr_analysis__partial(struct htr_analyzer_ctx *ctx, const char *msg)
-{
-	struct htr_analysis *a = ctx->a;
-
-	a->flags |= HTR_ANALYSIS_SYMS_PARTIAL;
-	if (!a->note[0])
-		snprintf(a->note, sizeof(a->note), "%s", msg);
 }
 
 /* Compute @idx (its dependencies first) in memory into @a. */
@@ -213,7 +59,8 @@ static int compute_mem(struct htr_analysis *a, unsigned idx, unsigned depth)
 		rc = compute_mem(a, (unsigned) j, depth + 1);
 		if (rc < 0)
 			return rc;
-		deps[j] = held(a, (unsigned) j)->result;
+		/* by place in d->deps (analyzer.c) */
+		deps[i] = held(a, (unsigned) j)->result;
 	}
 	if (a->nres == HTR_AN_MAX)
 		return htr_err__set(&a->err, HTR_ERR_LIMIT, "too many "
@@ -221,13 +68,10 @@ static int compute_mem(struct htr_analysis *a, unsigned idx, unsigned depth)
 	r = &a->res[a->nres];
 	r->idx = idx;
 	r->result = NULL;
-	r->ctx = calloc(1, sizeof(*r->ctx));
+	r->ctx = malloc(sizeof(*r->ctx));
 	if (!r->ctx)
 		return htr_err__set(&a->err, HTR_ERR_NOMEM, "out of memory");
-	r->ctx->a = a;
-	r->ctx->store = st;
-	r->ctx->idx = idx;
-	r->ctx->mode = HTR_CTX_COMPUTE;
+	htr_analyzer__ctx_init(r->ctx, a, idx, HTR_CTX_COMPUTE, NULL);
 	r->ctx->deps = deps;
 	rc = d->compute(r->ctx, &r->result, d->payload);
 	r->ctx->deps = NULL;
@@ -257,27 +101,27 @@ static int get_many(struct htr_analysis *a, const unsigned *want, unsigned n)
 			idx[m++] = want[i];
 	if (!m)
 		return 0;
-	if (!st->env) {
+	if (!st->env.mdb) {
 		if (!a->note[0])
 			snprintf(a->note, sizeof(a->note), "%s", st->note);
 		goto memory;
 	}
-	rc = htr_sidecar__read(a, idx, m);
+	rc = htr_records__read(a, idx, m);
 	if (rc < 0)
 		return rc;
 	if (rc > 0)
 		goto reloaded;
-	if (st->readonly) {
+	if (st->env.readonly) {
 		snprintf(a->note, sizeof(a->note), "%s: read-only and out of "
 			 "date", st->sidecar);
 		goto memory;
 	}
-	rc = htr_sidecar__ensure(a, idx, m);
+	rc = htr_records__ensure(a, idx, m);
 	if (rc < 0)
 		return rc;
 	if (rc == 1)
 		goto memory;
-	rc = htr_sidecar__read(a, idx, m);
+	rc = htr_records__read(a, idx, m);
 	if (rc < 0)
 		return rc;
 	if (rc == 0)
@@ -419,14 +263,14 @@ int htr_store_get(struct htr_store *store, const char *name,
 		struct htr_analysis *tmp;
 
 		u = (unsigned) idx;
-		if (!store->env || store->readonly)
+		if (!store->env.mdb || store->env.readonly)
 			return 0;
 		tmp = calloc(1, sizeof(*tmp));
 		if (!tmp)
 			return HTR_ERR_NOMEM;
 		tmp->store = store;
 		tmp->file = store->file;
-		rc = htr_sidecar__ensure(tmp, &u, 1);
+		rc = htr_records__ensure(tmp, &u, 1);
 		free(tmp);
 		return rc < 0 ? rc : 0;
 	}
@@ -447,7 +291,7 @@ struct htr_store *htr_analysis_store(const struct htr_analysis *a)
 	return a ? a->store : NULL;
 }
 
-void htr_an__free_result(struct htr_store *st, struct htr_an_result *r)
+static void free_result(struct htr_store *st, struct htr_an_result *r)
 {
 	st->reg[r->idx].free(r->result, st->reg[r->idx].payload);
 	free(r->ctx);
@@ -463,10 +307,10 @@ void htr_analysis_close(struct htr_analysis *a)
 		return;
 	/* Results first: they may point into the read transactions. */
 	for (i = a->nres; i-- > 0; )
-		htr_an__free_result(a->store, &a->res[i]);
+		free_result(a->store, &a->res[i]);
 	a->nres = 0;
 	if (a->store)
-		htr_sidecar__close(a);
+		htr_records__close(a);
 	if (a->own_store)
 		htr_store_close(a->store);
 	free(a);
