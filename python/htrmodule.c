@@ -1648,21 +1648,6 @@ static int add_func(const struct htr_func_stats *s, void *payload)
 	return 0;
 }
 
-static int sort_key;   /* only read under the GIL: see File_top */
-
-static int cmp_func(const void *x, const void *y)
-{
-	const struct func_row *a = x, *b = y;
-	uint64_t ka = sort_key == 0 ? a->local : sort_key == 1 ?
-		      a->inclusive : a->calls;
-	uint64_t kb = sort_key == 0 ? b->local : sort_key == 1 ?
-		      b->inclusive : b->calls;
-
-	if (ka != kb)
-		return ka > kb ? -1 : 1;
-	return strcmp(a->name, b->name);
-}
-
 /* Whether times are given in ns too (the file knows perf's clock). */
 static int has_ns(struct htr_file *f)
 {
@@ -1708,11 +1693,11 @@ static PyObject *File_top(FileObject *self, PyObject *args, PyObject *kw)
 					 &sort, &pattern))
 		return NULL;
 	if (!strcmp(sort, "local"))
-		key = 0;
+		key = HTR_TOP_LOCAL;
 	else if (!strcmp(sort, "inclusive"))
-		key = 1;
+		key = HTR_TOP_INCLUSIVE;
 	else if (!strcmp(sort, "calls"))
-		key = 2;
+		key = HTR_TOP_CALLS;
 	else
 		return PyErr_Format(PyExc_ValueError, "htr: top: sort: "
 				    "expected local, inclusive or calls, not "
@@ -1720,8 +1705,9 @@ static PyObject *File_top(FileObject *self, PyObject *args, PyObject *kw)
 	if (analysis_begin(self, &st, &a) < 0)
 		return NULL;
 	Py_BEGIN_ALLOW_THREADS
-	rc = htr_func_visit(a, pattern, pattern && strpbrk(pattern, "*?[") ?
-			    HTR_MATCH_GLOB : HTR_MATCH_EXACT, add_func, &c);
+	rc = htr_top_visit(a, pattern, pattern && strpbrk(pattern, "*?[") ?
+			   HTR_MATCH_GLOB : HTR_MATCH_EXACT, key,
+			   limit > 0 ? (uint64_t) limit : 0, add_func, &c);
 	if (rc == 1)
 		rc = HTR_ERR_NOMEM;
 	if (rc < 0)
@@ -1733,11 +1719,7 @@ static PyObject *File_top(FileObject *self, PyObject *args, PyObject *kw)
 		raise_htr(rc, msg);
 		goto out;
 	}
-	/* qsort has no context: the key is a static read under the GIL. */
-	sort_key = key;
-	if (c.n)
-		qsort(c.v, c.n, sizeof(*c.v), cmp_func);
-	n = limit > 0 && (size_t) limit < c.n ? (size_t) limit : c.n;
+	n = c.n;
 	ns = has_ns(f);
 	if (!(list = PyList_New((Py_ssize_t) n)))
 		goto out;
@@ -1772,69 +1754,36 @@ struct hit {
 };
 
 struct hits {
-	struct htr_file *f;
-	struct htr_analysis *a;
 	struct hit *v;
 	size_t n, cap;
-	int err;
 };
 
-static int add_hit(const char *name, uint32_t block, void *payload)
+/* A copy of @x: the analysis goes back to the store before the list is
+ * made. */
+static int add_hit(const struct htr_find_hit *x, void *payload)
 {
 	struct hits *c = payload;
-	struct htr_block_info bi;
 	struct hit *h;
-	int rc;
 
 	if (c->n == c->cap) {
 		size_t nc = c->cap ? 2 * c->cap : 256;
 		struct hit *nv = realloc(c->v, nc * sizeof(*nv));
 
-		if (!nv) {
-			c->err = HTR_ERR_NOMEM;
+		if (!nv)
 			return 1;
-		}
 		c->v = nv;
 		c->cap = nc;
 	}
 	h = &c->v[c->n];
-	rc = htr_block_get(c->f, block, &bi, sizeof(bi));
-	if (rc == 0)
-		rc = htr_tsc_get(c->a, block, &h->total, NULL, &h->local);
-	if (rc < 0) {
-		c->err = rc;
+	if (!(h->name = strdup(x->name)))
 		return 1;
-	}
-	if (!(h->name = strdup(name))) {
-		c->err = HTR_ERR_NOMEM;
-		return 1;
-	}
-	h->block = block;
-	h->first = bi.first;
-	h->last = bi.last;
+	h->block = x->block;
+	h->first = x->first;
+	h->last = x->last;
+	h->total = x->total;
+	h->local = x->local;
 	c->n++;
 	return 0;
-}
-
-/* htr find's orders (tools/htr/cmd_find.c). */
-static int by_time(const void *x, const void *y)
-{
-	const struct hit *a = x, *b = y;
-
-	if (a->first != b->first)
-		return a->first < b->first ? -1 : 1;
-	if (a->last != b->last)
-		return a->last > b->last ? -1 : 1;
-	return a->block > b->block ? -1 : a->block < b->block;
-}
-
-static int by_cost(const void *x, const void *y)
-{
-	const struct hit *a = x, *b = y;
-
-	if (a->total != b->total)
-		return a->total > b->total ? -1 : 1;
-	return by_time(x, y);
 }
 
 static PyObject *File_find(FileObject *self, PyObject *args, PyObject *kw)
@@ -1844,10 +1793,11 @@ static PyObject *File_find(FileObject *self, PyObject *args, PyObject *kw)
 	const char *pattern, *sort = "time";
 	Py_ssize_t limit = 0;
 	struct hits c;
+	struct htr_analysis *a;
 	StoreObject *st;
 	PyObject *list = NULL;
 	size_t i, n;
-	int rc, ns, cost;
+	int rc, ns, order;
 	char msg[512] = "";
 
 	if (!f)
@@ -1859,34 +1809,31 @@ static PyObject *File_find(FileObject *self, PyObject *args, PyObject *kw)
 		return PyErr_Format(PyExc_ValueError, "htr: find: an empty "
 				    "pattern");
 	if (!strcmp(sort, "time"))
-		cost = 0;
+		order = HTR_FIND_TIME;
 	else if (!strcmp(sort, "cost"))
-		cost = 1;
+		order = HTR_FIND_COST;
 	else
 		return PyErr_Format(PyExc_ValueError, "htr: find: sort: "
 				    "expected time or cost, not '%s'", sort);
 	memset(&c, 0, sizeof(c));
-	c.f = f;
-	if (analysis_begin(self, &st, &c.a) < 0)
+	if (analysis_begin(self, &st, &a) < 0)
 		return NULL;
 	Py_BEGIN_ALLOW_THREADS
-	rc = htr_symidx_find(c.a, pattern, strpbrk(pattern, "*?[") ?
-			     HTR_MATCH_GLOB : HTR_MATCH_EXACT, add_hit, &c);
-	if (c.err)
-		rc = c.err;
+	rc = htr_find_visit(f, a, pattern, strpbrk(pattern, "*?[") ?
+			    HTR_MATCH_GLOB : HTR_MATCH_EXACT, order,
+			    limit > 0 ? (uint64_t) limit : 0, add_hit, &c);
+	if (rc == 1)
+		rc = HTR_ERR_NOMEM;
 	if (rc < 0)
-		snprintf(msg, sizeof(msg), "%s",
-			 htr_analysis_last_error(c.a));
-	if (rc == 0 && c.n)
-		qsort(c.v, c.n, sizeof(*c.v), cost ? by_cost : by_time);
-	store_give(st, c.a);
+		snprintf(msg, sizeof(msg), "%s", htr_analysis_last_error(a));
+	store_give(st, a);
 	Py_END_ALLOW_THREADS
 	Py_DECREF(st);
 	if (rc < 0 && rc != HTR_ERR_NOTFOUND) {
 		raise_htr(rc, msg);
 		goto out;
 	}
-	n = limit > 0 && (size_t) limit < c.n ? (size_t) limit : c.n;
+	n = c.n;
 	ns = has_ns(f);
 	if (!(list = PyList_New((Py_ssize_t) n)))
 		goto out;
