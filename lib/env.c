@@ -83,6 +83,10 @@ int htr_env__fail(const struct htr_env *e, struct htr_err *err, int mrc,
 {
 	if (mrc == ENOMEM)
 		return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
+	if (mrc == MDB_READERS_FULL)
+		return htr_err__set(err, HTR_ERR_LIMIT, "%s: %s: every reader "
+				    "the sidecar holds is taken (htr_store_info"
+				    "()); close reader handles", e->dir, what);
 	if (htr_env__corrupt(mrc))
 		return htr_err__set(err, HTR_ERR_CORRUPT, "%s: %s: corrupt "
 				    "sidecar (%s); remove it to recompute",

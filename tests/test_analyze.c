@@ -964,6 +964,29 @@ Test(analyze, one_store_many_threads, .timeout = 600)
 		cr_assert_eq(total, e.total[k]);
 	}
 	htr_analysis_close(a2);
+
+	/* Past the readers the sidecar holds: HTR_ERR_LIMIT, as store.h
+	 * says, and closing a handle makes room again. */
+	{
+		struct htr_analysis *h[300];
+		unsigned max = store_info(s).max_readers, n = 0;
+		int rc;
+
+		cr_assert_lt(max, 300);
+		while ((rc = htr_analysis_open_store(&h[n], s, NULL)) == 0)
+			cr_assert_lt(++n, 300);
+		cr_assert_eq(rc, HTR_ERR_LIMIT, "%d: %s", rc,
+			     htr_analysis_last_error(h[n]));
+		cr_assert(strstr(htr_analysis_last_error(h[n]), "reader"));
+		cr_assert_eq(store_info(s).process_readers, n);
+		cr_assert_leq(n, max);
+		htr_analysis_close(h[n]);
+		htr_analysis_close(h[--n]);
+		cr_assert_eq(htr_analysis_open_store(&h[n], s, NULL), 0);
+		do
+			htr_analysis_close(h[n]);
+		while (n-- > 0);
+	}
 	htr_store_close(s);
 	htr_file_close(f);
 	expect_free(&e, &t);

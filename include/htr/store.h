@@ -113,19 +113,26 @@ HTR_API const char *htr_store_note(const struct htr_store *store);
 /** The sidecar directory's path ("" for NULL).  Owned by the store. */
 HTR_API const char *htr_store_sidecar(const struct htr_store *store);
 
-/* Reader slots of the environment (the size rule: htr/common.h; first
- * version: through process_readers). */
+/*
+ * Figures, not settings: how many readers a sidecar holds at once (the
+ * size rule: htr/common.h; first version: through process_readers).  A
+ * sidecar serves a fixed number of readers across every process that
+ * has it open (126); each reader handle takes one for each analyzer it
+ * has read, until it is closed.  A server that keeps handles open reads
+ * these to stay below the limit: past it, opening a handle fails with
+ * HTR_ERR_LIMIT.
+ */
 struct htr_store_info {
 	size_t size;               /* set by the library: bytes filled */
-	uint32_t max_readers;      /* slots in LMDB's reader table */
-	uint32_t readers;          /* slots in use, by every process */
-	uint32_t process_readers;  /* slots in use by this process */
+	uint32_t max_readers;      /* readers the sidecar can hold */
+	uint32_t readers;          /* held now, by every process */
+	uint32_t process_readers;  /* held now by this process */
 };
 
 /**
- * Reader slots now, into @info of @size bytes.  For a store in memory
- * everything is 0.  Returns 0, HTR_ERR_INVALID (NULL arguments, @size
- * below the first version's), HTR_ERR_IO.
+ * The reader figures now, into @info of @size bytes.  For a store in
+ * memory everything is 0.  Returns 0, HTR_ERR_INVALID (NULL arguments,
+ * @size below the first version's), HTR_ERR_IO.
  */
 HTR_API int htr_store_info(const struct htr_store *store,
 			   struct htr_store_info *info, size_t size);
