@@ -88,7 +88,7 @@ int main(int argc, char **argv)
 	}
 	memset(w, 0, sizeof(w));
 	if (htr_file_open(&f, argv[1], NULL) < 0) {
-		fprintf(stderr, "heaviest: %s\n", htr_last_error(f));
+		fprintf(stderr, "heaviest: %s\n", htr_file_last_error(f));
 		goto out;
 	}
 	/* One store per sidecar per process; it opens FILE.htr.lmdb/ (or

@@ -79,7 +79,7 @@ int main(int argc, char **argv)
 	if (calls)
 		fprintf(stderr, "\n");
 	if (htr_file_open(&f, argv[3], NULL) < 0) {
-		fprintf(stderr, "stream: %s\n", htr_last_error(f));
+		fprintf(stderr, "stream: %s\n", htr_file_last_error(f));
 		goto out;
 	}
 	printf("%llu insns, %llu blocks, %llu gaps\n",

@@ -565,7 +565,7 @@ static PyObject *File_get_info(FileObject *self, void *c)
 	fi.size = sizeof(fi);
 	rc = htr_file_info(f, &fi, sizeof(fi));
 	if (rc < 0)
-		return raise_htr(rc, htr_last_error(f));
+		return raise_htr(rc, htr_file_last_error(f));
 	return Py_BuildValue("{sIsKsKsKsKsKsKsKsKsIsKsKsKsKs(IIII)sK}",
 		"version", fi.version, "file_size", fi.file_size,
 		"ninsns", fi.ninsns, "nblocks", fi.nblocks,
@@ -2946,7 +2946,7 @@ static PyObject *htr_open(PyObject *mod, PyObject *args, PyObject *kw)
 		Py_END_ALLOW_THREADS
 	}
 	if (rc < 0) {
-		raise_htr(rc, htr_last_error(h->f));
+		raise_htr(rc, htr_file_last_error(h->f));
 		goto fail;
 	}
 	fo = PyObject_New(FileObject, &FileType);

@@ -74,7 +74,7 @@ static struct htr_file *open_sample(void)
 	struct htr_file *f = NULL;
 
 	cr_assert_eq(htr_file_open(&f, sample_htr, NULL), 0, "%s",
-		     htr_last_error(f));
+		     htr_file_last_error(f));
 	return f;
 }
 
@@ -224,7 +224,7 @@ Test(abi, open_opts)
 		       sizeof(o.verify_body) : 0);
 		rc = htr_file_open(&f, sample_htr, (void *) b);
 		cr_assert_eq(rc, k ? 0 : HTR_ERR_INVALID, "size %zu: %d %s",
-			     sizes[k], rc, htr_last_error(f));
+			     sizes[k], rc, htr_file_last_error(f));
 		htr_file_close(f);
 		/* The same options opening the file from memory. */
 		{
@@ -240,7 +240,7 @@ Test(abi, open_opts)
 			rc = htr_file_open_buffer(&f, mem, n, (void *) b);
 			cr_assert_eq(rc, k ? 0 : HTR_ERR_INVALID, "buffer, "
 				     "size %zu: %d %s", sizes[k], rc,
-				     htr_last_error(f));
+				     htr_file_last_error(f));
 			htr_file_close(f);
 		}
 		free(b);

@@ -69,7 +69,7 @@ static struct htr_file *open_file(const char *name)
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	rc = htr_file_open(&f, path, NULL);
-	cr_assert_eq(rc, 0, "%s: %s", path, f ? htr_last_error(f) : "");
+	cr_assert_eq(rc, 0, "%s: %s", path, f ? htr_file_last_error(f) : "");
 	return f;
 }
 

@@ -41,7 +41,7 @@ static void make(struct synth_opts *o, const char *tag, struct truth *t,
 	cr_assert_eq(st.insns, t->insns, "%s: built %" PRIu64 " insns, truth %"
 		     PRIu64, tag, st.insns, t->insns);
 	rc = htr_file_open(f, out, NULL);
-	cr_assert_eq(rc, 0, "%s: %s", out, *f ? htr_last_error(*f) : "");
+	cr_assert_eq(rc, 0, "%s: %s", out, *f ? htr_file_last_error(*f) : "");
 }
 
 static unsigned truth_flags(unsigned f)
@@ -398,7 +398,7 @@ Test(build, large, .timeout = 240)
 	oo.verify_body = 1;
 	snprintf(path, sizeof(path), "%s/large.htr", dir);
 	cr_assert_eq(htr_file_open(&v, path, &oo), 0, "%s: %s", path,
-		     v ? htr_last_error(v) : "");
+		     v ? htr_file_last_error(v) : "");
 	htr_file_close(v);
 	htr_file_close(f);
 	truth_free(&t);
@@ -539,7 +539,7 @@ static void check_fixture(const char *name, uint32_t version, int gaps,
 	oo.verify_body = 1;
 	*f = NULL;
 	cr_assert_eq(htr_file_open(f, path, &oo), 0, "%s",
-		     *f ? htr_last_error(*f) : "");
+		     *f ? htr_file_last_error(*f) : "");
 	compare(&t, *f, name, gaps);
 	fi.size = sizeof(fi);
 	cr_assert_eq(htr_file_info(*f, &fi, sizeof(fi)), 0);

@@ -210,7 +210,7 @@ static int open_rc(const char *p, int verify, char *msg, size_t msgsize)
 	rc = htr_file_open(&f, p, &o);
 	cr_assert(f, "a failed open still returns a handle");
 	if (msg)
-		snprintf(msg, msgsize, "%s", htr_last_error(f));
+		snprintf(msg, msgsize, "%s", htr_file_last_error(f));
 	if (rc)
 		cr_assert_eq(htr_block_count(f), 0);
 	htr_file_close(f);
@@ -289,7 +289,7 @@ Test(file, roundtrip_header_and_sections)
 	uint64_t ninsns, pos = 0;
 
 	ninsns = write_random(path, 200, 1);
-	cr_assert_eq(htr_file_open(&f, path, NULL), 0, "%s", htr_last_error(f));
+	cr_assert_eq(htr_file_open(&f, path, NULL), 0, "%s", htr_file_last_error(f));
 	cr_assert_eq(htr_file_info(f, &fi, sizeof(fi)), 0);
 	cr_assert_eq(fi.size, sizeof(fi));
 	cr_assert_eq(fi.version, HTR_FORMAT_VERSION);
@@ -700,7 +700,7 @@ Test(file, thread_record_and_clock)
 		     htr_writer__err(w)->msg);
 	htr_writer__free(w);
 
-	cr_assert_eq(htr_file_open(&f, path, NULL), 0, "%s", htr_last_error(f));
+	cr_assert_eq(htr_file_open(&f, path, NULL), 0, "%s", htr_file_last_error(f));
 	cr_assert_eq(htr_file_thread(f, &ti, sizeof(ti)), 0);
 	cr_assert_eq(ti.size, sizeof(ti));
 	cr_assert_eq(ti.pid, 4242);
@@ -740,7 +740,7 @@ Test(file, thread_record_and_clock)
 	cr_assert_eq(htr_writer__thread(w, &t), 0);
 	cr_assert_eq(htr_writer__commit(w, &m), 0);
 	htr_writer__free(w);
-	cr_assert_eq(htr_file_open(&f, path, NULL), 0, "%s", htr_last_error(f));
+	cr_assert_eq(htr_file_open(&f, path, NULL), 0, "%s", htr_file_last_error(f));
 	cr_assert_eq(htr_tsc_to_ns(f, 3, &ns), 0);
 	cr_assert_eq(ns, UINT64_MAX);
 	htr_file_close(f);
@@ -749,7 +749,7 @@ Test(file, thread_record_and_clock)
 	cr_assert_eq(htr_writer__thread(w, &t), 0);
 	cr_assert_eq(htr_writer__commit(w, &m), 0);
 	htr_writer__free(w);
-	cr_assert_eq(htr_file_open(&f, path, NULL), 0, "%s", htr_last_error(f));
+	cr_assert_eq(htr_file_open(&f, path, NULL), 0, "%s", htr_file_last_error(f));
 	cr_assert_eq(htr_file_thread(f, &ti, sizeof(ti)), 0);
 	cr_assert_eq(htr_tsc_to_ns(f, 3, &ns), HTR_ERR_NOTFOUND);
 	cr_assert_eq(htr_ticks_to_ns(f, 3, &ns), HTR_ERR_NOTFOUND);
@@ -757,7 +757,7 @@ Test(file, thread_record_and_clock)
 
 	/* A file without a thread (a raw trace's) says so. */
 	write_random(path, 10, 2);
-	cr_assert_eq(htr_file_open(&f, path, NULL), 0, "%s", htr_last_error(f));
+	cr_assert_eq(htr_file_open(&f, path, NULL), 0, "%s", htr_file_last_error(f));
 	cr_assert_eq(htr_file_thread(f, &ti, sizeof(ti)), HTR_ERR_NOTFOUND);
 	htr_file_close(f);
 }
@@ -1177,7 +1177,7 @@ Test(file, large_spooled_sections)
 	htr_writer__free(w);
 	htr_open_opts_init(&o);
 	o.verify_body = 1;
-	cr_assert_eq(htr_file_open(&f, path, &o), 0, "%s", htr_last_error(f));
+	cr_assert_eq(htr_file_open(&f, path, &o), 0, "%s", htr_file_last_error(f));
 	cr_assert_eq(htr_file_info(f, &fi, sizeof(fi)), 0);
 	cr_assert_eq(fi.nfuncs, 100000);
 	cr_assert_eq(fi.ntsc, 300000);

@@ -69,7 +69,7 @@ static struct htr_file *open_path(const char *path)
 	struct htr_file *f = NULL;
 
 	cr_assert_eq(htr_file_open(&f, path, NULL), 0, "%s: %s", path,
-		     htr_last_error(f));
+		     htr_file_last_error(f));
 	return f;
 }
 
@@ -348,7 +348,7 @@ Test(memory, open_buffer, .timeout = 300)
 	htr_open_opts_init(&oo);
 	oo.verify_body = 1;
 	cr_assert_eq(htr_file_open_buffer(&fm, buf, size, &oo), 0, "%s",
-		     htr_last_error(fm));
+		     htr_file_last_error(fm));
 	cr_assert_null(htr_file_path(fm));
 	same_tree(ff, fm);
 	cr_assert_eq(htr_block_count(fm), t.nblocks);
@@ -381,7 +381,7 @@ Test(memory, open_buffer, .timeout = 300)
 		fm = NULL;
 		tries++;
 		if (htr_file_open_buffer(&fm, p, n, NULL) < 0) {
-			cr_assert_neq(htr_last_error(fm)[0], 0);
+			cr_assert_neq(htr_file_last_error(fm)[0], 0);
 			refused++;
 		}
 		htr_file_close(fm);

@@ -387,7 +387,7 @@ static int htr_side(struct htr_builder *b, const char *trace, const char *out,
 	if (rc < 0)
 		return rc;
 	rc = htr_file_open(&f, out, NULL);
-	cr_assert_eq(rc, 0, "%s: %s", out, f ? htr_last_error(f) : "");
+	cr_assert_eq(rc, 0, "%s: %s", out, f ? htr_file_last_error(f) : "");
 	side_from_htr(f, s);
 	htr_file_close(f);
 	remove(out);

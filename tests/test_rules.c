@@ -157,7 +157,7 @@ static void build(const uint8_t *code, size_t size, uint64_t base,
 	write_case(code, size, t, 0);
 	run_case(base, NULL, NULL);
 	snprintf(htr, sizeof(htr), "%s/trace.htr", dir);
-	cr_assert_eq(htr_file_open(&f, htr, NULL), 0, "%s", htr_last_error(f));
+	cr_assert_eq(htr_file_open(&f, htr, NULL), 0, "%s", htr_file_last_error(f));
 	fi.size = sizeof(fi);
 	cr_assert_eq(htr_file_info(f, &fi, sizeof(fi)), 0);
 	memset(out, 0, sizeof(*out));

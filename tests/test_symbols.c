@@ -80,7 +80,7 @@ static void load(struct loaded *l, const char *tag)
 	memset(l, 0, sizeof(*l));
 	snprintf(path, sizeof(path), "%s/%s.htr", dir, tag);
 	rc = htr_file_open(&l->f, path, NULL);
-	cr_assert_eq(rc, 0, "%s: %s", path, l->f ? htr_last_error(l->f) : "");
+	cr_assert_eq(rc, 0, "%s: %s", path, l->f ? htr_file_last_error(l->f) : "");
 	l->nskipped = 12345;
 	rc = htr_syms__load(&l->s, l->f, &l->nskipped, &l->err);
 	cr_assert_eq(rc, 0, "%s: %s", path, l->err.msg);

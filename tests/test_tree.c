@@ -655,8 +655,8 @@ static unsigned roundtrip_on(enum shape shape, uint32_t size, uint64_t seed,
 	gen(&g, path, shape, size, seed, threads);
 	htr_open_opts_init(&o);
 	o.verify_body = 1;
-	cr_assert_eq(htr_file_open(&f, path, &o), 0, "%s", htr_last_error(f));
-	cr_assert_str_eq(htr_last_error(f), "");
+	cr_assert_eq(htr_file_open(&f, path, &o), 0, "%s", htr_file_last_error(f));
+	cr_assert_str_eq(htr_file_last_error(f), "");
 	check_blocks(&g, f);
 	if (full) {
 		check_visits(&g, f);
@@ -738,7 +738,7 @@ Test(tree, null_and_failed_handles)
 	cr_assert_eq(htr_gap_count(NULL), 0);
 	cr_assert_eq(htr_tree_visit(NULL, HTR_NONE, HTR_PREORDER, visitor,
 				    NULL), HTR_ERR_INVALID);
-	cr_assert_str_eq(htr_last_error(NULL), "");
+	cr_assert_str_eq(htr_file_last_error(NULL), "");
 	htr_file_close(NULL);
 }
 

@@ -353,7 +353,7 @@ static int read_back(const char *path, unsigned flags, struct tbs_result *r)
 	int rc;
 
 	if (htr_file_open(&f, path, NULL) < 0) {
-		fail(r, "open %s: %s", path, htr_last_error(f));
+		fail(r, "open %s: %s", path, htr_file_last_error(f));
 		htr_file_close(f);
 		return -1;
 	}

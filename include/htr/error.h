@@ -2,9 +2,12 @@
  * libhtr - error codes.
  *
  * Every fallible function returns an int: zero (or a non-negative count) on
- * success, a negative enum htr_error code on failure.  Handles also keep a
- * detailed message about their last failure (see htr_last_error() in the
- * headers of the handle types).
+ * success, a negative enum htr_error code on failure.  Every handle also
+ * keeps a message about its last failure, read with one function named
+ * after it: htr_file_last_error(), htr_builder_last_error(),
+ * htr_store_last_error(), htr_analysis_last_error(),
+ * htr_cursor_last_error(), htr_perf_last_error().  A CPU-wide build's
+ * messages are its builder's.
  */
 #ifndef HTR_ERROR_H
 #define HTR_ERROR_H

@@ -1079,7 +1079,7 @@ bool open_built(lldb::SBDebugger &dbg, lldb::SBCommandReturnObject &result,
 			*per_cpu = t.per_cpu;
 		if (rc < 0) {
 			result.SetError(fmt("htr %s: %s", cmd, *f ?
-					    htr_last_error(*f) :
+					    htr_file_last_error(*f) :
 					    htr_errstr(rc)).c_str());
 			htr_file_close(*f);
 			*f = nullptr;

@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	htr_open_opts_init(&oo);
 	oo.verify_body = size & 1;
 	if (htr_file_open_buffer(&f, copy, size, &oo) < 0) {
-		(void) htr_last_error(f);
+		(void) htr_file_last_error(f);
 		htr_file_close(f);
 		free(copy);
 		return 0;

@@ -98,7 +98,7 @@ int main(int argc, char **argv)
 	fl = raw_flags(argv[1], t.nblocks);
 	if (htr_file_open(&f, argv[2], NULL) < 0 || !fl) {
 		fprintf(stderr, "record-cmp: %s: %s\n", argv[2],
-			f ? htr_last_error(f) : "out of memory");
+			f ? htr_file_last_error(f) : "out of memory");
 		htr_file_close(f);
 		return 2;
 	}

@@ -25,7 +25,7 @@ int main(int argc, char **argv)
 		return fprintf(stderr, "usage: cursor_seek FILE.htr TRACE N\n"), 2;
 	n = strtoull(argv[3], NULL, 0);
 	if (htr_file_open(&f, argv[1], NULL) < 0) {
-		fprintf(stderr, "%s\n", htr_last_error(f));
+		fprintf(stderr, "%s\n", htr_file_last_error(f));
 		return 1;
 	}
 	fi.size = sizeof(fi);

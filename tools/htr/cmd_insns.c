@@ -306,7 +306,7 @@ static int find_trace(const char *path, const struct htr_file *f,
 	fd.co = co;
 	fd.fi.size = sizeof(fd.fi);
 	if (htr_file_info(f, &fd.fi, sizeof(fd.fi)) < 0)
-		return fail("insns", "%s: %s", path, htr_last_error(f));
+		return fail("insns", "%s: %s", path, htr_file_last_error(f));
 	{
 		struct htr_thread_info ti;
 

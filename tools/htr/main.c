@@ -135,7 +135,7 @@ int open_htr(const char *cmd, const char *path,
 	if (err == HTR_ERR_FORMAT && (what = other_input(path)))
 		fail(cmd, what, path, path);
 	else
-		fail(cmd, "%s", *f ? htr_last_error(*f) : htr_errstr(err));
+		fail(cmd, "%s", *f ? htr_file_last_error(*f) : htr_errstr(err));
 	return -1;
 }
 
