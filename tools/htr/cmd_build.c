@@ -1,6 +1,6 @@
 /* htr build: decode a trace into an .htr file. */
 #include "cmd.h"
-#include "report.h"
+#include "summary.h"
 
 #include "htr/htr.h"
 

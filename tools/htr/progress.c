@@ -1,5 +1,5 @@
 /* The live progress line and the stop-on-signal of long commands. */
-#include "report.h"
+#include "summary.h"
 
 #include "htr/htr.h"
 

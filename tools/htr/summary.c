@@ -2,7 +2,7 @@
  * trace and for each thread of a perf.data (the CLI's side of
  * htr/perf.h's callbacks). */
 #include "cmd.h"
-#include "report.h"
+#include "summary.h"
 
 #include "htr/htr.h"
 

@@ -1,6 +1,6 @@
 /* What htr build tells while and after it builds: the live progress line
  * and stopping on SIGINT or SIGTERM (progress.c), the summary lines,
- * warnings and notes (report.c). */
+ * warnings and notes (summary.c). */
 #ifndef HTR_TOOL_REPORT_H
 #define HTR_TOOL_REPORT_H
 
