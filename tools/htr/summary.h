@@ -1,8 +1,8 @@
 /* What htr build tells while and after it builds: the live progress line
  * and stopping on SIGINT or SIGTERM (progress.c), the summary lines,
  * warnings and notes (summary.c). */
-#ifndef HTR_TOOL_REPORT_H
-#define HTR_TOOL_REPORT_H
+#ifndef HTR_TOOL_SUMMARY_H
+#define HTR_TOOL_SUMMARY_H
 
 #include <signal.h>
 #include <time.h>
