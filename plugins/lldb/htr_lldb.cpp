@@ -1751,7 +1751,7 @@ const char find_syntax[] =
 	"\n"
 	"  -s, --sort KEY    time: chronological (default); cost: largest total\n"
 	"                    first\n"
-	"  -n, --limit N     print the first N only\n"
+	"  -n, --limit N     print the first N only (0: all, the default)\n"
 	"  -l, --lines       append the source position of each block's entry\n"
 	"      --thread TID  the thread (default: the selected one)\n"
 	"Run 'htr build' first.\n";
