@@ -4,7 +4,8 @@
  * spin_forever(), and stops it with SIGTERM.  Argument 1: rounds of work
  * first (default 200); argument 2: "sleep" makes each turn of the loop
  * sleep 1 ms (a program waiting for what never comes: little trace, so a
- * small ring still holds the calls that led there), else it spins. */
+ * small ring still holds the calls that led there), "done" makes it
+ * return instead of hanging (a finite run), else it spins. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -24,7 +25,7 @@ __attribute__((noinline)) static void round_of_work(unsigned n)
 		sink += mix(i + sink);
 }
 
-static int sleepy;
+static int sleepy, done;
 
 /* Waits for a flag nobody sets: the hang. */
 __attribute__((noinline)) static void spin_forever(volatile int *flag)
@@ -50,12 +51,14 @@ __attribute__((noinline)) static void work(unsigned rounds)
 
 	for (r = 0; r < rounds; r++)
 		round_of_work(1000);
-	wait_ready(&ready);
+	if (!done)
+		wait_ready(&ready);
 }
 
 int main(int argc, char **argv)
 {
 	sleepy = argc > 2 && !strcmp(argv[2], "sleep");
+	done = argc > 2 && !strcmp(argv[2], "done");
 	work(argc > 1 ? (unsigned) strtoul(argv[1], NULL, 10) : 200);
 	return 0;
 }
