@@ -27,9 +27,12 @@ while kill -0 "$rp" 2>/dev/null; do
 done
 wait "$rp" || { cat "$work/rec.err"; exit 1; }
 cat "$work/rec.err"
-limit=$(awk -v r="$ring" 'BEGIN { u = substr(r, length(r)); v = r + 0
-	print (u == "M" ? v * 1048576 : u == "K" ? v * 1024 :
-	       u == "G" ? v * 1073741824 : v) }')
+case $ring in
+*K) limit=$((${ring%K} * 1024)) ;;
+*M) limit=$((${ring%M} * 1048576)) ;;
+*G) limit=$((${ring%G} * 1073741824)) ;;
+*) limit=$ring ;;
+esac
 echo "ring_check: $n samples of the ring's files, largest $max bytes (ring $limit)"
 [ "$max" -le "$limit" ] || { echo "ring_check: FAIL: above the ring"; exit 1; }
 "$htr" build -q "$out" -o "$work/spin.htr" || exit 1
