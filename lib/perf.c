@@ -1038,9 +1038,11 @@ static int report(struct pbuild *pb, const struct htr_perf_thread *t,
 	return htr_err__set(&pb->pf->err, v, "%s: interrupted", pb->trace);
 }
 
-/* Build thread @t (per-thread buffers) into @out.  Returns 0, or an
- * error with the message on the handle. */
+/* Build thread @t (per-thread buffers) into @out from its @n chunks @ch
+ * (all of them, or a snapshot-mode run).  Returns 0, or an error with
+ * the message on the handle. */
 static int perf_thread(struct pbuild *pb, const struct htr_perf_thread *t,
+		       const struct htr_perf_chunk *ch, size_t n,
 		       const char *out, struct htr_build_stats *st,
 		       uint64_t *ns)
 {
@@ -1058,8 +1060,7 @@ static int perf_thread(struct pbuild *pb, const struct htr_perf_thread *t,
 	perf_opts(pb, t, &opts);
 	snprintf(name, sizeof(name), "%s tid %u", pb->trace, t->tid);
 	memset(&jerr, 0, sizeof(jerr));
-	if ((err = htr_perfdata__join(pd->data, t->chunks, t->nchunks,
-				      &joined, &jerr)) != 0)
+	if ((err = htr_perfdata__join(pd->data, ch, n, &joined, &jerr)) != 0)
 		return htr_err__set(e, err, "%s: %s", name, jerr.msg);
 	if (pd->pt.kernel && !pb->kcore && !pb->o.vmlinux) {
 		struct htr_perf_kstats ks;
@@ -1100,18 +1101,182 @@ done:
 	return err < 0 ? err : 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* Snapshot mode (perf record -S) */
+
+/* Offset of the first PSB in @p[from, n), or n. */
+static uint64_t next_psb(const uint8_t *p, uint64_t n, uint64_t from)
+{
+	static const uint8_t psb[16] = {
+		0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+		0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+	};
+	const uint8_t *q;
+
+	while (from < n && n - from >= sizeof(psb)) {
+		q = memchr(p + from, 0x02, (size_t) (n - from - sizeof(psb) + 1));
+		if (!q)
+			break;
+		from = (uint64_t) (q - p);
+		if (!memcmp(q, psb, sizeof(psb)))
+			return from;
+		from++;
+	}
+	return n;
+}
+
+/*
+ * A thread's snapshots as runs of trace that continue each other.  Each
+ * snapshot (AUXTRACE record) is the AUX area's content when it was taken:
+ * its start may be a packet the area overwrote halfway, so it is decoded
+ * from its first PSB; its data may repeat the end of the snapshot before
+ * (the area had not been overwritten since).  As perf's decoder does
+ * (intel_pt_find_overlap), a snapshot continues the one before when, from
+ * one of the earlier one's PSBs to its end (the padding left out), the
+ * bytes are the first ones of this snapshot from its first PSB: then only
+ * what follows them is new, and it is appended to the run; else trace
+ * was lost between the two, and the snapshot starts a new run.  @runs
+ * gets, per chunk, the run's number (from 0; the chunk's trimmed extent
+ * in @out).  Returns the number of runs.
+ */
+static size_t snapshot_runs(const uint8_t *base, const struct htr_perf_chunk *c,
+			    size_t n, struct htr_perf_chunk *out, size_t *runs)
+{
+	size_t i, k = SIZE_MAX, nr = 0;
+
+	for (i = 0; i < n; i++) {
+		const uint8_t *b = base + c[i].offset;
+		uint64_t nb = c[i].size, sb = next_psb(b, nb, 0);
+
+		out[i].offset = c[i].offset + sb;
+		out[i].size = nb - sb;
+		runs[i] = SIZE_MAX;
+		if (sb == nb)
+			continue;       /* no PSB: nothing decodable */
+		if (k != SIZE_MAX) {
+			/* the previous snapshot, whole, from its first PSB */
+			const uint8_t *a = base + c[k].offset;
+			uint64_t na = c[k].size, p;
+
+			/* perf pads each snapshot to 8 bytes with zeros */
+			while (na && !a[na - 1])
+				na--;
+			for (p = next_psb(a, na, 0); p < na;
+			     p = next_psb(a, na, p + 1)) {
+				uint64_t len = na - p;
+
+				if (len <= nb - sb && !memcmp(a + p, b + sb, len))
+					break;
+			}
+			if (p < na) {
+				/* It continues run runs[k]: the padding of
+				 * the one before goes, and only what follows
+				 * the repeated bytes is new. */
+				if (out[k].size >= c[k].size - na)
+					out[k].size -= c[k].size - na;
+				out[i].offset = c[i].offset + sb + (na - p);
+				out[i].size = nb - sb - (na - p);
+				runs[i] = runs[k];
+				k = i;
+				continue;
+			}
+		}
+		runs[i] = nr++;
+		k = i;
+	}
+	return nr;
+}
+
+/* @out with ".sK" before its ".htr" (or at its end). */
+static char *run_name(const char *out, size_t k)
+{
+	size_t n = strlen(out);
+	char *r = malloc(n + 32);
+
+	if (!r)
+		return NULL;
+	if (n > 4 && !strcmp(out + n - 4, ".htr"))
+		snprintf(r, n + 32, "%.*s.s%zu.htr", (int) (n - 4), out, k + 1);
+	else
+		snprintf(r, n + 32, "%s.s%zu", out, k + 1);
+	return r;
+}
+
+/* Build one tree: report it, count it.  Returns 0, a stop code, or the
+ * build's error (remembered in *@rc). */
+static int build_one(struct pbuild *pb, const struct htr_perf_thread *t,
+		     const struct htr_perf_chunk *ch, size_t n,
+		     const char *out, size_t *built, int *rc)
+{
+	char msg[sizeof(pb->pf->err.msg)];
+	struct htr_build_stats st;
+	uint64_t ns = 0;
+	int r = perf_thread(pb, t, ch, n, out, &st, &ns);
+
+	if (r < 0 && stops(r))
+		return r;
+	if (r < 0) {
+		*rc = r;
+		snprintf(msg, sizeof(msg), "%s", pb->pf->err.msg);
+		r = report(pb, t, out, r, msg, NULL, 0, 0);
+		/* The message of the last failure stays. */
+		if (!r)
+			htr_err__set(&pb->pf->err, *rc, "%s", msg);
+		return r;
+	}
+	(*built)++;
+	count_lost(pb, out, &st);
+	return report(pb, t, out, 0, NULL, &st, 0, ns);
+}
+
+/* A thread of a snapshot-mode recording: one tree per run of snapshots
+ * that continue each other (snapshot_runs()), OUT when there is one,
+ * OUT with .s1, .s2, ... before .htr when there are several. */
+static int snapshot_thread(struct pbuild *pb, const struct htr_perf_thread *t,
+			   const char *out, size_t *built, int *rc)
+{
+	struct htr_perf_chunk *tr = NULL, *sel = NULL;
+	size_t *runs = NULL, nr, k, i, m;
+	int r = 0;
+
+	tr = calloc(t->nchunks + 1, sizeof(*tr));
+	sel = calloc(t->nchunks + 1, sizeof(*sel));
+	runs = calloc(t->nchunks + 1, sizeof(*runs));
+	if (!tr || !sel || !runs) {
+		r = nomem(pb);
+		goto done;
+	}
+	nr = snapshot_runs(pb->pd->data, t->chunks, t->nchunks, tr, runs);
+	for (k = 0; k < nr && !r; k++) {
+		char *name;
+
+		for (i = m = 0; i < t->nchunks; i++)
+			if (runs[i] == k && tr[i].size)
+				sel[m++] = tr[i];
+		name = nr > 1 ? run_name(out, k) : strdup(out);
+		if (!name) {
+			r = nomem(pb);
+			break;
+		}
+		r = build_one(pb, t, sel, m, name, built, rc);
+		free(name);
+	}
+done:
+	free(tr);
+	free(sel);
+	free(runs);
+	return r;
+}
+
 /* Every thread of a per-thread recording, each on its own. */
 static int build_threads(struct pbuild *pb, size_t *built)
 {
 	const struct htr_perfdata *pd = pb->pd;
-	struct htr_build_stats st;
-	char msg[sizeof(pb->pf->err.msg)];
 	size_t i;
 	int rc = 0;
 
 	for (i = 0; i < pd->nthreads; i++) {
 		const struct htr_perf_thread *t = &pd->threads[i];
-		uint64_t ns = 0;
 		char *out;
 		int r;
 
@@ -1120,23 +1285,11 @@ static int build_threads(struct pbuild *pb, size_t *built)
 		out = out_name(pb->pattern, t->tid, t->pid);
 		if (!out)
 			return nomem(pb);
-		r = perf_thread(pb, t, out, &st, &ns);
-		if (r < 0 && stops(r)) {
-			free(out);
-			return r;
-		}
-		if (r < 0) {
-			rc = r;
-			snprintf(msg, sizeof(msg), "%s", pb->pf->err.msg);
-			r = report(pb, t, out, rc, msg, NULL, 0, 0);
-			/* The message of the last failure stays. */
-			if (!r)
-				htr_err__set(&pb->pf->err, rc, "%s", msg);
-		} else {
-			(*built)++;
-			count_lost(pb, out, &st);
-			r = report(pb, t, out, 0, NULL, &st, 0, ns);
-		}
+		if (pd->pt.snapshot_mode)
+			r = snapshot_thread(pb, t, out, built, &rc);
+		else
+			r = build_one(pb, t, t->chunks, t->nchunks, out, built,
+				      &rc);
 		free(out);
 		if (r < 0)
 			return r;
@@ -1305,10 +1458,13 @@ int htr_perf_build(struct htr_perf *pf, const struct htr_perf_build_opts *opts)
 	rc = pb_init(&pb, pf, opts);
 	if (rc < 0)
 		goto done;
-	if (pb.pd->pt.snapshot_mode)
-		say(&pb, HTR_PERF_WARN_SNAPSHOT, "%s: snapshot mode: each "
-		    "thread's snapshots are decoded one after the other",
-		    pb.trace);
+	/* Snapshot mode: per-thread buffers are decoded as perf does
+	 * (snapshot_thread()); per-CPU ones one after the other, with a
+	 * warning. */
+	if (pb.pd->pt.snapshot_mode && pb.pd->ncpus)
+		say(&pb, HTR_PERF_WARN_SNAPSHOT, "%s: snapshot mode with "
+		    "per-CPU buffers: each CPU's snapshots are decoded one "
+		    "after the other (overlaps not removed)", pb.trace);
 	rc = pb.pd->ncpus ? build_cpuwide(&pb, &built)
 			  : build_threads(&pb, &built);
 	if (rc == 0 && !built) {

@@ -10,6 +10,8 @@ static const char usage_text[] =
 "                  [--filter MODULE|START-END]...\n"
 "                  [--cpus N] [--psb-period N] [--no-ret-compression]\n"
 "                  [--skl014] [--engine tcg|log]\n"
+"                  [--ring SIZE [--snapshot-on SIGNAL] [--snapshot-every N]\n"
+"                   [--perf-snapshot] [--heartbeat SECONDS]]\n"
 "                  -- PROG [ARGS...]\n"
 "\n"
 "Runs PROG under qemu-user (qemu-x86_64 with htr's TCG plugin) and\n"
@@ -64,12 +66,37 @@ static const char usage_text[] =
 "                           $HTR_RECORD_PLUGIN names another) or its exec\n"
 "                           log with -singlestep (log: under a million a\n"
 "                           second)\n"
-"  -q, --quiet              no summary line\n"
-"  -h, --help               show this help\n"
+"  -q, --quiet              no summary line (nor heartbeat by default)\n"
+"  -h, --help               show this help\n";
+
+/* Apart: one string would pass the length C99 compilers must support. */
+static const char usage_ring[] =
+"\nBounded recording (hangs, long runs):\n"
+"      --ring SIZE[K|M|G]   per thread, only the last SIZE bytes of trace\n"
+"                           are kept, in files that each start with a PSB+\n"
+"                           (the window\n"
+"                           decodes on its own), so disk and memory stay\n"
+"                           bounded whatever the run's length; OUT holds the\n"
+"                           last window; no truth is written; a heartbeat\n"
+"                           line every 5 s on stderr; SIGTERM or SIGINT to\n"
+"                           htr stops PROG and writes OUT; not with --cpus,\n"
+"                           --raw, --lldb\n"
+"      --snapshot-on SIGNAL with --ring: this signal to htr (default USR1:\n"
+"                           kill -USR1 PID) writes OUT.snapshot.N.data, the\n"
+"                           window at that moment; PROG goes on\n"
+"      --snapshot-every N   with --ring: also a snapshot every N instructions\n"
+"      --perf-snapshot      with --ring: the snapshots go into OUT as 'perf\n"
+"                           record -S' writes them (snapshot mode: each the\n"
+"                           last SIZE/2 bytes of the AUX area, overlapping\n"
+"                           the one before), the end being the last one\n"
+"      --heartbeat SECONDS  seconds between heartbeat lines (0: none; with\n"
+"                           --ring default 5, else 0): time, instructions\n"
+"                           run, trace bytes kept, threads, snapshots\n"
 "\n"
 "PROG exiting non-zero still gives a complete trace (the summary says so);\n"
 "PROG killed by a signal gives no output.\n"
 "exit status: 0 ok, 1 failure, 2 usage error\n";
+
 
 #ifndef HTR_HAVE_RECORD
 
@@ -80,6 +107,7 @@ int cmd_record(int argc, char **argv)
 	for (i = 1; i < argc && strcmp(argv[i], "--"); i++)
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			fputs(usage_text, stdout);
+			fputs(usage_ring, stdout);
 			return HTR_EXIT_OK;
 		}
 	return fail("record", "this htr was built without Zydis "
@@ -90,7 +118,10 @@ int cmd_record(int argc, char **argv)
 
 #include "record.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <signal.h>
+#include <strings.h>
 #include <sys/resource.h>
 
 static int parse_filter(const char *s, struct rec_filter *f)
@@ -110,6 +141,63 @@ static int parse_filter(const char *s, struct rec_filter *f)
 	return 0;
 }
 
+/* SIZE[K|M|G] (binary units).  Returns 0 or -1. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned sh = 0;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -1;
+	switch (*end) {
+	case 'k': case 'K': sh = 10; end++; break;
+	case 'm': case 'M': sh = 20; end++; break;
+	case 'g': case 'G': sh = 30; end++; break;
+	default: break;
+	}
+	if ((*end == 'i' || *end == 'B') && sh)
+		end += *end == 'i' ? 1 : 0;
+	if (*end == 'B')
+		end++;
+	if (*end || v > (UINT64_MAX >> 34))
+		return -1;
+	*out = (uint64_t) v << sh;
+	return 0;
+}
+
+/* A signal's name (USR1, SIGUSR1, any case) or number; -1 if none. */
+static int parse_signal(const char *s)
+{
+	static const struct {
+		const char *name;
+		int sig;
+	} sigs[] = {
+		{ "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "HUP", SIGHUP },
+		{ "QUIT", SIGQUIT }, { "WINCH", SIGWINCH }, { "URG", SIGURG },
+		{ "PWR", SIGPWR },
+	};
+	size_t i;
+	uint64_t v;
+
+	if (!strncasecmp(s, "SIG", 3))
+		s += 3;
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		if (!strcasecmp(s, sigs[i].name))
+			return sigs[i].sig;
+	/* Not the ones htr needs itself (TERM, INT stop; ALRM beats) nor
+	 * those that cannot be caught. */
+	if (parse_u64(s, &v) == 0 && v > 0 && v < 65 && v != SIGKILL &&
+	    v != SIGSTOP && v != SIGTERM && v != SIGINT && v != SIGALRM &&
+	    v != SIGCHLD && v != SIGPIPE)
+		return (int) v;
+	return -1;
+}
+
 int cmd_record(int argc, char **argv)
 {
 	static const struct option lopts[] = {
@@ -124,6 +212,11 @@ int cmd_record(int argc, char **argv)
 		{ "skl014", no_argument, NULL, 'S' },
 		{ "qemu", required_argument, NULL, 'Q' },
 		{ "engine", required_argument, NULL, 'E' },
+		{ "ring", required_argument, NULL, 'R' },
+		{ "snapshot-on", required_argument, NULL, 'O' },
+		{ "snapshot-every", required_argument, NULL, 'V' },
+		{ "perf-snapshot", no_argument, NULL, 'P' },
+		{ "heartbeat", required_argument, NULL, 'H' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -134,7 +227,7 @@ int cmd_record(int argc, char **argv)
 	char err[1024];
 	size_t nf = 0;
 	uint64_t v;
-	int c, rc;
+	int c, rc, heartbeat_set = 0;
 
 	rec_opts_init(&o);
 	filters = calloc((size_t) argc + 1, sizeof(*filters));
@@ -213,12 +306,50 @@ int cmd_record(int argc, char **argv)
 						   "or log");
 			}
 			break;
+		case 'R':
+			if (parse_size(optarg, &v) < 0 || !v) {
+				free(filters);
+				return usage_error("record", "--ring %s: a "
+						   "size, e.g. 8M", optarg);
+			}
+			o.ring = v;
+			break;
+		case 'O':
+			if ((o.snapshot_signal = parse_signal(optarg)) <= 0) {
+				free(filters);
+				return usage_error("record", "--snapshot-on "
+						   "%s: a signal (USR1, USR2, "
+						   "HUP, ...)", optarg);
+			}
+			break;
+		case 'V':
+			if (parse_u64(optarg, &v) < 0 || !v) {
+				free(filters);
+				return usage_error("record", "--snapshot-every"
+						   ": a positive number of "
+						   "instructions");
+			}
+			o.snapshot_every = v;
+			break;
+		case 'P':
+			o.perf_snapshot = 1;
+			break;
+		case 'H':
+			if (parse_u64(optarg, &v) < 0 || v > 86400) {
+				free(filters);
+				return usage_error("record", "--heartbeat: "
+						   "seconds, 0 to 86400");
+			}
+			o.heartbeat = (unsigned) v;
+			heartbeat_set = 1;
+			break;
 		case 'q':
 			o.quiet = 1;
 			break;
 		case 'h':
 			free(filters);
 			fputs(usage_text, stdout);
+			fputs(usage_ring, stdout);
 			return HTR_EXIT_OK;
 		default:
 			free(filters);
@@ -243,6 +374,20 @@ int cmd_record(int argc, char **argv)
 		return usage_error("record", "--lldb writes a per-thread "
 				   "bundle: not with --cpus");
 	}
+	if (!o.ring && (o.snapshot_signal || o.snapshot_every ||
+			o.perf_snapshot)) {
+		free(filters);
+		return usage_error("record", "--snapshot-on, --snapshot-every "
+				   "and --perf-snapshot need --ring");
+	}
+	if (o.ring && (o.cpus || o.raw_dir || o.lldb_dir)) {
+		free(filters);
+		return usage_error("record", "--ring keeps a per-thread "
+				   "perf.data: not with --cpus, --raw or "
+				   "--lldb");
+	}
+	if (o.ring && !heartbeat_set && !o.quiet)
+		o.heartbeat = 5;
 	o.filters = filters;
 	o.nfilters = nf;
 	rc = rec_run(&o, argv + optind, &res, err, sizeof(err));
@@ -271,7 +416,18 @@ int cmd_record(int argc, char **argv)
 				fprintf(stderr, ", peak RSS %.1f MiB",
 					(double) ru.ru_maxrss / 1024.0);
 		}
-		if (res.exit_status)
+		if (o.ring)
+			fprintf(stderr, "; ring %llu bytes per thread: %llu "
+				"bytes of trace kept, %u snapshot%s",
+				(unsigned long long) o.ring,
+				(unsigned long long) res.kept, res.snapshots,
+				res.snapshots == 1 ? "" : "s");
+		if (res.stopped)
+			fprintf(stderr, "; stopped by signal %d (%s): %s "
+				"killed, the last window written",
+				res.stopped, strsignal(res.stopped),
+				argv[optind]);
+		else if (res.exit_status)
 			fprintf(stderr, "; %s exited with status %d (the "
 				"trace is complete)", argv[optind],
 				res.exit_status);

@@ -174,3 +174,17 @@ int ptw_finish(struct ptw *w)
 		w->err = 1;
 	return w->err ? -1 : 0;
 }
+
+int ptw_flush(struct ptw *w)
+{
+	flush(w);
+	if (fflush(w->fp) != 0)
+		w->err = 1;
+	return w->err ? -1 : 0;
+}
+
+void ptw_set_file(struct ptw *w, FILE *fp)
+{
+	flush(w);
+	w->fp = fp;
+}

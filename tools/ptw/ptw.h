@@ -51,5 +51,12 @@ void ptw_tsc(struct ptw *w, uint64_t tsc);
 void ptw_mode_exec(struct ptw *w);
 /* Writes what is pending. Returns 0, or -1 when any write failed. */
 int ptw_finish(struct ptw *w);
+/* Writes the packets encoded so far to the file and flushes it; pending
+ * TNT bits stay pending (they are no packet yet), so the file ends at a
+ * packet boundary.  Returns 0, or -1 when any write failed. */
+int ptw_flush(struct ptw *w);
+/* The packets encoded so far go to the current file, the next ones to
+ * @fp (a ring of files cut at PSBs).  Pending TNT bits stay pending. */
+void ptw_set_file(struct ptw *w, FILE *fp);
 
 #endif

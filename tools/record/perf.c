@@ -476,12 +476,11 @@ static void emit(struct out *o, const void *p, size_t n)
 	o->off += n;
 }
 
-/* Copy the thread's trace after its AUXTRACE record, padded to 8 bytes
- * with PAD packets (zeros), as perf record does. */
-static void emit_file(struct out *o, const char *path, uint64_t size)
+/* Copy @size bytes from @off of @path to the output. */
+static void emit_range(struct out *o, const char *path, uint64_t off,
+		       uint64_t size)
 {
 	FILE *in = fopen(path, "rb");
-	static const uint8_t pad[8];
 	uint8_t chunk[1 << 16];
 	uint64_t left = size;
 
@@ -489,6 +488,8 @@ static void emit_file(struct out *o, const char *path, uint64_t size)
 		o->err = errno;
 		return;
 	}
+	if (off && fseeko(in, (off_t) off, SEEK_SET) != 0)
+		o->err = errno ? errno : EIO;
 	while (left && !o->err) {
 		size_t k = left < sizeof(chunk) ? (size_t) left : sizeof(chunk);
 
@@ -500,7 +501,6 @@ static void emit_file(struct out *o, const char *path, uint64_t size)
 		left -= k;
 	}
 	fclose(in);
-	emit(o, pad, (8 - size % 8) % 8);
 }
 
 static uint64_t file_size(const char *path)
@@ -510,18 +510,49 @@ static uint64_t file_size(const char *path)
 	return stat(path, &st) == 0 ? (uint64_t) st.st_size : 0;
 }
 
+/* A thread's trace: its file, or (--ring) the pieces of its segments. */
+static uint64_t trace_size(const struct rec_perf_thread *t)
+{
+	uint64_t n = 0;
+	size_t i;
+
+	if (!t->pieces)
+		return file_size(t->pt_path);
+	for (i = 0; i < t->npieces; i++)
+		n += t->pieces[i].size;
+	return n;
+}
+
+/* Copy the thread's trace after its AUXTRACE record, padded to 8 bytes
+ * with PAD packets (zeros), as perf record does. */
+static void emit_trace(struct out *o, const struct rec_perf_thread *t,
+		       uint64_t size)
+{
+	static const uint8_t pad[8];
+	size_t i;
+
+	if (!t->pieces)
+		emit_range(o, t->pt_path, 0, size);
+	for (i = 0; t->pieces && i < t->npieces; i++)
+		emit_range(o, t->pieces[i].path, t->pieces[i].off,
+			   t->pieces[i].size);
+	emit(o, pad, (8 - size % 8) % 8);
+}
+
 /* One AUXTRACE record and the trace after it, padded to 8 bytes; @index
- * gets the record's (file offset, header size). */
-static void auxtrace(struct out *o, struct buf *index, const char *path,
+ * gets the record's (file offset, header size).  @offset: where the data
+ * starts in the AUX area's stream (snapshot mode: where its head was). */
+static void auxtrace(struct out *o, struct buf *index,
+		     const struct rec_perf_thread *t, uint64_t offset,
 		     uint64_t ref, uint32_t idx, uint32_t tid, uint32_t cpu)
 {
 	struct buf b = { 0 };
-	uint64_t size = file_size(path);
+	uint64_t size = trace_size(t);
 	size_t at;
 
 	at = begin(&b, UREC_AUXTRACE, 0);
 	u64(&b, size + (8 - size % 8) % 8);
-	u64(&b, 0);                     /* offset in the AUX area */
+	u64(&b, offset);                /* offset in the AUX area */
 	/* reference: perf fills a 7-byte TSC's top byte from it */
 	u64(&b, ref);
 	u32(&b, idx);
@@ -535,7 +566,7 @@ static void auxtrace(struct out *o, struct buf *index, const char *path,
 		o->err = ENOMEM;
 	} else {
 		emit(o, b.p, b.n);
-		emit_file(o, path, size);
+		emit_trace(o, t, size);
 	}
 	free(b.p);
 }
@@ -582,14 +613,15 @@ static void switches(struct buf *b, const struct rec_ctx *c,
  * record's (file offset, header size). */
 static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 			 const char *comm, const struct rec_perf_thread *th,
-			 size_t nth, const char *filter, struct buf *index)
+			 size_t nth, const struct rec_perf_snap *snaps,
+			 size_t nsnaps, const char *filter, struct buf *index)
 {
 	const struct rec_sched *sc = &c->sched;
 	struct buf b = { 0 };
 	uint64_t t0 = REC_TSC_START - 2, tend = 0;
 	uint64_t priv[PRIV_MAX];
 	struct tconv tc;
-	size_t at, i, flen = strlen(filter), nev = nevents(c, nth);
+	size_t at, i, j, k, flen = strlen(filter), nev = nevents(c, nth);
 	char cm[16];
 
 	for (i = 0; i < nth; i++)
@@ -612,7 +644,9 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 	 * calls 3 (1 would be the sched:sched_switch tracepoint, 2 switch
 	 * records of a per-thread target). */
 	priv[PRIV_HAVE_SCHED_SWITCH] = sc->n ? 3 : 0;
-	priv[PRIV_SNAPSHOT_MODE] = 0;
+	/* perf record -S: the AUX area in overwrite mode, copied out at
+	 * each snapshot. */
+	priv[PRIV_SNAPSHOT_MODE] = c->o->perf_snapshot ? 1 : 0;
 	priv[PRIV_PER_CPU_MMAPS] = sc->n ? 1 : 0;
 	priv[PRIV_MTC_BIT] = PT_CFG_MTC;
 	priv[PRIV_MTC_FREQ_BITS] = PT_CFG_MTC_PERIOD;
@@ -740,17 +774,64 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 	}
 	emit(o, b.p, b.n);
 
+	/* Snapshot mode (perf record -S): each earlier snapshot as perf
+	 * writes it, an AUXTRACE record per thread with new data (the AUX
+	 * area's last bytes, which may overlap the previous snapshot's),
+	 * an AUX record flagged overwrite each, a round. */
+	for (k = 0; k < nsnaps && !o->err; k++) {
+		const struct rec_perf_snap *sn = &snaps[k];
+
+		for (j = 0; j < sn->nth && !o->err; j++)
+			for (i = 0; i < nth; i++)
+				if (th[i].idx == sn->th[j].idx &&
+				    trace_size(&sn->th[j]))
+					auxtrace(o, index, &sn->th[j],
+						 sn->th[j].aux_offset, sn->tsc,
+						 (uint32_t) i,
+						 (uint32_t) th[i].tid,
+						 UINT32_MAX);
+		b.n = 0;
+		for (j = 0; j < sn->nth; j++)
+			for (i = 0; i < nth; i++) {
+				uint64_t size = trace_size(&sn->th[j]);
+
+				if (th[i].idx != sn->th[j].idx || !size)
+					continue;
+				at = begin(&b, PERF_RECORD_AUX, 0);
+				u64(&b, sn->th[j].aux_offset);
+				u64(&b, size + (8 - size % 8) % 8);
+				u64(&b, PERF_AUX_FLAG_OVERWRITE);
+				sample_id(&b, &tc, (uint32_t) pid,
+					  (uint32_t) th[i].tid, sn->tsc, 0,
+					  pt_id(i));
+				end(&b, at);
+			}
+		at = begin(&b, UREC_FINISHED_ROUND, 0);
+		end(&b, at);
+		if (b.oom)
+			o->err = ENOMEM;
+		else
+			emit(o, b.p, b.n);
+	}
+
 	/* The traces: per-thread mode, one AUXTRACE record per thread (its
 	 * own buffer idx, cpu -1); CPU-wide, one per CPU that ran something
 	 * (buffer idx = the CPU, as perf's per-CPU mmaps; tid -1). */
 	for (i = 0; !sc->n && i < nth && !o->err; i++)
-		auxtrace(o, index, th[i].pt_path, th[i].first_tsc, (uint32_t) i,
-			 (uint32_t) th[i].tid, UINT32_MAX);
+		if (!c->o->perf_snapshot || trace_size(&th[i]))
+			auxtrace(o, index, &th[i], th[i].aux_offset,
+				 c->o->perf_snapshot ? tend : th[i].first_tsc,
+				 (uint32_t) i, (uint32_t) th[i].tid,
+				 UINT32_MAX);
 	for (i = 0; i < sc->n && !o->err; i++)
-		if (file_size(sc->cpus[i].s.path))
-			auxtrace(o, index, sc->cpus[i].s.path,
-				 sc->cpus[i].s.first_tsc, (uint32_t) i,
-				 UINT32_MAX, (uint32_t) i);
+		if (file_size(sc->cpus[i].s.path)) {
+			struct rec_perf_thread ct;
+
+			memset(&ct, 0, sizeof(ct));
+			ct.pt_path = sc->cpus[i].s.path;
+			auxtrace(o, index, &ct, 0, sc->cpus[i].s.first_tsc,
+				 (uint32_t) i, UINT32_MAX, (uint32_t) i);
+		}
 
 	/* The context switches, the kernel's AUX records (all data arrived,
 	 * nothing lost), and the threads' exits after everything they ran. */
@@ -758,12 +839,14 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 	switches(&b, c, &tc, pid, nev);
 	for (i = 0; !sc->n && i < nth; i++) {
 		uint32_t tid = (uint32_t) th[i].tid;
-		uint64_t size = file_size(th[i].pt_path);
+		uint64_t size = trace_size(&th[i]);
 
+		if (c->o->perf_snapshot && !size)
+			continue;
 		at = begin(&b, PERF_RECORD_AUX, 0);
-		u64(&b, 0);
-		u64(&b, size);
-		u64(&b, 0);
+		u64(&b, th[i].aux_offset);
+		u64(&b, c->o->perf_snapshot ? size + (8 - size % 8) % 8 : size);
+		u64(&b, c->o->perf_snapshot ? PERF_AUX_FLAG_OVERWRITE : 0);
 		sample_id(&b, &tc, (uint32_t) pid, tid, tend, 0, pt_id(i));
 		end(&b, at);
 	}
@@ -784,6 +867,9 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 		uint32_t tid = (uint32_t) th[i].tid;
 		int cpu = sc->n ? rec_sched_last_cpu(sc, th[i].idx) : 0;
 
+		/* A snapshot of a running program: it goes on. */
+		if (th[i].running)
+			continue;
 		if (cpu < 0)
 			cpu = 0;
 		at = begin(&b, PERF_RECORD_EXIT, 0);
@@ -847,7 +933,8 @@ static void feat_done(struct feats *f, size_t start)
 
 int rec_perf_write(const char *out, const struct rec_ctx *c, pid_t pid,
 		   const char *comm, const struct rec_perf_thread *th,
-		   size_t nth, char *err, size_t errlen)
+		   size_t nth, const struct rec_perf_snap *snaps,
+		   size_t nsnaps, char *err, size_t errlen)
 {
 	struct perf_event_attr pt, dummy;
 	struct buf head = { 0 }, index = { 0 };
@@ -903,7 +990,7 @@ int rec_perf_write(const char *out, const struct rec_ctx *c, pid_t pid,
 	if (head.oom)
 		goto oom;
 	emit(&o, head.p, head.n);
-	data_section(&o, c, pid, comm, th, nth, filter, &index);
+	data_section(&o, c, pid, comm, th, nth, snaps, nsnaps, filter, &index);
 	if (index.oom)
 		goto oom;
 	data_size = o.off - data_off;

@@ -108,6 +108,31 @@ int rec_image_func(struct rec_image *im, uint64_t pc, uint64_t *start,
 /* ------------------------------------------------------------------ */
 /* packet streams (sched.c) */
 
+/* --ring: a stream kept as up to REC_RING_SEGS files (PATH.K, K from 0),
+ * each starting with a PSB+ so that what is kept decodes on its own, each
+ * at most size / REC_RING_SEGS bytes; when a new one starts and
+ * REC_RING_SEGS are kept, the oldest is removed.  So the files never hold
+ * more than @size bytes, and at least (REC_RING_SEGS - 1) / REC_RING_SEGS
+ * of it once the stream has wrapped. */
+#define REC_RING_SEGS 8u
+/* What a segment may grow by past the PSB check that let it go on: a
+ * PSB+ and the packets of one instruction step. */
+#define REC_RING_SLACK 1024u
+
+struct rec_ring_seg {
+	uint64_t k;             /* file PATH.K */
+	uint64_t start;         /* its first byte's offset in the stream */
+	uint64_t bytes;         /* written to it (the last: when asked) */
+};
+
+struct rec_ring {
+	uint64_t size;          /* bytes kept at most; 0: no ring */
+	uint64_t seg_max;       /* size / REC_RING_SEGS */
+	struct rec_ring_seg seg[REC_RING_SEGS];    /* kept, oldest first */
+	unsigned n;
+	uint64_t dropped;       /* bytes of the segments removed */
+};
+
 /* Where packets go: a thread's own trace (per-thread mode) or a modelled
  * CPU's (--cpus), which the threads that run on it share. */
 struct rec_stream {
@@ -116,14 +141,27 @@ struct rec_stream {
 	uint64_t psb_last;      /* offset after the last PSB+ */
 	int synced;             /* a PSB+ was written: decoders can start */
 	uint64_t first_tsc;     /* the clock when the first packet was due */
+	struct rec_ring ring;   /* --ring */
 	char path[512];
 };
 
-/* Returns 0 or -1 (errno). */
-int rec_stream_open(struct rec_stream *s, const char *path, uint64_t now);
+/* Returns 0 or -1 (errno).  @ring: --ring's size, or 0 (one file). */
+int rec_stream_open(struct rec_stream *s, const char *path, uint64_t now,
+		    uint64_t ring);
 /* Write what is pending and close.  Returns 0 or -1. */
 int rec_stream_close(struct rec_stream *s);
 uint64_t rec_stream_bytes(const struct rec_stream *s);
+/* A PSB+ is due at the stream's current offset, and the next one about
+ * @period bytes later: with a ring, start a new segment file here when
+ * the current one could outgrow its share before then.  Pending TNT bits
+ * must have been flushed.  Returns 0, or -1 (errno) when a file cannot
+ * be made. */
+int rec_stream_psb_due(struct rec_stream *s, uint64_t period);
+/* The ring's segments as they are now, the packets encoded so far
+ * written to the files (a snapshot of a running stream). */
+int rec_stream_window(struct rec_stream *s, struct rec_ring *out);
+/* Segment @k's file name. */
+void rec_ring_path(char *buf, size_t size, const char *path, uint64_t k);
 
 /* ------------------------------------------------------------------ */
 /* the modelled scheduler (sched.c): --cpus N */
@@ -216,8 +254,13 @@ struct rec_thread_stats {
 	unsigned idx;
 	uint64_t insns, blocks, gaps, bytes;
 	uint64_t first_tsc, last_tsc;
+	struct rec_ring ring;   /* --ring: the segments kept */
+	int running;            /* rec_thread_window(): still running */
 };
 void rec_thread_stats(const struct rec_thread *t, struct rec_thread_stats *s);
+/* rec_thread_stats() of a running thread, with its packets so far in
+ * its files (--ring: a snapshot).  Returns 0 or -1 (a write failed). */
+int rec_thread_window(struct rec_thread *t, struct rec_thread_stats *s);
 /* The scheduler takes the thread off its CPU: an asynchronous disable
  * (FUP at the instruction it runs next + TIP.PGD) if tracing is on. */
 void rec_thread_switch_out(struct rec_thread *t);
@@ -245,6 +288,7 @@ struct rec_ctx {
 	size_t clone_wait;      /* the first clone whose return is due */
 	struct rec_sched sched; /* --cpus */
 	int tcg_cut;            /* the tcg plugin's stream ended early */
+	struct rec_live *live;  /* --ring: heartbeat, snapshots, stop */
 	char *err;
 	size_t errlen;
 	int failed;
@@ -261,6 +305,12 @@ struct rec_thread *rec_threads_at(struct rec_ctx *c, struct rec_threads *ts,
 /* The thread in @slot exited: close its files, keep its figures.  0 or
  * -1 (message in the context). */
 int rec_threads_end(struct rec_threads *ts, unsigned slot);
+
+/* Called by the pumps between reads (also after a read a signal
+ * interrupted): a heartbeat or a snapshot that is due (--ring).  Returns
+ * 1 when the recording must stop (SIGTERM or SIGINT with --ring), else
+ * 0. */
+int rec_service(struct rec_ctx *c, struct rec_threads *ts);
 
 /* The tcg engine (tcg.c): read the plugin's stream from @fd to its end,
  * answering its questions on @reply.  0 or -1 (message in @c). */
@@ -282,20 +332,43 @@ void rec_fail(struct rec_ctx *c, const char *fmt, ...)
 /* ------------------------------------------------------------------ */
 /* perf.data (perf.c) */
 
+/* A stretch of a trace file. */
+struct rec_perf_piece {
+	const char *path;
+	uint64_t off, size;
+};
+
 struct rec_perf_thread {
 	unsigned idx;           /* creation order */
 	pid_t tid;              /* rec_tid() */
-	const char *pt_path;    /* its trace */
+	const char *pt_path;    /* its trace (when !pieces) */
+	const struct rec_perf_piece *pieces;      /* --ring: its window, in
+						   * order; NULL: pt_path */
+	size_t npieces;
+	uint64_t aux_offset;    /* the first byte's offset in its stream */
 	uint64_t first_tsc;     /* the clock when it started */
 	uint64_t last_tsc;      /* the time a decoder reports at its end */
+	int running;            /* a snapshot of a running thread: no EXIT */
+};
+
+/* --perf-snapshot: one snapshot before the last, as perf record -S
+ * writes it (an AUXTRACE record per thread with new data). */
+struct rec_perf_snap {
+	uint64_t tsc;           /* when it was taken */
+	const struct rec_perf_thread *th;   /* threads with data (their idx
+					     * is one of the file's) */
+	size_t nth;
 };
 
 /* Write @out (a new file: the caller renames it into place; a failure
  * removes it) as a perf.data as `perf record -e intel_pt//u` lays it out)
- * from the threads' traces and the modules.  Returns 0 or -1. */
+ * from the threads' traces and the modules; with c->o->perf_snapshot, as
+ * `perf record -S` lays it out: @snaps first, then @th as the last
+ * snapshot.  Returns 0 or -1. */
 int rec_perf_write(const char *out, const struct rec_ctx *c, pid_t pid,
 		   const char *comm, const struct rec_perf_thread *th,
-		   size_t nth, char *err, size_t errlen);
+		   size_t nth, const struct rec_perf_snap *snaps,
+		   size_t nsnaps, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------ */
 /* LLDB trace bundle (lldb.c): --lldb DIR */

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -729,9 +730,12 @@ static int pump(struct rec_ctx *c, struct rec_threads *ts, int fd)
 		return -1;
 	}
 	for (;;) {
-		ssize_t n = read(fd, buf + len, cap - len);
+		ssize_t n;
 		char *s, *nl;
 
+		if (rec_service(c, ts))
+			break;
+		n = read(fd, buf + len, cap - len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -871,6 +875,474 @@ static void unlink_truths(const char *final, const struct rec_threads *ts,
 	}
 }
 
+/* ------------------------------------------------------------------ */
+/* --ring: heartbeat, snapshots, stop */
+
+/* What the signal handlers say.  A handler can only set a flag that the
+ * pumps read between reads (its read returns EINTR: the handlers are
+ * installed without SA_RESTART); one recording runs at a time in a
+ * process that asks for --ring, so these are the only state outside a
+ * rec_run() call (restored at its end). */
+static volatile sig_atomic_t sig_snapshot, sig_stop, sig_tick;
+
+static void on_snapshot(int sig)
+{
+	(void) sig;
+	sig_snapshot = 1;
+}
+
+static void on_stop(int sig)
+{
+	sig_stop = sig;
+}
+
+static void on_tick(int sig)
+{
+	(void) sig;
+	sig_tick = 1;
+}
+
+struct rec_live {
+	const char *final;      /* OUT */
+	const char *comm;
+	struct timespec t0;
+	uint64_t next_every;    /* --snapshot-every: the next one at */
+	unsigned nsnap;         /* snapshots written */
+	int stop;               /* the signal that stopped the recording */
+	/* --perf-snapshot: the snapshots so far (their data copied into
+	 * the temporary directory) */
+	struct rec_perf_snap *snaps;
+	struct rec_perf_thread *sth;    /* nsnaps blocks of nth each */
+	struct rec_perf_piece *spc;
+	char (*spath)[PATH_MAX];
+	size_t nsth, capsth;
+	size_t *sfirst;         /* per snapshot: its first in sth */
+	uint64_t *last_end;     /* per thread: stream offset at its last
+				 * snapshot (no new data: no record) */
+	size_t nlast;
+	struct sigaction old_snap, old_term, old_int, old_alrm;
+	int signo;
+};
+
+/* Every thread's figures now: a live thread's window (its packets so far
+ * written to its files), an ended one's summary.  @st gets ts->n. */
+static int windows(struct rec_threads *ts, struct rec_thread_stats *st)
+{
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < ts->n; i++)
+		st[i] = ts->done[i];
+	for (i = 0; i < ts->nlive; i++) {
+		struct rec_thread_stats w;
+
+		if (!ts->live[i].t)
+			continue;
+		if (rec_thread_window(ts->live[i].t, &w) < 0)
+			rc = -1;
+		st[w.idx] = w;
+	}
+	return rc;
+}
+
+static uint64_t kept(const struct rec_ring *r)
+{
+	uint64_t n = 0;
+	unsigned i;
+
+	for (i = 0; i < r->n; i++)
+		n += r->seg[i].bytes;
+	return n;
+}
+
+/* The pieces of thread @s's window, its last @most bytes at most (0:
+ * all); @paths gets their file names.  Returns how many. */
+static size_t pieces_of(const struct rec_ctx *c,
+			const struct rec_thread_stats *s, uint64_t most,
+			struct rec_perf_piece *pc, char (*paths)[PATH_MAX],
+			uint64_t *first)
+{
+	uint64_t skip = 0, total = kept(&s->ring);
+	size_t n = 0;
+	unsigned i;
+	char base[PATH_MAX];
+
+	if (most && total > most)
+		skip = total - most;
+	*first = s->ring.n ? s->ring.seg[0].start + skip : 0;
+	snprintf(base, sizeof(base), "%s/t%u.pt", c->tmpdir, s->idx);
+	for (i = 0; i < s->ring.n; i++) {
+		const struct rec_ring_seg *g = &s->ring.seg[i];
+
+		if (skip >= g->bytes) {
+			skip -= g->bytes;
+			continue;
+		}
+		rec_ring_path(paths[n], PATH_MAX, base, g->k);
+		pc[n].path = paths[n];
+		pc[n].off = skip;
+		pc[n].size = g->bytes - skip;
+		skip = 0;
+		n++;
+	}
+	return n;
+}
+
+/* The perf.data of every thread's window at @pdata (in the temporary
+ * directory), with @snaps before (--perf-snapshot).  @last: the end of
+ * the recording (threads that ran to it are not running). */
+static int write_windows(struct rec_ctx *c, struct rec_thread_stats *st,
+			 size_t n, const char *pdata, const char *comm,
+			 uint64_t most, const struct rec_perf_snap *snaps,
+			 size_t nsnaps, const uint64_t *last_end, size_t nlast)
+{
+	struct rec_perf_thread *pt = calloc(n ? n : 1, sizeof(*pt));
+	struct rec_perf_piece *pc = calloc(n * REC_RING_SEGS + 1, sizeof(*pc));
+	char (*paths)[PATH_MAX] = calloc(n * REC_RING_SEGS + 1, sizeof(*paths));
+	size_t i, k = 0;
+	int real, rc = -1;
+
+	if (!pt || !pc || !paths) {
+		rec_fail(c, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		pt[i].idx = st[i].idx;
+		pt[i].tid = rec_tid(c, st[i].idx, &real);
+		pt[i].first_tsc = st[i].first_tsc;
+		pt[i].last_tsc = st[i].last_tsc;
+		pt[i].running = st[i].running;
+		pt[i].pieces = pc + k;
+		pt[i].npieces = pieces_of(c, &st[i], most, pc + k, paths + k,
+					  &pt[i].aux_offset);
+		/* --perf-snapshot: no new data since the last snapshot, no
+		 * record (perf copies nothing when the head did not move) */
+		if (last_end && st[i].idx < nlast && st[i].ring.n &&
+		    st[i].ring.seg[st[i].ring.n - 1].start +
+		    st[i].ring.seg[st[i].ring.n - 1].bytes <=
+		    last_end[st[i].idx])
+			pt[i].npieces = 0;
+		k += pt[i].npieces;
+	}
+	rc = rec_perf_write(pdata, c, c->pid, comm, pt, n, snaps, nsnaps,
+			    c->err, c->errlen);
+out:
+	free(pt);
+	free(pc);
+	free(paths);
+	return rc;
+}
+
+static size_t *realloc_sz(size_t *p, size_t n)
+{
+	size_t *q = realloc(p, n * sizeof(*q));
+
+	if (!q)
+		free(p);
+	return q;
+}
+
+/* --perf-snapshot: keep a copy of each thread's AUX area now (its last
+ * ring / 2 bytes, if it wrote anything since the last snapshot). */
+static int keep_snapshot(struct rec_ctx *c, struct rec_live *lv,
+			 struct rec_thread_stats *st, size_t n)
+{
+	struct rec_perf_snap *sn;
+	size_t i;
+
+	sn = realloc(lv->snaps, (lv->nsnap + 1) * sizeof(*sn));
+	if (!sn)
+		goto oom;
+	lv->snaps = sn;
+	if (lv->nlast < n) {
+		uint64_t *l = realloc(lv->last_end, n * sizeof(*l));
+
+		if (!l)
+			goto oom;
+		memset(l + lv->nlast, 0, (n - lv->nlast) * sizeof(*l));
+		lv->last_end = l;
+		lv->nlast = n;
+	}
+	if (lv->nsth + n > lv->capsth) {
+		size_t cap = (lv->nsth + n) * 2;
+		struct rec_perf_thread *t = realloc(lv->sth, cap * sizeof(*t));
+		struct rec_perf_piece *p;
+		char (*ps)[PATH_MAX];
+
+		if (!t)
+			goto oom;
+		lv->sth = t;
+		p = realloc(lv->spc, cap * sizeof(*p));
+		if (!p)
+			goto oom;
+		lv->spc = p;
+		ps = realloc(lv->spath, cap * sizeof(*ps));
+		if (!ps)
+			goto oom;
+		lv->spath = ps;
+		lv->capsth = cap;
+	}
+	if (!(lv->sfirst = realloc_sz(lv->sfirst, lv->nsnap + 1)))
+		goto oom;
+	lv->sfirst[lv->nsnap] = lv->nsth;
+	sn = &lv->snaps[lv->nsnap];
+	sn->tsc = c->clock;
+	sn->nth = 0;
+	for (i = 0; i < n; i++) {
+		uint64_t end = st[i].ring.n ?
+			st[i].ring.seg[st[i].ring.n - 1].start +
+			st[i].ring.seg[st[i].ring.n - 1].bytes : 0;
+		struct rec_perf_piece pc[REC_RING_SEGS];
+		char paths[REC_RING_SEGS][PATH_MAX];
+		struct rec_perf_thread *t = &lv->sth[lv->nsth];
+		size_t np, j;
+		uint64_t first, size = 0;
+		struct out_file {
+			FILE *fp;
+		} of;
+		int real;
+
+		if (end <= lv->last_end[i])
+			continue;
+		lv->last_end[i] = end;
+		np = pieces_of(c, &st[i], c->o->ring / 2, pc, paths, &first);
+		snprintf(lv->spath[lv->nsth], PATH_MAX, "%s/snap%u.t%u.pt",
+			 c->tmpdir, lv->nsnap, st[i].idx);
+		of.fp = fopen(lv->spath[lv->nsth], "wb");
+		if (!of.fp) {
+			rec_fail(c, "%s: %s", lv->spath[lv->nsth],
+				 strerror(errno));
+			return -1;
+		}
+		for (j = 0; j < np; j++) {
+			FILE *in = fopen(pc[j].path, "rb");
+			char buf[65536];
+			uint64_t left = pc[j].size;
+
+			if (!in || fseeko(in, (off_t) pc[j].off, SEEK_SET)) {
+				if (in)
+					fclose(in);
+				fclose(of.fp);
+				rec_fail(c, "%s: cannot read", pc[j].path);
+				return -1;
+			}
+			while (left) {
+				size_t w = left < sizeof(buf) ? (size_t) left :
+					   sizeof(buf);
+
+				if (fread(buf, 1, w, in) != w ||
+				    fwrite(buf, 1, w, of.fp) != w)
+					break;
+				left -= w;
+				size += w;
+			}
+			fclose(in);
+		}
+		if (fclose(of.fp) != 0 || size != end - first) {
+			rec_fail(c, "%s: cannot write", lv->spath[lv->nsth]);
+			return -1;
+		}
+		memset(t, 0, sizeof(*t));
+		t->idx = st[i].idx;
+		t->tid = rec_tid(c, st[i].idx, &real);
+		t->first_tsc = st[i].first_tsc;
+		t->last_tsc = st[i].last_tsc;
+		lv->spc[lv->nsth].off = 0;
+		lv->spc[lv->nsth].size = size;
+		t->npieces = 1;
+		t->aux_offset = first;
+		sn->nth++;
+		lv->nsth++;
+	}
+	return 0;
+oom:
+	rec_fail(c, "out of memory");
+	return -1;
+}
+
+static double since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double) (t1.tv_sec - t0->tv_sec) +
+	       (double) (t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* A snapshot now: OUT.snapshot.N.data (renamed into place once whole),
+ * or with --perf-snapshot one more snapshot kept for OUT. */
+static void snapshot(struct rec_ctx *c, struct rec_threads *ts)
+{
+	struct rec_live *lv = c->live;
+	struct rec_thread_stats *st;
+	char pdata[PATH_MAX], to[PATH_MAX];
+
+	if (!ts->n)
+		return;
+	st = calloc(ts->n, sizeof(*st));
+	if (!st) {
+		rec_fail(c, "out of memory");
+		return;
+	}
+	if (windows(ts, st) < 0) {
+		rec_fail(c, "%s: cannot write the threads' traces", c->tmpdir);
+	} else if (c->o->perf_snapshot) {
+		if (keep_snapshot(c, lv, st, ts->n) == 0)
+			lv->nsnap++;
+	} else {
+		snprintf(pdata, sizeof(pdata), "%s/snapshot.data", c->tmpdir);
+		snprintf(to, sizeof(to), "%s.snapshot.%u.data", lv->final,
+			 lv->nsnap + 1);
+		if (write_windows(c, st, ts->n, pdata, lv->comm, 0, NULL,
+				  0, NULL, 0) == 0) {
+			if (rename(pdata, to) < 0) {
+				rec_fail(c, "%s: %s", to, strerror(errno));
+			} else {
+				lv->nsnap++;
+				if (!c->o->quiet)
+					fprintf(stderr, "htr: record: snapshot "
+						"%u -> %s (%.1f s, %llu insns "
+						"run)\n", lv->nsnap, to,
+						since(&lv->t0),
+						(unsigned long long)
+						c->executed);
+			}
+		}
+	}
+	free(st);
+}
+
+static void heartbeat(struct rec_ctx *c, struct rec_threads *ts)
+{
+	uint64_t bytes = 0;
+	size_t i, live = 0;
+
+	for (i = 0; i < ts->n; i++)
+		bytes += kept(&ts->done[i].ring);
+	for (i = 0; i < ts->nlive; i++) {
+		struct rec_thread_stats w;
+
+		if (!ts->live[i].t)
+			continue;
+		live++;
+		rec_thread_stats(ts->live[i].t, &w);
+		/* the current segment up to now (encoded, maybe not yet
+		 * written) */
+		bytes += kept(&w.ring) - (w.ring.n ?
+			 w.ring.seg[w.ring.n - 1].bytes : 0) +
+			 (w.ring.n ? w.bytes - w.ring.seg[w.ring.n - 1].start :
+			  0);
+	}
+	fprintf(stderr, "htr: record: heartbeat: %.1f s, %llu insns run, "
+		"%llu bytes of trace kept, %zu thread%s running, %u "
+		"snapshot%s\n", since(&c->live->t0),
+		(unsigned long long) c->executed, (unsigned long long) bytes,
+		live, live == 1 ? "" : "s", c->live->nsnap,
+		c->live->nsnap == 1 ? "" : "s");
+}
+
+int rec_service(struct rec_ctx *c, struct rec_threads *ts)
+{
+	struct rec_live *lv = c->live;
+
+	if (!lv || c->failed)
+		return 0;
+	if (sig_tick) {
+		sig_tick = 0;
+		heartbeat(c, ts);
+	}
+	if (sig_snapshot) {
+		sig_snapshot = 0;
+		snapshot(c, ts);
+	}
+	while (c->o->snapshot_every && c->executed >= lv->next_every &&
+	       !c->failed) {
+		lv->next_every += c->o->snapshot_every;
+		snapshot(c, ts);
+	}
+	if (sig_stop) {
+		lv->stop = sig_stop;
+		return 1;
+	}
+	return 0;
+}
+
+static int live_start(struct rec_ctx *c, struct rec_live *lv,
+		      const char *final, const char *comm)
+{
+	const struct rec_opts *o = c->o;
+	struct sigaction sa;
+
+	memset(lv, 0, sizeof(*lv));
+	lv->final = final;
+	lv->comm = comm;
+	lv->next_every = o->snapshot_every;
+	clock_gettime(CLOCK_MONOTONIC, &lv->t0);
+	sig_snapshot = sig_stop = sig_tick = 0;
+	memset(&sa, 0, sizeof(sa));
+	sigemptyset(&sa.sa_mask);
+	/* no SA_RESTART: a pump blocked in read() wakes up */
+	lv->signo = o->snapshot_signal ? o->snapshot_signal : SIGUSR1;
+	sa.sa_handler = on_snapshot;
+	if (sigaction(lv->signo, &sa, &lv->old_snap) < 0)
+		return -1;
+	sa.sa_handler = on_stop;
+	sigaction(SIGTERM, &sa, &lv->old_term);
+	sigaction(SIGINT, &sa, &lv->old_int);
+	sa.sa_handler = on_tick;
+	sigaction(SIGALRM, &sa, &lv->old_alrm);
+	if (o->heartbeat) {
+		struct itimerval it;
+
+		memset(&it, 0, sizeof(it));
+		it.it_interval.tv_sec = o->heartbeat;
+		it.it_value.tv_sec = o->heartbeat;
+		setitimer(ITIMER_REAL, &it, NULL);
+	}
+	c->live = lv;
+	return 0;
+}
+
+/* The heartbeat stops with the recorder. */
+static void live_stop(struct rec_ctx *c)
+{
+	struct rec_live *lv = c->live;
+	struct itimerval it;
+
+	if (!lv)
+		return;
+	memset(&it, 0, sizeof(it));
+	setitimer(ITIMER_REAL, &it, NULL);
+	sigaction(lv->signo, &lv->old_snap, NULL);
+	sigaction(SIGTERM, &lv->old_term, NULL);
+	sigaction(SIGINT, &lv->old_int, NULL);
+	sigaction(SIGALRM, &lv->old_alrm, NULL);
+	sig_tick = 0;
+}
+
+/* --perf-snapshot: the snapshots' pointers, now that nothing moves. */
+static void snaps_fix(struct rec_live *lv)
+{
+	size_t j;
+
+	for (j = 0; j < lv->nsth; j++) {
+		lv->spc[j].path = lv->spath[j];
+		lv->sth[j].pieces = &lv->spc[j];
+	}
+	for (j = 0; j < lv->nsnap; j++)
+		lv->snaps[j].th = lv->sth + lv->sfirst[j];
+}
+
+static void live_free(struct rec_live *lv)
+{
+	free(lv->sfirst);
+	free(lv->snaps);
+	free(lv->sth);
+	free(lv->spc);
+	free(lv->spath);
+	free(lv->last_end);
+}
+
 /* Whether @a and @b name one directory (as given, or both existing). */
 static int same_dir(const char *a, const char *b)
 {
@@ -957,7 +1429,12 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 	    struct rec_result *res, char *err, size_t errlen)
 {
 	struct rec_opts auto_o;
+	struct rec_live lv;
 	struct rec_ctx c;
+	/* The kernel names the process after the file name execve was
+	 * given, not the file it resolves to. */
+	const char *comm = argv && argv[0] ? (strrchr(argv[0], '/') ?
+			   strrchr(argv[0], '/') + 1 : argv[0]) : "";
 	struct rec_threads ts;
 	struct qemu q = { -1, -1, -1 };
 	struct timespec t0, t1;
@@ -967,6 +1444,7 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 
 	memset(res, 0, sizeof(*res));
 	memset(&c, 0, sizeof(c));
+	memset(&lv, 0, sizeof(lv));
 	if (o->engine == REC_ENGINE_AUTO) {
 		/* A copy: the caller's options stay as given. */
 		auto_o = *o;
@@ -982,6 +1460,21 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 		return -1;
 	if (o->raw_dir && o->cpus) {
 		errf(err, errlen, "--cpus writes a perf.data, not --raw");
+		goto out;
+	}
+	if (o->ring && (o->cpus || o->raw_dir || o->lldb_dir)) {
+		errf(err, errlen, "--ring keeps a per-thread perf.data: not "
+		     "with --cpus, --raw or --lldb");
+		goto out;
+	}
+	if (o->ring && o->ring / REC_RING_SEGS < 2 * o->psb_period +
+	    2 * REC_RING_SLACK) {
+		errf(err, errlen, "--ring %llu: too small for --psb-period "
+		     "%llu (at least %llu bytes)",
+		     (unsigned long long) o->ring,
+		     (unsigned long long) o->psb_period,
+		     (unsigned long long) (REC_RING_SEGS * (2 * o->psb_period +
+					   2 * REC_RING_SLACK)));
 		goto out;
 	}
 	if (o->raw_dir && raw_target_ok(o->raw_dir, err, errlen) < 0)
@@ -1030,6 +1523,11 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 		goto out;
 	if (o->cpus && rec_sched_init(&c, o->cpus) < 0)
 		goto out;
+	if (o->ring && live_start(&c, &lv, final, comm) < 0) {
+		errf(err, errlen, "signal %d: %s", o->snapshot_signal,
+		     strerror(errno));
+		goto out;
+	}
 	if (spawn(&q, o, exe, argv, err, errlen) < 0)
 		goto out;
 	c.im.pid = q.pid;
@@ -1039,8 +1537,11 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 		rec_tcg_pump(&c, &ts, q.fd, q.reply);
 	else
 		pump(&c, &ts, q.fd);
-	if (c.failed) {
-		/* Stop PROG: the recording is lost anyway. */
+	/* The heartbeat stops with the recorder. */
+	live_stop(&c);
+	if (c.failed || lv.stop) {
+		/* Stop PROG: the recording is lost anyway, or (--ring,
+		 * SIGTERM) the window so far is what was asked for. */
 		kill(q.pid, SIGKILL);
 	}
 	close(q.fd);
@@ -1050,15 +1551,17 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 		;
 	if (c.failed)
 		goto out;
-	if (WIFSIGNALED(status)) {
+	if (lv.stop) {
+		res->stopped = lv.stop;
+	} else if (WIFSIGNALED(status)) {
 		res->signal = WTERMSIG(status);
 		errf(err, errlen, "%s: killed by signal %d (%s); nothing "
 		     "written", argv[0], res->signal,
 		     strsignal(res->signal));
 		goto out;
 	}
-	res->exit_status = WEXITSTATUS(status);
-	if (c.tcg_cut) {
+	res->exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+	if (c.tcg_cut && !lv.stop) {
 		errf(err, errlen, "%s: the plugin's stream ended before qemu "
 		     "exited (exit status %d; did the program close the "
 		     "plugin's pipe?); nothing written", o->qemu,
@@ -1098,7 +1601,7 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 			     o->qemu);
 		goto out;
 	}
-	for (i = 0; i < ts.n; i++)
+	for (i = 0; !o->ring && i < ts.n; i++)
 		if (truth_trailer(&c, &ts.done[i]) < 0) {
 			errf(err, errlen, "%s: cannot write: %s", tmp,
 			     strerror(errno));
@@ -1111,7 +1614,10 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 		res->threads++;
 		res->traced += ts.done[i].insns;
 		res->bytes += ts.done[i].bytes;
+		res->kept += o->ring ? kept(&ts.done[i].ring) :
+			     ts.done[i].bytes;
 	}
+	res->snapshots = lv.nsnap;
 	if (ltmp && write_lldb(&c, &ts, tmp, ltmp, err, errlen) < 0)
 		goto out;
 	if (o->raw_dir) {
@@ -1134,10 +1640,6 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 		struct rec_perf_thread *pt = calloc(ts.n, sizeof(*pt));
 		char (*paths)[PATH_MAX] = calloc(ts.n, sizeof(*paths));
 		size_t n = 0;
-		/* The kernel names the process after the file name
-		 * execve was given, not the file it resolves to. */
-		const char *comm = strrchr(argv[0], '/') ?
-				   strrchr(argv[0], '/') + 1 : argv[0];
 		char pdata[PATH_MAX];
 		int real;
 
@@ -1145,6 +1647,31 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 			free(pt);
 			free(paths);
 			errf(err, errlen, "out of memory");
+			goto out;
+		}
+		if (o->ring) {
+			/* The last window (with --perf-snapshot the last
+			 * snapshot, after the others). */
+			snprintf(pdata, sizeof(pdata), "%s/perf.data", tmp);
+			if (o->perf_snapshot)
+				snaps_fix(&lv);
+			rc = write_windows(&c, ts.done, ts.n, pdata, comm,
+					   o->perf_snapshot ? o->ring / 2 : 0,
+					   lv.snaps,
+					   o->perf_snapshot ? lv.nsnap : 0,
+					   o->perf_snapshot ? lv.last_end : NULL,
+					   lv.nlast);
+			free(pt);
+			free(paths);
+			if (rc < 0)
+				goto out;
+			rc = -1;
+			if (rename(pdata, final) < 0) {
+				errf(err, errlen, "%s: %s", final,
+				     strerror(errno));
+				goto out;
+			}
+			rc = 0;
 			goto out;
 		}
 		for (i = 0; i < ts.n; i++) {
@@ -1159,8 +1686,8 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 			n++;
 		}
 		snprintf(pdata, sizeof(pdata), "%s/perf.data", tmp);
-		rc = rec_perf_write(pdata, &c, q.pid, comm, pt, n, err,
-				    errlen);
+		rc = rec_perf_write(pdata, &c, q.pid, comm, pt, n, NULL, 0,
+				    err, errlen);
 		free(pt);
 		free(paths);
 		if (rc < 0)
@@ -1190,6 +1717,8 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 	}
 	rc = 0;
 out:
+	live_stop(&c);
+	live_free(&lv);
 	/* The bundle went first: it goes again when the rest failed. */
 	if (rc < 0 && lldb_placed)
 		rec_lldb_remove(o->lldb_dir);

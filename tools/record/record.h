@@ -43,6 +43,24 @@ struct rec_opts {
 					 * the guest ran */
 	const char *plugin;             /* the tcg engine's plugin (NULL:
 					 * rec_plugin_path()) */
+	uint64_t ring;                  /* --ring SIZE: per thread, only the
+					 * last SIZE bytes of trace are kept
+					 * (PSB-aligned files); 0: all.  Not
+					 * with cpus, raw_dir, lldb_dir; no
+					 * truth is written */
+	int snapshot_signal;            /* with ring: this signal (0:
+					 * SIGUSR1) writes OUT.snapshot.N.data,
+					 * the window at that moment */
+	uint64_t snapshot_every;        /* with ring: also a snapshot every
+					 * this many instructions run (0:
+					 * never) */
+	int perf_snapshot;              /* with ring: the snapshots go into
+					 * OUT as `perf record -S` writes
+					 * them (AUX area of ring / 2 bytes,
+					 * overwrite mode), the end being the
+					 * last one */
+	unsigned heartbeat;             /* seconds between heartbeat lines
+					 * on stderr while it runs (0: none) */
 };
 
 /* REC_ENGINE_TCG: htr's TCG plugin in qemu (tools/record/tcg/), tens of
@@ -69,6 +87,12 @@ struct rec_result {
 	unsigned threads, modules;
 	uint64_t oddities;      /* successors qemu gave that no branch explains */
 	double seconds;
+	unsigned snapshots;     /* --ring: snapshots written */
+	uint64_t kept;          /* PT bytes in the output (--ring: the last
+				 * window's) */
+	int stopped;            /* --ring: the recorder was asked to stop by
+				 * this signal (SIGINT, SIGTERM): PROG was
+				 * killed and the last window written */
 };
 
 /* Run @argv (argv[0] is PROG, resolved on PATH to its real file, which the

@@ -28,16 +28,33 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------ */
 /* streams */
 
-int rec_stream_open(struct rec_stream *s, const char *path, uint64_t now)
+void rec_ring_path(char *buf, size_t size, const char *path, uint64_t k)
 {
+	snprintf(buf, size, "%s.%llu", path, (unsigned long long) k);
+}
+
+int rec_stream_open(struct rec_stream *s, const char *path, uint64_t now,
+		    uint64_t ring)
+{
+	char p[600];
+
 	memset(s, 0, sizeof(*s));
 	snprintf(s->path, sizeof(s->path), "%s", path);
 	s->first_tsc = now;
-	s->fp = fopen(path, "wb");
+	if (ring) {
+		s->ring.size = ring;
+		s->ring.seg_max = ring / REC_RING_SEGS;
+		s->ring.n = 1;
+		rec_ring_path(p, sizeof(p), path, 0);
+		s->fp = fopen(p, "wb");
+	} else {
+		s->fp = fopen(path, "wb");
+	}
 	if (!s->fp)
 		return -1;
 	if (ptw_init(&s->w, s->fp) < 0) {
@@ -55,6 +72,9 @@ int rec_stream_close(struct rec_stream *s)
 
 	if (s->w.enc) {
 		rc = ptw_finish(&s->w);
+		if (s->ring.n)
+			s->ring.seg[s->ring.n - 1].bytes = ptw_offset(&s->w) -
+				s->ring.seg[s->ring.n - 1].start;
 		ptw_fini(&s->w);
 	}
 	if (s->fp && fclose(s->fp) != 0)
@@ -66,6 +86,58 @@ int rec_stream_close(struct rec_stream *s)
 uint64_t rec_stream_bytes(const struct rec_stream *s)
 {
 	return ptw_offset(&s->w);
+}
+
+int rec_stream_psb_due(struct rec_stream *s, uint64_t period)
+{
+	struct rec_ring *r = &s->ring;
+	struct rec_ring_seg *cur;
+	uint64_t off;
+	char p[600];
+	FILE *fp;
+
+	if (!r->size || !s->fp)
+		return 0;
+	cur = &r->seg[r->n - 1];
+	off = ptw_offset(&s->w);
+	if (off == cur->start ||
+	    off - cur->start + period + REC_RING_SLACK <= r->seg_max)
+		return 0;
+	rec_ring_path(p, sizeof(p), s->path, cur->k + 1);
+	fp = fopen(p, "wb");
+	if (!fp)
+		return -1;
+	ptw_set_file(&s->w, fp);
+	cur->bytes = off - cur->start;
+	if (fclose(s->fp) != 0)
+		s->w.err = 1;
+	s->fp = fp;
+	if (r->n == REC_RING_SEGS) {
+		rec_ring_path(p, sizeof(p), s->path, r->seg[0].k);
+		unlink(p);
+		r->dropped += r->seg[0].bytes;
+		memmove(&r->seg[0], &r->seg[1], (r->n - 1) * sizeof(r->seg[0]));
+		r->n--;
+	}
+	cur = &r->seg[r->n++];
+	cur->k = r->seg[r->n - 2].k + 1;
+	cur->start = off;
+	cur->bytes = 0;
+	return 0;
+}
+
+int rec_stream_window(struct rec_stream *s, struct rec_ring *out)
+{
+	int rc = 0;
+
+	if (s->w.enc && s->fp) {
+		rc = ptw_flush(&s->w);
+		if (s->ring.n)
+			s->ring.seg[s->ring.n - 1].bytes = s->w.flushed -
+				s->ring.seg[s->ring.n - 1].start;
+	}
+	*out = s->ring;
+	return rc;
 }
 
 /* ------------------------------------------------------------------ */
@@ -87,7 +159,7 @@ int rec_sched_init(struct rec_ctx *c, unsigned ncpus)
 	for (i = 0; i < ncpus; i++) {
 		sc->cpus[i].cur_idx = -1;
 		snprintf(p, sizeof(p), "%s/cpu%u.pt", c->tmpdir, i);
-		if (rec_stream_open(&sc->cpus[i].s, p, c->clock) < 0) {
+		if (rec_stream_open(&sc->cpus[i].s, p, c->clock, 0) < 0) {
 			rec_fail(c, "%s: %s", p, strerror(errno));
 			return -1;
 		}

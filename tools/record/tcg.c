@@ -381,8 +381,13 @@ int rec_tcg_pump(struct rec_ctx *c, struct rec_threads *ts, int fd,
 		return -1;
 	}
 	for (;;) {
-		ssize_t r = read(fd, buf + len, cap - len);
+		ssize_t r;
 
+		if (rec_service(c, ts)) {
+			g.ended = 1;    /* stopped on purpose: not cut */
+			break;
+		}
+		r = read(fd, buf + len, cap - len);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)

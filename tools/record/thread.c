@@ -435,6 +435,12 @@ static void tip(struct rec_thread *t, uint64_t ip)
 
 static void psb(struct rec_thread *t, uint64_t fup)
 {
+	/* --ring: a new segment starts with this PSB+ (the TNT bits before
+	 * it belong to the old one). */
+	ptw_tnt_flush(&t->s->w);
+	if (rec_stream_psb_due(t->s, t->c->o->psb_period) < 0)
+		rec_fail(t->c, "%s: cannot write the thread's trace",
+			 t->c->tmpdir);
 	ptw_simple(&t->s->w, ppt_psb);
 	/* PSB+ repeats the decoder's time: it reads PSB+ ahead. */
 	ptw_tsc(&t->s->w, t->dtime);
@@ -1025,10 +1031,12 @@ struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned idx)
 	t->first_tsc = c->clock;
 	snprintf(t->truth_path, sizeof(t->truth_path), "%s/t%u.truth",
 		 c->tmpdir, idx);
-	t->truth = fopen(t->truth_path, "w");
+	/* --ring: a truth of the whole run would grow without bound; none
+	 * is written (README.md). */
+	t->truth = fopen(c->o->ring ? "/dev/null" : t->truth_path, "w");
 	if (!c->sched.n) {
 		snprintf(p, sizeof(p), "%s/t%u.pt", c->tmpdir, idx);
-		if (rec_stream_open(&t->own, p, c->clock) < 0) {
+		if (rec_stream_open(&t->own, p, c->clock, c->o->ring) < 0) {
 			rec_thread_free(t);
 			t = NULL;
 		} else {
@@ -1115,6 +1123,19 @@ void rec_thread_stats(const struct rec_thread *t, struct rec_thread_stats *s)
 	s->bytes = rec_stream_bytes(&t->own);
 	s->first_tsc = t->first_tsc;
 	s->last_tsc = t->dtime;
+	s->ring = t->own.ring;
+	s->running = 0;
+}
+
+int rec_thread_window(struct rec_thread *t, struct rec_thread_stats *s)
+{
+	struct rec_ring r;
+	int rc = t->s == &t->own ? rec_stream_window(&t->own, &r) : 0;
+
+	rec_thread_stats(t, s);
+	s->ring = t->own.ring;
+	s->running = 1;
+	return rc;
 }
 
 unsigned rec_thread_idx(const struct rec_thread *t)
