@@ -143,6 +143,8 @@ struct htr_writer {
 	unsigned nmarks;
 	uint64_t mark_every;    /* pieces between marks */
 	uint64_t next_mark;     /* the block count the next mark is for */
+	uint64_t prealloc;      /* file bytes fallocate()d; UINT64_MAX:
+				 * none (it failed) */
 	bool no_marks;          /* one thread, or the blocks do not nest:
 				 * one range */
 };
@@ -351,12 +353,39 @@ static int grow(uint8_t **buf, size_t *cap, size_t need, size_t max)
 	return need <= *cap;
 }
 
+/*
+ * Reserve the file's blocks ahead of the writes and beyond its end (as
+ * much again as has been written, at most HTR_PREALLOC; commit trims
+ * what is left over): the file system then finds its extents allocated,
+ * instead of reserving and mapping them a page at a time (a fifth of a one-thread build's system time at
+ * 10^8 instructions).  Where fallocate fails (a file system without it,
+ * a full disk) the writes allocate as before.
+ */
+#define HTR_PREALLOC (64u << 20)
+
+static void prealloc(struct htr_writer *w, uint64_t end)
+{
+	/* As much again as there is, up to HTR_PREALLOC: a small build
+	 * (a test's on tmpfs, where this is memory) reserves little. */
+	uint64_t ahead = end < HTR_PREALLOC ? end : HTR_PREALLOC;
+
+	if (end <= w->prealloc || w->prealloc == UINT64_MAX)
+		return;
+	if (fallocate(w->fd, FALLOC_FL_KEEP_SIZE, (off_t) w->prealloc,
+		      (off_t) (end - w->prealloc + ahead)) == 0)
+		w->prealloc = end + ahead;
+	else
+		w->prealloc = UINT64_MAX;
+}
+
 static int flush_blocks(struct htr_writer *w)
 {
 	int rc;
 
 	if (!w->buflen)
 		return 0;
+	prealloc(w, HTR_WRITER_RESERVE +
+		    w->nblocks * sizeof(struct htr_disk_block));
 	rc = write_all(w, w->fd, w->buf, w->buflen, "write blocks");
 	w->buflen = 0;
 	return rc;
@@ -1462,6 +1491,10 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 	    (rc = pwrite_all(w, &h, sizeof(h), 0, "write header")))
 		return rc;
 
+	/* The blocks preallocated past the end go. */
+	if (w->prealloc != UINT64_MAX && w->prealloc > off &&
+	    ftruncate(w->fd, (off_t) off) < 0)
+		return fail(w, htr_err__sys(&w->err, "%s: truncate", w->tmp));
 	if (!(w->flags & HTR_WRITER_NO_FSYNC) && fsync(w->fd) < 0)
 		return fail(w, htr_err__sys(&w->err, "%s: fsync", w->tmp));
 	if (rename(w->tmp, w->path) < 0)

@@ -7,9 +7,13 @@
 # walk), their ratios to the bare loop, -j2 against -j1 (walk), peak RSS
 # and bytes per block; where -j1 and -j2 spend their time: the commit's
 # share of the build (htr build's summary) and the CPU time of -j2 against
-# -j1's (user + system: above 1, the work threads add).  A walk figure
+# -j1's.  A walk figure
 # marked '*' is the block decoder's: the walk gave up on that trace (htr
-# build's note).  Each figure is the best of RUNS runs (default 3).
+# build's note).  The commands of a trace run in turn, RUNS rounds
+# (default 3); each figure is the median of its runs.  Beside the wall
+# time: the user and system CPU seconds of -j1 and -j2 and -j2's CPU time
+# over its wall time (flagged when below 1.5: the second core was busy
+# elsewhere), and at the end the system time against the user time.
 #
 # usage: build_speed.sh HTR_SYNTH HTR BARE_BLK [SIZES]
 #        (SIZES default "1e7 1e8"; "1e9" shows RSS at scale)
@@ -30,36 +34,46 @@ same() {
 			END { exit bad }'
 }
 
-# best_of OUT CMD...: run CMD $runs times; "SECONDS PEAK_KIB CPU_SECONDS
-# COMMIT_SECONDS" of the fastest (the commit's from htr build's summary,
+# once TAG OUT CMD...: run CMD once and append "WALL PEAK_KIB USER SYS
+# COMMIT" to $dir/TAG.runs (the commit's seconds from htr build's summary,
 # 0 for other commands).  OUT (the file CMD writes, or "") is removed
-# before each run: replacing a file frees the old one's blocks, which costs
+# before the run: replacing a file frees the old one's blocks, which costs
 # the file system more than it costs the build (30 ms for 17 MB with
 # online discard).
-best_of() {
-	best="" out=$1
-	shift
-	i=0
-	while [ $i -lt "$runs" ]; do
-		[ -z "$out" ] || rm -f "$out"
-		t0=$(date +%s%N)
-		/usr/bin/time -f '%M %U %S' -o "$dir/time" "$@" >/dev/null \
-			2>"$dir/err"
-		t1=$(date +%s%N)
-		read -r m u k < "$dir/time"
-		c=$(sed -n 's/.* s (commit \([0-9.]*\) s).*/\1/p' "$dir/err")
-		s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) / 1e9 }')
-		if [ -z "$best" ] || awk -v a="$s" -v b="${best%% *}" \
-			'BEGIN { exit !(a < b) }'; then
-			best="$s $m $(awk -v u="$u" -v k="$k" \
-				'BEGIN { print u + k }') ${c:-0}"
-		fi
-		i=$((i + 1))
-	done
-	echo "$best"
+once() {
+	tag=$1 out=$2
+	shift 2
+	[ -z "$out" ] || rm -f "$out"
+	t0=$(date +%s%N)
+	/usr/bin/time -f '%M %U %S' -o "$dir/time" "$@" >/dev/null \
+		2>"$dir/err"
+	t1=$(date +%s%N)
+	read -r m u k < "$dir/time"
+	c=$(sed -n 's/.* s (commit \([0-9.]*\) s).*/\1/p' "$dir/err")
+	awk -v a="$t0" -v b="$t1" -v m="$m" -v u="$u" -v k="$k" \
+		-v c="${c:-0}" 'BEGIN { print (b - a) / 1e9, m, u, k, c }' \
+		>> "$dir/$tag.runs"
 }
 
-# measure NAME TRACE ELF...: one table row.
+# median TAG: the median of each column of $dir/TAG.runs.
+median() {
+	awk '{ for (i = 1; i <= NF; i++) v[i, NR] = $i; nf = NF }
+	     END {
+		for (i = 1; i <= nf; i++) {
+			for (j = 1; j <= NR; j++) a[j] = v[i, j]
+			for (j = 2; j <= NR; j++)  # insertion sort
+				for (l = j; l > 1 && a[l - 1] > a[l]; l--) {
+					t = a[l]; a[l] = a[l - 1]; a[l - 1] = t }
+			m = (a[int((NR + 1) / 2)] + a[int(NR / 2) + 1]) / 2
+			printf "%s%s", m, i < nf ? " " : "\n"
+		}
+	     }' "$dir/$1.runs"
+}
+
+# measure NAME TRACE ELF...: one table row.  The four commands run in
+# turn, RUNS rounds (bare, blk, walk, j2, bare, ...), so that a machine
+# whose speed drifts (other users, frequency) slows each of them alike;
+# each figure is the median of its runs.
 measure() {
 	name=$1 trace=$2
 	shift 2
@@ -73,17 +87,23 @@ measure() {
 	# shellcheck disable=SC2086
 	set -- $timing
 	opts="--cpuid-0x15-eax $1 --cpuid-0x15-ebx $2 --mtc-freq $3 --nom-freq $4"
-	# shellcheck disable=SC2086
-	b=$(best_of "" "$bare" --timing $timing "$trace" $specs)
-	# shellcheck disable=SC2086
-	blk=$(best_of "$dir/blk.htr" "$htr" build -q -j1 --decoder block $opts \
-		$elfs -o "$dir/blk.htr" "$trace")
-	# shellcheck disable=SC2086
-	walk=$(best_of "$dir/walk.htr" "$htr" build -j1 --decoder walk $opts \
-		$elfs -o "$dir/walk.htr" "$trace")
-	# shellcheck disable=SC2086
-	j2=$(best_of "$dir/j2.htr" "$htr" build -j2 --decoder walk $opts \
-		$elfs -o "$dir/j2.htr" "$trace")
+	rm -f "$dir"/*.runs
+	i=0
+	while [ $i -lt "$runs" ]; do
+		# shellcheck disable=SC2086
+		once bare "" "$bare" --timing $timing "$trace" $specs
+		# shellcheck disable=SC2086
+		once blk "$dir/blk.htr" "$htr" build -q -j1 --decoder block \
+			$opts $elfs -o "$dir/blk.htr" "$trace"
+		# shellcheck disable=SC2086
+		once walk "$dir/walk.htr" "$htr" build -j1 --decoder walk \
+			$opts $elfs -o "$dir/walk.htr" "$trace"
+		# shellcheck disable=SC2086
+		once j2 "$dir/j2.htr" "$htr" build -j2 --decoder walk $opts \
+			$elfs -o "$dir/j2.htr" "$trace"
+		i=$((i + 1))
+	done
+	b=$(median bare) blk=$(median blk) walk=$(median walk) j2=$(median j2)
 	# Once more without -q: whether the walk gave up (its note).
 	# shellcheck disable=SC2086
 	"$htr" build -j1 --decoder walk $opts $elfs -o "$dir/walk.htr" \
@@ -98,29 +118,43 @@ measure() {
 			exit 1
 		fi
 	done
+	load=$(cut -d' ' -f1 /proc/loadavg)
+	# par: -j2's CPU over its wall time.  On two free cores -j2 keeps
+	# both busy (near 2); below 1.5 its second thread mostly waited for
+	# a core, and its figure says little about what -j2 can do.
 	awk -v name="$name" -v n="$insns" -v b="$b" -v k="$blk" -v w="$walk" \
 	    -v j2="$j2" -v fell="$fell" -v blocks="$blocks" -v size="$size" \
+	    -v load="$load" \
 	    'BEGIN {
 		split(b, B, " "); split(k, K, " "); split(w, W, " ")
 		split(j2, J2, " ")
 		rb = n / B[1] / 1e6; rk = n / K[1] / 1e6; rw = n / W[1] / 1e6
 		r2 = n / J2[1] / 1e6
-		printf "%-14s %6.0fM %7.1f %7.1f %6.1f%s %7.1f %8.2f %9.2f %7.2f %7.2f %7.1f %8.1f %7.1f %6.1f %7.0f%% %7.0f%% %7.2f\n",
+		par = (J2[3] + J2[4]) / J2[1]
+		printf "%-12s %5.0fM %6.1f %6.1f %6.1f%s %6.1f %6.2f %6.2f %6.2f %6.2f%s %5.2f/%-5.2f %5.2f/%-5.2f %5.1f %5.1f %5.1f %5.1f %4.0f%% %4.0f%% %5.2f %4s\n",
 			name, n / 1e6, rb, rk, rw, fell ? "*" : " ", r2,
-			rk / rb, rw / rb, r2 / rb, r2 / rw, K[2] / 1024,
-			W[2] / 1024, J2[2] / 1024, blocks ? size / blocks : 0,
-			100 * W[4] / W[1], 100 * J2[4] / J2[1],
-			(W[3] > 0 ? J2[3] / W[3] : 0)
+			rk / rb, rw / rb, r2 / rb, r2 / rw, par < 1.5 ? "!" : " ",
+			W[3], W[4], J2[3], J2[4], par,
+			K[2] / 1024, W[2] / 1024, J2[2] / 1024,
+			100 * W[5] / W[1], 100 * J2[5] / J2[1],
+			blocks ? size / blocks : 0, load
 	}'
+	awk -v w="$walk" -v j2="$j2" -v b="$b" 'BEGIN {
+		split(w, W, " "); split(j2, J, " "); split(b, B, " ")
+		print W[3], W[4], J[3], J[4], B[3], B[4] }' >> "$dir/cpu.sum"
 }
 
-echo "build-speed: best of $runs runs; M insns/s over wall time;" \
-	"RSS in MiB; walk '*': the walk gave up, the block decoder decoded;" \
-	"cmt: the commit's share of the build; cpu-j2/1: -j2's CPU time" \
-	"over -j1's (walk)" >&2
-printf "%-14s %7s %7s %7s %7s %7s %8s %9s %7s %7s %7s %8s %7s %6s %8s %8s %7s\n" \
-	trace insns bare blk walk j2 blk/bare walk/bare j2/bare j2/walk \
-	rss-blk rss-walk rss-j2 B/blk cmt-walk cmt-j2 cpu-j2/1
+echo "build-speed: median of $runs runs, alternating (bare, blk, walk," \
+	"j2, bare, ...); M insns/s over wall time; walk '*': the walk gave" \
+	"up, the block decoder decoded; usr/sys: CPU seconds of -j1 (walk)" \
+	"and -j2; cpu/wall: -j2's CPU over its wall time, '!' (j2/walk)" \
+	"when below 1.5: the second core was not really available; RSS in" \
+	"MiB; cmt: the commit's share of the build; load: 1-minute load" \
+	"average after the row" >&2
+printf "%-12s %6s %6s %6s %7s %6s %6s %6s %6s %7s %11s %11s %5s %5s %5s %5s %5s %5s %5s %4s\n" \
+	trace insns bare blk walk j2 blk/b walk/b j2/b j2/walk \
+	"usr/sys-j1" "usr/sys-j2" cpu/w rss-b rss-w rss-2 cmt-w cmt-2 B/blk load
+rm -f "$dir/cpu.sum"
 for n in $sizes; do
 	for sc in basic mixed nocomp; do
 		"$synth" -q --no-truth --no-bundle -S "$sc" -n "$n" "$dir/t"
@@ -151,3 +185,8 @@ else
 	echo "build-speed: no qemu-x86_64 or cc: the recorded program is" \
 		"skipped" >&2
 fi
+
+# Kernel against user time over every timed htr build (-j1 and -j2, walk)
+# and the bare loop's.
+awk '{ u += $1 + $3; k += $2 + $4; bu += $5; bk += $6 }
+     END { printf "build-speed: htr build (walk, medians summed): user %.2f s, sys %.2f s (sys/user %.2f); bare loop: user %.2f s, sys %.2f s\n", u, k, u ? k / u : 0, bu, bk }' "$dir/cpu.sum" >&2
