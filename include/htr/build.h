@@ -101,6 +101,11 @@ struct htr_build_opts {
 				    * either way.  CPU-wide builds
 				    * (htr/cpuwide.h) decode on the calling
 				    * thread. */
+	/* Tuning and diagnosis, not choices about the result: the file is
+	 * the same whatever they are, and 0 is right for every use.  Tests
+	 * set them to make small traces take the paths large ones take
+	 * (many chunks; the other decoder), and `htr build --chunk-size`
+	 * and `--decoder` pass them on for benchmarks and bug reports. */
 	uint64_t chunk_size;       /* trace bytes per chunk with threads >= 2
 				    * (0: half of what is left a thread,
 				    * within 64 KiB to 256 KiB, less where
