@@ -455,6 +455,11 @@ static void truth_rotate(struct rec_thread *t)
 	if (t->truth && fclose(t->truth) != 0)
 		rec_fail(t->c, "%s: cannot write the thread's truth",
 			 t->c->tmpdir);
+	/* the old ones first: never more segments than the trace keeps */
+	for (; t->truth_oldest < r->seg[0].k; t->truth_oldest++) {
+		seg_path(t, t->truth_oldest, p, sizeof(p));
+		unlink(p);
+	}
 	t->truth_k = r->seg[r->n - 1].k;
 	seg_path(t, t->truth_k, p, sizeof(p));
 	t->truth = fopen(p, "w");
@@ -465,10 +470,6 @@ static void truth_rotate(struct rec_thread *t)
 		return;
 	}
 	seg_header(t);
-	for (; t->truth_oldest < r->seg[0].k; t->truth_oldest++) {
-		seg_path(t, t->truth_oldest, p, sizeof(p));
-		unlink(p);
-	}
 }
 
 struct win_open {
