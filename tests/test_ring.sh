@@ -6,13 +6,22 @@
 # spin_forever(), reached by work() -> wait_ready().
 #
 #  1. a spinning hang, ring 1M: the ring's files, sampled every 0.1 s,
-#     never hold more than 1 MiB; SIGTERM stops it and writes the window;
+#     never hold more than 1 MiB, nor more than 8 truth segments (one per
+#     trace segment); SIGTERM stops it and writes the window, whose tree
+#     is the recorder's truth of that window (OUT.t0.truth, record-cmp);
 #  2. a hang that waits (sleeps in its loop), ring 512K, heartbeat every
 #     second: SIGUSR1 writes OUT.snapshot.1.data while it runs, whose tree
 #     ends inside spin_forever() under wait_ready() (the same blocks end
-#     at the trace's last instruction); the heartbeat lines come a second
-#     apart and stop with the recorder; disk never above the ring plus the
+#     at the trace's last instruction) and is the truth of its window, as
+#     the last window's is; the heartbeat lines come a second apart and
+#     stop with the recorder; disk never above the ring plus the
 #     snapshot;
+#  2b. finite runs whose ring wraps (40K, PSB every 512 bytes): hang.c's
+#     window starts inside round_of_work(), so work(), main() and libc's
+#     caller are late blocks adopted by returns (the truth says so, the
+#     tree agrees); tests/record/threads.c: every thread's window tree is
+#     its truth; a snapshot every 100000 instructions of hang.c: each
+#     snapshot's tree is the truth of its window;
 #  3. snapshot-mode files with 1, 3 (apart: trace lost between them) and
 #     10 (overlapping) snapshots: htr build warns of nothing, perf script
 #     reads them, and each tree has as many instructions as perf decodes
@@ -20,10 +29,11 @@
 #     other: 3 trees for the 3 apart, 1 for the 10 overlapping), the
 #     whole as many as perf.
 #
-# usage: test_ring.sh HTR
+# usage: test_ring.sh HTR RECORD-CMP
 # exit: 0 ok, 1 a failure, 77 skipped (qemu-user or cc missing)
 set -u
 htr=$1
+cmp=$2
 here=$(cd "$(dirname "$0")" && pwd)
 
 if ! command -v qemu-x86_64 >/dev/null 2>&1; then
@@ -53,6 +63,31 @@ ok() {
 }
 
 cc -O1 -g -o "$work/hang" "$here/record/hang.c" || exit 1
+cc -O1 -g -pthread -o "$work/threads" "$here/record/threads.c" || exit 1
+
+# $1: a perf.data htr record --ring wrote (OUT or OUT.snapshot.N.data),
+# $2: a name.  Every thread's tree against the truth of the window
+# beside it (FILE.tN.truth).  Prints the last comparison on success.
+against_truth() {
+	f=$1 name=$2
+	"$htr" build -q "$f" 2>"$work/$name.build" ||
+		{ fail "$name: build: $(cat "$work/$name.build")"; return 1; }
+	n=0
+	for truth in "$f".t*.truth; do
+		if [ ! -f "$truth" ]; then
+			fail "$name: no truth beside $(basename "$f")"
+			return 1
+		fi
+		tid=$(awk '$1 == "tid" { print $3; exit }' "$truth")
+		if ! res=$("$cmp" --tsc "$truth" "${f%.data}.$tid.htr" 2>&1)
+		then
+			fail "$name: $(basename "$truth") (tid $tid): $res"
+			return 1
+		fi
+		n=$((n + 1))
+	done
+	ok "$name: $n thread(s), each tree the truth of its window ($res)"
+}
 
 # ---------------------------------------------------------------- usage
 for bad in "--ring 1M --raw $work/r" "--ring 1M --cpus 2" "--ring 0" \
@@ -78,13 +113,16 @@ ring_bytes() {
 	cat "$1".rec-*/t*.pt.* 2>/dev/null | wc -c
 }
 
-# $1: OUT, $2: pid of htr record, $3: file to append samples to.  Samples
-# until the recorder exits.
+# $1: OUT, $2: pid of htr record, $3: file to append samples to: trace
+# bytes in the ring, bytes of the snapshots, truth segments (files) and
+# their bytes.  Samples until the recorder exits.
 sample() {
 	while kill -0 "$2" 2>/dev/null; do
 		r=$(ring_bytes "$1")
 		s=$(cat "$1".snapshot.*.data 2>/dev/null | wc -c)
-		echo "$r $s" >>"$3"
+		tn=$(ls "$1".rec-*/ 2>/dev/null | grep -c '^t0\.truth\.[0-9]*$')
+		tb=$(cat "$1".rec-*/t*.truth.[0-9]* 2>/dev/null | wc -c)
+		echo "$r $s $tn $tb" >>"$3"
 		sleep 0.1
 	done
 }
@@ -109,12 +147,22 @@ elif [ "$max" -gt 1048576 ] || [ "$max" -lt 500000 ] || [ "$n" -lt 10 ]; then
 else
 	ok "spin: $n samples of the ring's files, at most $max bytes (ring 1048576)"
 fi
+tmax=$(awk 'BEGIN { m = 0 } $3 > m { m = $3 } END { print m }' \
+	"$work/spin.samples")
+tbytes=$(awk 'BEGIN { m = 0 } $4 > m { m = $4 } END { print m }' \
+	"$work/spin.samples")
+if [ "$tmax" -gt 8 ] || [ "$tmax" -lt 1 ]; then
+	fail "spin: $tmax truth segments at once (want 1 to 8, as the trace's)"
+else
+	ok "spin: at most $tmax truth segments, $tbytes bytes"
+fi
 if "$htr" build -q "$out" -o "$work/spin.htr" 2>"$work/spin.build" &&
    "$htr" find spin_forever "$work/spin.htr" | grep -q 'spin_forever'; then
 	ok "spin: the last window's tree is inside spin_forever"
 else
 	fail "spin: build or find: $(cat "$work/spin.build")"
 fi
+against_truth "$out" "spin (SIGTERM)"
 ls "$work" | grep -q 'rec-' && fail "spin: a temporary directory was left"
 
 # ---------------------------------------------------------------- 2. wait
@@ -170,6 +218,8 @@ if "$htr" build -q "$snap" -o "$work/snap.htr" 2>"$work/snap.build"; then
 else
 	fail "wait: build of the snapshot: $(cat "$work/snap.build")"
 fi
+against_truth "$snap" "wait: snapshot 1"
+against_truth "$out" "wait (SIGTERM)"
 # Heartbeat: one line a second while it ran, none after the summary.
 awk '/heartbeat:/ { t = $4; if (n++) d[n] = t - p; p = t }
 	END {
@@ -187,6 +237,51 @@ if [ "$nhb" -lt 3 ] || [ "$badhb" -ne 0 ] || [ "$after" -ne 0 ] ||
 else
 	ok "wait: $nhb heartbeat lines a second apart, none after the end"
 fi
+
+# ---------------------------------------------------------------- 2b. wrap
+out=$work/wrap.data
+"$htr" record -q --ring 40K --psb-period 512 -o "$out" -- "$work/hang" 60 \
+	done >/dev/null 2>"$work/wrap.err" ||
+	fail "wrap: record: $(cat "$work/wrap.err")"
+against_truth "$out" "wrap: hang.c"
+# The window starts in round_of_work(): work, main and the libc function
+# that called main were entered before it, and are blocks (late) once
+# the frame above returns into them; main's caller is still open at the
+# end (its exit call).
+hfun() {
+	nm "$work/hang" | awk -v f="$1" '$3 == f { print $1 }' |
+		sed 's/^0*//'
+}
+late=$(awk -v w="$(hfun work)" -v m="$(hfun main)" '
+	$1 == "func" { split($5, a, /[+]0x/); e[$2] = a[1] "/" a[2] }
+	$1 == "block" && $5 == 0 && $9 ~ /L/ { n++
+		if (e[$4] == "hang/" w) wk = 1
+		if (e[$4] == "hang/" m) mn = 1 }
+	END { print n + 0, wk + 0, mn + 0 }' "$out.t0.truth")
+set -- $late
+if [ "$1" -lt 4 ] || [ "$2" != 1 ] || [ "$3" != 1 ]; then
+	fail "wrap: the window's truth lacks the late frames (late blocks $1, work $2, main $3)"
+else
+	ok "wrap: $1 late blocks in the window's truth, work and main among them"
+fi
+out=$work/thr.data
+"$htr" record -q --ring 40K --psb-period 512 -o "$out" -- "$work/threads" \
+	>/dev/null 2>"$work/thr.err" ||
+	fail "threads: record: $(cat "$work/thr.err")"
+against_truth "$out" "wrap: threads.c"
+out=$work/every.data
+"$htr" record -q --ring 40K --psb-period 512 --snapshot-every 100000 \
+	-o "$out" -- "$work/hang" 30 done >/dev/null 2>"$work/every.err" ||
+	fail "every: record: $(cat "$work/every.err")"
+k=0
+for f in "$out".snapshot.*.data; do
+	[ -f "$f" ] || continue
+	against_truth "$f" "every: $(basename "$f")" >"$work/every.res" ||
+		{ cat "$work/every.res"; break; }
+	k=$((k + 1))
+done
+[ "$k" -ge 5 ] && ok "every: $k snapshots, each tree the truth of its window" ||
+	fail "every: $k snapshots checked"
 
 # ---------------------------------------------------------------- 3. -S
 if ! command -v perf >/dev/null 2>&1; then

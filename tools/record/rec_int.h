@@ -256,6 +256,13 @@ struct rec_thread_stats {
 	uint64_t first_tsc, last_tsc;
 	struct rec_ring ring;   /* --ring: the segments kept */
 	int running;            /* rec_thread_window(): still running */
+	/* --ring (not --perf-snapshot): the window's truth, in the
+	 * thread's truth path (ended) or that path plus ".snap" (a
+	 * snapshot), and its counts; a snapshot's trace ends with @tail
+	 * bytes in that path plus ".tail" (rec_thread_window()) */
+	int has_truth;
+	uint64_t win_insns, win_blocks, win_gaps;
+	uint64_t tail;
 };
 void rec_thread_stats(const struct rec_thread *t, struct rec_thread_stats *s);
 /* rec_thread_stats() of a running thread, with its packets so far in

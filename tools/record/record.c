@@ -764,24 +764,35 @@ static int pump(struct rec_ctx *c, struct rec_threads *ts, int fd)
 
 /* The end of thread @s's truth: the ids perf.data uses for it (an
  * extension of TRUTH.md; readers skip unknown lines) and its counts. */
+static int trailer_to(const struct rec_ctx *c, const struct rec_thread_stats *s,
+		      FILE *fp)
+{
+	pid_t tid;
+	int real;
+
+	tid = rec_tid(c, s->idx, &real);
+	/* --ring: the window's counts */
+	fprintf(fp, "tid %d %d %s\ninsns %llu\nblocks %llu\ngaps %llu\nend\n",
+		(int) c->pid, (int) tid, real ? "real" : "synthetic",
+		(unsigned long long) (c->o->ring ? s->win_insns : s->insns),
+		(unsigned long long) (c->o->ring ? s->win_blocks : s->blocks),
+		(unsigned long long) (c->o->ring ? s->win_gaps : s->gaps));
+	return ferror(fp) ? -1 : 0;
+}
+
 static int truth_trailer(const struct rec_ctx *c,
 			 const struct rec_thread_stats *s)
 {
 	char p[PATH_MAX];
 	FILE *fp;
-	pid_t tid;
-	int real;
+	int rc;
 
 	snprintf(p, sizeof(p), "%s/t%u.truth", c->tmpdir, s->idx);
 	fp = fopen(p, "a");
 	if (!fp)
 		return -1;
-	tid = rec_tid(c, s->idx, &real);
-	fprintf(fp, "tid %d %d %s\ninsns %llu\nblocks %llu\ngaps %llu\nend\n",
-		(int) c->pid, (int) tid, real ? "real" : "synthetic",
-		(unsigned long long) s->insns, (unsigned long long) s->blocks,
-		(unsigned long long) s->gaps);
-	return fclose(fp) != 0 ? -1 : 0;
+	rc = trailer_to(c, s, fp);
+	return fclose(fp) != 0 ? -1 : rc;
 }
 
 static int write_raw_extras(const struct rec_ctx *c, const struct rec_threads *ts,
@@ -985,6 +996,15 @@ static size_t pieces_of(const struct rec_ctx *c,
 		skip = 0;
 		n++;
 	}
+	if (s->tail) {
+		/* a snapshot's end (rec_thread_window()) */
+		snprintf(paths[n], PATH_MAX, "%s/t%u.truth.tail", c->tmpdir,
+			 s->idx);
+		pc[n].path = paths[n];
+		pc[n].off = 0;
+		pc[n].size = s->tail;
+		n++;
+	}
 	return n;
 }
 
@@ -997,8 +1017,10 @@ static int write_windows(struct rec_ctx *c, struct rec_thread_stats *st,
 			 size_t nsnaps, const uint64_t *last_end, size_t nlast)
 {
 	struct rec_perf_thread *pt = calloc(n ? n : 1, sizeof(*pt));
-	struct rec_perf_piece *pc = calloc(n * REC_RING_SEGS + 1, sizeof(*pc));
-	char (*paths)[PATH_MAX] = calloc(n * REC_RING_SEGS + 1, sizeof(*paths));
+	struct rec_perf_piece *pc = calloc(n * (REC_RING_SEGS + 1) + 1,
+					   sizeof(*pc));
+	char (*paths)[PATH_MAX] = calloc(n * (REC_RING_SEGS + 1) + 1,
+					 sizeof(*paths));
 	size_t i, k = 0;
 	int real, rc = -1;
 
@@ -1092,8 +1114,8 @@ static int keep_snapshot(struct rec_ctx *c, struct rec_live *lv,
 		uint64_t end = st[i].ring.n ?
 			st[i].ring.seg[st[i].ring.n - 1].start +
 			st[i].ring.seg[st[i].ring.n - 1].bytes : 0;
-		struct rec_perf_piece pc[REC_RING_SEGS];
-		char paths[REC_RING_SEGS][PATH_MAX];
+		struct rec_perf_piece pc[REC_RING_SEGS + 1];
+		char paths[REC_RING_SEGS + 1][PATH_MAX];
 		struct rec_perf_thread *t = &lv->sth[lv->nsth];
 		size_t np, j;
 		uint64_t first, size = 0;
@@ -1160,6 +1182,74 @@ oom:
 	return -1;
 }
 
+/* --ring: the window truths of @st (window_truth() in thread.c wrote
+ * them into the temporary directory) beside @final, as @final.tN.truth,
+ * with their trailers.  @snap: a snapshot (an ended thread's truth is
+ * copied: the end needs it again).  Returns 0, or -1 with nothing
+ * placed and the context's message set. */
+static int place_truths(struct rec_ctx *c, const struct rec_thread_stats *st,
+			size_t n, const char *final, int snap)
+{
+	char src[PATH_MAX], dst[PATH_MAX + 32];
+	size_t i, j;
+
+	for (i = 0; i < n; i++) {
+		FILE *in = NULL, *fp;
+		int rc = 0;
+
+		if (!st[i].has_truth)
+			continue;
+		snprintf(src, sizeof(src), "%s/t%u.truth%s", c->tmpdir,
+			 st[i].idx, st[i].running ? ".snap" : "");
+		snprintf(dst, sizeof(dst), "%s.t%u.truth", final, st[i].idx);
+		if (snap && !st[i].running) {
+			char buf[65536];
+			size_t k;
+
+			in = fopen(src, "r");
+			fp = in ? fopen(dst, "w") : NULL;
+			while (fp && (k = fread(buf, 1, sizeof(buf), in)) > 0)
+				if (fwrite(buf, 1, k, fp) != k)
+					rc = -1;
+			if (in && ferror(in))
+				rc = -1;
+			if (in)
+				fclose(in);
+		} else {
+			fp = fopen(src, "a");
+		}
+		if (!fp || trailer_to(c, st + i, fp) < 0)
+			rc = -1;
+		if (fp && fclose(fp) != 0)
+			rc = -1;
+		if (rc == 0 && !(snap && !st[i].running) &&
+		    rename(src, dst) < 0)
+			rc = -1;
+		if (rc < 0) {
+			rec_fail(c, "%s: %s", dst, strerror(errno ? errno : EIO));
+			for (j = 0; j <= i; j++) {
+				snprintf(dst, sizeof(dst), "%s.t%u.truth",
+					 final, st[j].idx);
+				unlink(dst);
+			}
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void unplace_truths(const struct rec_thread_stats *st, size_t n,
+			   const char *final)
+{
+	char dst[PATH_MAX + 32];
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		snprintf(dst, sizeof(dst), "%s.t%u.truth", final, st[i].idx);
+		unlink(dst);
+	}
+}
+
 static double since(const struct timespec *t0)
 {
 	struct timespec t1;
@@ -1194,9 +1284,12 @@ static void snapshot(struct rec_ctx *c, struct rec_threads *ts)
 		snprintf(to, sizeof(to), "%s.snapshot.%u.data", lv->final,
 			 lv->nsnap + 1);
 		if (write_windows(c, st, ts->n, pdata, lv->comm, 0, NULL,
-				  0, NULL, 0) == 0) {
+				  0, NULL, 0) == 0 &&
+		    place_truths(c, st, ts->n, to, 1) == 0) {
+			/* the truths first, the perf.data last */
 			if (rename(pdata, to) < 0) {
 				rec_fail(c, "%s: %s", to, strerror(errno));
+				unplace_truths(st, ts->n, to);
 			} else {
 				lv->nsnap++;
 				if (!c->o->quiet)
@@ -1666,9 +1759,12 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 			if (rc < 0)
 				goto out;
 			rc = -1;
+			if (place_truths(&c, ts.done, ts.n, final, 0) < 0)
+				goto out;
 			if (rename(pdata, final) < 0) {
 				errf(err, errlen, "%s: %s", final,
 				     strerror(errno));
+				unplace_truths(ts.done, ts.n, final);
 				goto out;
 			}
 			rc = 0;

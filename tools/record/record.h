@@ -46,8 +46,10 @@ struct rec_opts {
 	uint64_t ring;                  /* --ring SIZE: per thread, only the
 					 * last SIZE bytes of trace are kept
 					 * (PSB-aligned files); 0: all.  Not
-					 * with cpus, raw_dir, lldb_dir; no
-					 * truth is written */
+					 * with cpus, raw_dir, lldb_dir; the
+					 * truth is the window's (OUT.tN.truth,
+					 * and one per snapshot), but for
+					 * perf_snapshot (none) */
 	int snapshot_signal;            /* with ring: this signal (0:
 					 * SIGUSR1) writes OUT.snapshot.N.data,
 					 * the window at that moment */

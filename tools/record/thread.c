@@ -31,8 +31,10 @@
  */
 #include "rec_int.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define NO_RET UINT64_MAX
 #define MAX_HELD (1u << 24)
@@ -110,33 +112,53 @@ struct rec_thread {
 	int retracted;          /* cur did not run: a signal came first */
 	uint64_t sig_resume;    /* a handler returned: where the code it
 				 * interrupted resumes, 0 if not known */
+	/* --ring: the truth goes to segment files beside the trace's
+	 * (truth_path.K for trace segment K), made and removed with them;
+	 * a window's truth is made from them (window_truth()). */
+	int ring;
+	uint64_t truth_k, truth_oldest;    /* the current and oldest kept */
+	uint64_t win_insns, win_blocks, win_gaps;   /* the last window's */
 };
 
 /* ------------------------------------------------------------------ */
 /* truth */
 
-static void header(struct rec_thread *t)
+static void write_header(const struct rec_thread *t, FILE *fp)
 {
 	struct rec_mod *exe = NULL;
 	size_t i;
 
-	if (t->header_done)
-		return;
-	t->header_done = 1;
 	for (i = 0; i < t->c->im.nmods; i++)
 		if (!strcmp(t->c->im.mods[i]->path, t->c->exe))
 			exe = t->c->im.mods[i];
-	fprintf(t->truth, "htr-synth-truth 1\nseed 0\nscenario record\n"
+	fprintf(fp, "htr-synth-truth 1\nseed 0\nscenario record\n"
 		"elf %s\ntrace t%u.pt\nbase %#llx\n"
 		"decoder cpuid_0x15_eax 1 cpuid_0x15_ebx 1 mtc_freq 0 "
 		"nom_freq 0\n", t->c->exe, t->idx,
 		exe ? (unsigned long long) exe->base : 0ull);
 }
 
+static void header(struct rec_thread *t)
+{
+	if (t->header_done)
+		return;
+	t->header_done = 1;
+	write_header(t, t->truth);
+}
+
+static void write_func(const struct rec_thread *t, FILE *fp, size_t idx,
+		       uint64_t entry)
+{
+	struct rec_mod *m = rec_image_mod(&t->c->im, entry);
+	const char *name = m ? strrchr(m->path, '/') + 1 : "?";
+
+	fprintf(fp, "func %zu %#llx 0 %.40s+%#llx\n", idx,
+		(unsigned long long) entry, name,
+		(unsigned long long) (m ? entry - m->base : entry));
+}
+
 static uint32_t func_of(struct rec_thread *t, uint64_t entry)
 {
-	struct rec_mod *m;
-	const char *name;
 	size_t h;
 
 	if (t->fn * 2 + 2 > t->fcap) {
@@ -175,11 +197,7 @@ static uint32_t func_of(struct rec_thread *t, uint64_t entry)
 	}
 	t->fkeys[h] = entry;
 	t->fvals[h] = (uint32_t) t->fn;
-	m = rec_image_mod(&t->c->im, entry);
-	name = m ? strrchr(m->path, '/') + 1 : "?";
-	fprintf(t->truth, "func %zu %#llx 0 %.40s+%#llx\n", t->fn,
-		(unsigned long long) entry, name,
-		(unsigned long long) (m ? entry - m->base : entry));
+	write_func(t, t->truth, t->fn, entry);
 	return (uint32_t) t->fn++;
 }
 
@@ -220,14 +238,13 @@ static void visible(struct rec_thread *t, uint64_t pc)
 	t->vis_from = t->depth;
 }
 
-static void close_frame(struct rec_thread *t, const struct frame *f,
-			const char *flags)
+/* The block line of frame @f closed now with @flags (close_frame()). */
+static void block_line(const struct rec_thread *t, const struct frame *f,
+		       const char *flags, char *buf, size_t size)
 {
 	char fl[8];
 	size_t n = 0;
 
-	if (!f->visible)
-		return;
 	if (f->late)
 		fl[n++] = 'L';
 	/* E (an extension of TRUTH.md's flags): the call entered untraced
@@ -240,11 +257,22 @@ static void close_frame(struct rec_thread *t, const struct frame *f,
 	if (!n)
 		fl[n++] = '-';
 	fl[n] = 0;
-	fprintf(t->truth, "block %lld %lld %u %llu %llu %llu %llu %s\n",
-		(long long) f->pre, (long long) f->parent, f->func,
-		(unsigned long long) f->first, (unsigned long long) t->last_id,
-		(unsigned long long) f->tsc_first,
-		(unsigned long long) t->last_tsc, fl);
+	snprintf(buf, size, "block %lld %lld %u %llu %llu %llu %llu %s\n",
+		 (long long) f->pre, (long long) f->parent, f->func,
+		 (unsigned long long) f->first, (unsigned long long) t->last_id,
+		 (unsigned long long) f->tsc_first,
+		 (unsigned long long) t->last_tsc, fl);
+}
+
+static void close_frame(struct rec_thread *t, const struct frame *f,
+			const char *flags)
+{
+	char line[256];
+
+	if (!f->visible)
+		return;
+	block_line(t, f, flags, line, sizeof(line));
+	fputs(line, t->truth);
 	t->blocks++;
 }
 
@@ -391,6 +419,269 @@ unwind:
 }
 
 /* ------------------------------------------------------------------ */
+/* --ring: the truth of a window */
+
+/* A truth segment starts with what a decoder starting at its trace
+ * segment's PSB+ lacks (an extension of TRUTH.md, only in these files):
+ * "ring ID PRE TSC DEPTH", the ID of the PSB's instruction, the PRE the
+ * next block gets, the time the PSB+ says and how many frames are open,
+ * then "open PRE" for each open frame, outermost first (-1: not a block
+ * yet). */
+static void seg_header(struct rec_thread *t)
+{
+	size_t i;
+
+	fprintf(t->truth, "ring %llu %lld %llu %zu\n",
+		(unsigned long long) t->id, (long long) t->next_pre,
+		(unsigned long long) t->dtime, t->depth);
+	for (i = 0; i < t->depth; i++)
+		fprintf(t->truth, "open %lld\n", t->st[i].visible ?
+			(long long) t->st[i].pre : -1ll);
+}
+
+static void seg_path(const struct rec_thread *t, uint64_t k, char *buf,
+		     size_t size)
+{
+	rec_ring_path(buf, size, t->truth_path, k);
+}
+
+/* The trace started segment t->s's newest segment: so does the truth;
+ * the truth segments the trace dropped go too. */
+static void truth_rotate(struct rec_thread *t)
+{
+	const struct rec_ring *r = &t->s->ring;
+	char p[600];
+
+	if (t->truth && fclose(t->truth) != 0)
+		rec_fail(t->c, "%s: cannot write the thread's truth",
+			 t->c->tmpdir);
+	/* the old ones first: never more segments than the trace keeps */
+	for (; t->truth_oldest < r->seg[0].k; t->truth_oldest++) {
+		seg_path(t, t->truth_oldest, p, sizeof(p));
+		unlink(p);
+	}
+	t->truth_k = r->seg[r->n - 1].k;
+	seg_path(t, t->truth_k, p, sizeof(p));
+	t->truth = fopen(p, "w");
+	if (!t->truth) {
+		rec_fail(t->c, "%s: %s", p, strerror(errno));
+		/* what follows still has somewhere to go */
+		t->truth = fopen("/dev/null", "w");
+		return;
+	}
+	seg_header(t);
+}
+
+struct win_open {
+	int64_t pre;
+	size_t idx;
+};
+
+/* Turning the run's truth lines into a window's. */
+struct win {
+	uint64_t w0;            /* the window's first instruction */
+	int64_t p0;             /* the first PRE given in the window */
+	uint64_t tsc0;
+	size_t depth;           /* frames open at w0 */
+	struct win_open *byp;   /* those that were blocks, by PRE */
+	size_t nbyp;
+	uint8_t *closed;        /* per open frame: returned in the window */
+	FILE *out;
+	uint64_t blocks, gaps;
+};
+
+static int win_cmp(const void *a, const void *b)
+{
+	const struct win_open *x = a, *y = b;
+
+	return x->pre < y->pre ? -1 : x->pre > y->pre;
+}
+
+/* The index of the open frame whose PRE is @pre, or -1. */
+static int64_t win_index(const struct win *w, int64_t pre)
+{
+	size_t lo = 0, hi = w->nbyp;
+
+	while (lo < hi) {
+		size_t m = lo + (hi - lo) / 2;
+
+		if (w->byp[m].pre == pre)
+			return (int64_t) w->byp[m].idx;
+		if (w->byp[m].pre < pre)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return -1;
+}
+
+/* PREs in the window: the open frames by depth (0..depth-1), then the
+ * blocks shown in the window in the order the run showed them. */
+static int64_t win_pre(const struct win *w, int64_t pre)
+{
+	int64_t i;
+
+	if (pre < 0)
+		return -1;
+	i = win_index(w, pre);
+	if (i >= 0)
+		return i;
+	return pre >= w->p0 ? pre - w->p0 + (int64_t) w->depth : -1;
+}
+
+/* One line of the run's truth, as the window's.  A decoder starting at
+ * w0 knows only the innermost open frame (a late block from instruction
+ * 0); a return out of the outermost frame it knows makes it adopt the
+ * frame returned to (TRUTH.md's L blocks, "starts where its first child
+ * did").  So an open frame is a block of the window if it is the
+ * innermost or the frame above it returned in the window; a frame closed
+ * only by the end of the trace (T) adopts nothing. */
+static void win_line(struct win *w, const char *line)
+{
+	long long pre, parent;
+	unsigned long long first, last, tf, tl, id;
+	unsigned func;
+	char fl[16], nf[16], kind[32];
+	int64_t i;
+
+	if (!strncmp(line, "gap ", 4)) {
+		if (sscanf(line, "gap %llu %31s", &id, kind) == 2 && id >= w->w0) {
+			fprintf(w->out, "gap %llu %s\n", id - w->w0, kind);
+			w->gaps++;
+		}
+		return;
+	}
+	if (strncmp(line, "block ", 6) ||
+	    sscanf(line, "block %lld %lld %u %llu %llu %llu %llu %15s", &pre,
+		   &parent, &func, &first, &last, &tf, &tl, fl) != 8)
+		return;
+	i = win_index(w, pre);
+	if (i >= 0 || first <= w->w0) {
+		size_t idx = i >= 0 ? (size_t) i : w->depth - 1, n = 0;
+		int trunc = strchr(fl, 'T') != NULL;
+		const char *f;
+
+		if (idx + 1 < w->depth && !w->closed[idx + 1])
+			return;
+		w->closed[idx] = !trunc;
+		nf[n++] = 'L';
+		for (f = fl; *f && n < sizeof(nf) - 1; f++)
+			if (*f != 'L' && *f != 'E' && *f != '-')
+				nf[n++] = *f;
+		nf[n] = 0;
+		fprintf(w->out, "block %lld %lld %u 0 %llu %llu %llu %s\n",
+			(long long) win_pre(w, pre),
+			trunc ? -1ll : (long long) win_pre(w, parent), func,
+			last - w->w0, (unsigned long long) w->tsc0, tl, nf);
+	} else {
+		fprintf(w->out, "block %lld %lld %u %llu %llu %llu %llu %s\n",
+			(long long) win_pre(w, pre),
+			(long long) win_pre(w, parent), func, first - w->w0,
+			last - w->w0, tf, tl, fl);
+	}
+	w->blocks++;
+}
+
+/* The first segment's header (seg_header()). */
+static int win_start(struct win *w, FILE *in)
+{
+	char line[256];
+	unsigned long long id, tsc;
+	long long p0, pre;
+	size_t depth, i;
+
+	if (!fgets(line, sizeof(line), in) ||
+	    sscanf(line, "ring %llu %lld %llu %zu", &id, &p0, &tsc,
+		   &depth) != 4 || !depth)
+		return -1;
+	w->w0 = id;
+	w->p0 = p0;
+	w->tsc0 = tsc;
+	w->depth = depth;
+	w->byp = malloc(depth * sizeof(*w->byp));
+	w->closed = calloc(depth, 1);
+	if (!w->byp || !w->closed)
+		return -1;
+	for (i = 0; i < depth; i++) {
+		if (!fgets(line, sizeof(line), in) ||
+		    sscanf(line, "open %lld", &pre) != 1)
+			return -1;
+		if (pre >= 0) {
+			w->byp[w->nbyp].pre = pre;
+			w->byp[w->nbyp++].idx = i;
+		}
+	}
+	qsort(w->byp, w->nbyp, sizeof(*w->byp), win_cmp);
+	return 0;
+}
+
+/* Write the truth of the window @r (the trace segments kept) to @out:
+ * its instruction IDs from the window's first, the frames open there late
+ * blocks; for a running thread (@running) the frames open now end it
+ * (T), as the snapshot's trace ends here (rec_thread_window()).  The
+ * counts go to t->win_*.  Returns 0 or -1 (a segment is unreadable). */
+static int window_truth(struct rec_thread *t, const struct rec_ring *r,
+			FILE *out, int running)
+{
+	struct win w;
+	uint64_t *entries = NULL;
+	char p[600], line[256];
+	size_t i;
+	int rc = -1;
+
+	memset(&w, 0, sizeof(w));
+	w.out = out;
+	if (t->truth && fflush(t->truth) != 0)
+		return -1;
+	write_header(t, out);
+	entries = malloc((t->fn ? t->fn : 1) * sizeof(*entries));
+	if (!entries)
+		return -1;
+	for (i = 0; i < t->fcap; i++)
+		if (t->fkeys[i] != UINT64_MAX)
+			entries[t->fvals[i]] = t->fkeys[i];
+	for (i = 0; i < t->fn; i++)
+		write_func(t, out, i, entries[i]);
+	for (i = 0; i < r->n; i++) {
+		FILE *in;
+
+		seg_path(t, r->seg[i].k, p, sizeof(p));
+		in = fopen(p, "r");
+		if (!in || (i == 0 && win_start(&w, in) < 0)) {
+			if (in)
+				fclose(in);
+			goto out;
+		}
+		while (fgets(line, sizeof(line), in))
+			win_line(&w, line);
+		fclose(in);
+	}
+	if (!r->n)
+		goto out;
+	for (i = running ? t->depth : 0; i-- > 0;)
+		if (t->st[i].visible) {
+			block_line(t, &t->st[i], "T", line, sizeof(line));
+			win_line(&w, line);
+		}
+	if (running && t->on) {
+		/* the tail's disable (window_tail()), as rec_thread_end()
+		 * has it */
+		snprintf(line, sizeof(line), "gap %llu disabled\n",
+			 (unsigned long long) t->id);
+		win_line(&w, line);
+	}
+	t->win_insns = t->id - w.w0;
+	t->win_blocks = w.blocks;
+	t->win_gaps = w.gaps;
+	rc = ferror(out) ? -1 : 0;
+out:
+	free(entries);
+	free(w.byp);
+	free(w.closed);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
 /* packets */
 
 static void comp_reset(struct rec_thread *t)
@@ -441,6 +732,9 @@ static void psb(struct rec_thread *t, uint64_t fup)
 	if (rec_stream_psb_due(t->s, t->c->o->psb_period) < 0)
 		rec_fail(t->c, "%s: cannot write the thread's trace",
 			 t->c->tmpdir);
+	if (t->ring && t->s->ring.n &&
+	    t->s->ring.seg[t->s->ring.n - 1].k != t->truth_k)
+		truth_rotate(t);
 	ptw_simple(&t->s->w, ppt_psb);
 	/* PSB+ repeats the decoder's time: it reads PSB+ ahead. */
 	ptw_tsc(&t->s->w, t->dtime);
@@ -1031,9 +1325,18 @@ struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned idx)
 	t->first_tsc = c->clock;
 	snprintf(t->truth_path, sizeof(t->truth_path), "%s/t%u.truth",
 		 c->tmpdir, idx);
-	/* --ring: a truth of the whole run would grow without bound; none
-	 * is written (README.md). */
-	t->truth = fopen(c->o->ring ? "/dev/null" : t->truth_path, "w");
+	/* --ring: a truth of the whole run would grow without bound; it
+	 * goes to segments cut with the trace's (truth_rotate()), the
+	 * window's made from them.  --perf-snapshot: none (its snapshots
+	 * start anywhere in a segment). */
+	t->ring = c->o->ring && !c->o->perf_snapshot;
+	if (t->ring) {
+		rec_ring_path(p, sizeof(p), t->truth_path, 0);
+		t->truth = fopen(p, "w");
+	} else {
+		t->truth = fopen(c->o->ring ? "/dev/null" : t->truth_path,
+				 "w");
+	}
 	if (!c->sched.n) {
 		snprintf(p, sizeof(p), "%s/t%u.pt", c->tmpdir, idx);
 		if (rec_stream_open(&t->own, p, c->clock, c->o->ring) < 0) {
@@ -1050,6 +1353,8 @@ struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned idx)
 	}
 	/* The thread's entry is a frame whose call nobody saw. */
 	push_frame(t, NO_RET, 0);
+	if (t->ring)
+		seg_header(t);
 	return t;
 }
 
@@ -1063,6 +1368,28 @@ int rec_thread_in_syscall(const struct rec_thread *t, uint64_t *next)
 	if (next)
 		*next = in->pc + in->len;
 	return 1;
+}
+
+/* The thread ended (its trace closed, its frames too): its last window's
+ * truth into truth_path, the segments removed. */
+static int ring_end(struct rec_thread *t)
+{
+	FILE *fp;
+	char p[600];
+	int rc = 0;
+
+	if (fflush(t->truth) != 0)
+		rc = -1;
+	fp = fopen(t->truth_path, "w");
+	if (!fp || window_truth(t, &t->own.ring, fp, 0) < 0)
+		rc = -1;
+	if (fp && fclose(fp) != 0)
+		rc = -1;
+	for (; t->truth_oldest <= t->truth_k; t->truth_oldest++) {
+		seg_path(t, t->truth_oldest, p, sizeof(p));
+		unlink(p);
+	}
+	return rc;
 }
 
 int rec_thread_end(struct rec_thread *t)
@@ -1088,6 +1415,16 @@ int rec_thread_end(struct rec_thread *t)
 			flow(t, &t->cur, 0, 0);
 		} else {
 			/* Killed before this instruction retired. */
+			if (t->ring && t->on) {
+				/* --ring (SIGTERM): an asynchronous
+				 * disable that lasts to the end is a gap
+				 * for the tree rules (TRUTH.md: ID =
+				 * insns); a decoder cannot tell it from an
+				 * interrupt tracing resumes after. */
+				fprintf(t->truth, "gap %llu disabled\n",
+					(unsigned long long) t->id);
+				t->gaps++;
+			}
 			interrupt(t, t->cur.pc);
 		}
 	}
@@ -1104,6 +1441,8 @@ int rec_thread_end(struct rec_thread *t)
 	leave_cpu(t);
 	if (t->s == &t->own && rec_stream_close(&t->own) < 0)
 		rc = -1;
+	if (t->ring && rc == 0)
+		rc = ring_end(t);
 	if (fclose(t->truth) != 0)
 		rc = -1;
 	t->truth = NULL;
@@ -1125,16 +1464,104 @@ void rec_thread_stats(const struct rec_thread *t, struct rec_thread_stats *s)
 	s->last_tsc = t->dtime;
 	s->ring = t->own.ring;
 	s->running = 0;
+	s->tail = 0;
+	s->win_insns = t->win_insns;
+	s->win_blocks = t->win_blocks;
+	s->win_gaps = t->win_gaps;
+	s->has_truth = !t->c->o->ring || t->ring;
+}
+
+/* The packets a decoder of the window needs after those written: the
+ * pending TNT bits, and, if tracing is on, an asynchronous disable at the
+ * instruction the thread runs next (as if it were interrupted there,
+ * which rec_thread_end() writes when it is killed), so that a decoder
+ * stops where the recorder is instead of walking on through code that
+ * has not run.  Returns the bytes written to @path, or -1. */
+static int64_t window_tail(struct rec_thread *t, const char *path)
+{
+	struct ptw *pw = &t->own.w;
+	uint8_t buf[64];
+	struct pt_config cfg;
+	struct pt_encoder *enc;
+	struct pt_packet pk;
+	int64_t n = -1;
+	FILE *fp;
+
+	pt_config_init(&cfg);
+	cfg.begin = buf;
+	cfg.end = buf + sizeof(buf);
+	enc = pt_alloc_encoder(&cfg);
+	if (!enc)
+		return -1;
+	if (pw->tnt_n) {
+		memset(&pk, 0, sizeof(pk));
+		pk.type = pw->tnt_max > 6 ? ppt_tnt_64 : ppt_tnt_8;
+		pk.payload.tnt.bit_size = (uint8_t) pw->tnt_n;
+		pk.payload.tnt.payload = pw->tnt;
+		if (pt_enc_next(enc, &pk) < 0)
+			goto out;
+	}
+	if (t->on) {
+		memset(&pk, 0, sizeof(pk));
+		pk.type = ppt_fup;
+		pk.payload.ip.ipc = pt_ipc_sext_48;
+		pk.payload.ip.ip = pending_pc(t) & 0xffffffffffffull;
+		if (pt_enc_next(enc, &pk) < 0)
+			goto out;
+		memset(&pk, 0, sizeof(pk));
+		pk.type = ppt_tip_pgd;
+		pk.payload.ip.ipc = pt_ipc_suppressed;
+		if (pt_enc_next(enc, &pk) < 0)
+			goto out;
+	}
+	{
+		uint64_t off;
+
+		if (pt_enc_get_offset(enc, &off) < 0)
+			goto out;
+		fp = fopen(path, "wb");
+		if (!fp)
+			goto out;
+		if (fwrite(buf, 1, (size_t) off, fp) != off) {
+			fclose(fp);
+			goto out;
+		}
+		if (fclose(fp) != 0)
+			goto out;
+		n = (int64_t) off;
+	}
+out:
+	pt_free_encoder(enc);
+	return n;
 }
 
 int rec_thread_window(struct rec_thread *t, struct rec_thread_stats *s)
 {
 	struct rec_ring r;
 	int rc = t->s == &t->own ? rec_stream_window(&t->own, &r) : 0;
+	char p[600];
 
 	rec_thread_stats(t, s);
 	s->ring = t->own.ring;
 	s->running = 1;
+	if (rc == 0 && t->ring) {
+		FILE *fp;
+		int64_t tail;
+
+		snprintf(p, sizeof(p), "%s.tail", t->truth_path);
+		tail = window_tail(t, p);
+		snprintf(p, sizeof(p), "%s.snap", t->truth_path);
+		fp = fopen(p, "w");
+		if (tail < 0 || !fp || window_truth(t, &s->ring, fp, 1) < 0)
+			rc = -1;
+		if (fp && fclose(fp) != 0)
+			rc = -1;
+		s->tail = tail < 0 ? 0 : (uint64_t) tail;
+		s->win_insns = t->win_insns;
+		s->win_blocks = t->win_blocks;
+		s->win_gaps = t->win_gaps;
+		s->has_truth = rc == 0;
+	}
 	return rc;
 }
 
