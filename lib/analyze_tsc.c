@@ -268,7 +268,10 @@ static int tsc_encode(struct htr_analyzer_ctx *ctx, const void *result,
 	(void) payload;
 	put_header(h, r->nchunks);
 	rc = htr_analyzer_put(ctx, "h", 1, h, sizeof(h));
+	/* Chunks compute() did not store already. */
 	for (c = 0; !rc && c < r->nchunks; c++) {
+		if (!r->own[c])
+			continue;
 		chunk_key(c, k);
 		rc = htr_analyzer_put(ctx, k, sizeof(k), r->own[c], r->len[c]);
 	}
@@ -293,7 +296,7 @@ static int tsc_compute(struct htr_analyzer_ctx *ctx, void **result,
 	size_t sp = 0, cap;
 	uint8_t *buf = NULL;
 	uint32_t k = 0;
-	int rc = 0, have_t0;
+	int rc = 0, have_t0, storing = htr_analyzer_storing(ctx);
 
 	(void) payload;
 	if (htr_file_info(f, &fi, sizeof(fi)) < 0)
@@ -369,6 +372,18 @@ static int tsc_compute(struct htr_analyzer_ctx *ctx, void **result,
 			uint64_t c = i / HTR_TSC_CHUNK;
 			size_t len = encode(c, tot, loc, k, buf);
 
+			k = 0;
+			if (storing) {
+				uint8_t key[5];
+
+				/* Stored as computed: chunk keys increase. */
+				chunk_key(c, key);
+				rc = htr_analyzer_put(ctx, key, sizeof(key),
+						      buf, len);
+				if (rc < 0)
+					goto out;
+				continue;
+			}
 			r->own[c] = malloc(len);
 			if (!r->own[c]) {
 				rc = htr_analyzer_fail(ctx, HTR_ERR_NOMEM,
@@ -377,7 +392,6 @@ static int tsc_compute(struct htr_analyzer_ctx *ctx, void **result,
 			}
 			memcpy(r->own[c], buf, len);
 			r->len[c] = (uint32_t) len;
-			k = 0;
 		}
 	}
 out:
