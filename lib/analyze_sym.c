@@ -31,6 +31,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The registered name, also the one looked up (the same pointer:
+ * htr_analyzer__result() compares pointers first). */
+static const char an_name[] = "sym";
+
 #define LATE_NAME "?"
 
 /* Name slots: one per function as an entry, one per function as an
@@ -881,7 +885,7 @@ void htr_sym__descriptor(struct htr_analyzer *d)
 	static const char *const deps[] = { "tsc", NULL };
 
 	htr_analyzer_init(d);
-	d->name = "sym";
+	d->name = an_name;
 	d->version = HTR_SYM_VERSION;
 	d->deps = deps;
 	d->compute = sym_compute;
@@ -899,7 +903,7 @@ static struct sym_res *usable(struct htr_analysis *a)
 
 	if (!a)
 		return NULL;
-	r = htr_analyzer__result(a, "sym");
+	r = htr_analyzer__result(a, an_name);
 	if (!r)
 		htr_err__set(&a->err, HTR_ERR_INVALID, "the symbol analyzer "
 			     "is not open");

@@ -13,6 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The registered name, also the one looked up (the same pointer:
+ * htr_analyzer__result() compares pointers first). */
+static const char an_name[] = "tsc";
+
 /* Keys: "h" the header (u32 blocks per chunk, u32 0, u64 chunks), "c" +
  * u32 big-endian chunk index for each chunk. */
 #define TSC_HDR_SIZE 16u
@@ -409,7 +413,7 @@ out:
 void htr_tsc__descriptor(struct htr_analyzer *d)
 {
 	htr_analyzer_init(d);
-	d->name = "tsc";
+	d->name = an_name;
 	d->version = HTR_TSC_VERSION;
 	d->compute = tsc_compute;
 	d->encode = tsc_encode;
@@ -422,12 +426,12 @@ int htr_tsc_get(struct htr_analysis *a, uint32_t block, uint64_t *total,
 		uint64_t *children, uint64_t *local)
 {
 	struct tsc_res *r;
-	uint64_t t, l;
+	uint64_t t = 0, l = 0;
 	int rc;
 
 	if (!a)
 		return HTR_ERR_INVALID;
-	r = htr_analyzer__result(a, "tsc");
+	r = htr_analyzer__result(a, an_name);
 	if (!r)
 		return htr_err__set(&a->err, HTR_ERR_INVALID, "the tsc "
 				    "analyzer is not open");

@@ -47,6 +47,11 @@ void *htr_analyzer__result(const struct htr_analysis *a, const char *name)
 
 	if (!a || !a->store)
 		return NULL;
+	/* Per block in a dump: the built-ins' callers pass the very string
+	 * their descriptor registered, so the pointers match first. */
+	for (i = 0; i < a->nres; i++)
+		if (a->store->reg[a->res[i].idx].name == name)
+			return a->res[i].result;
 	for (i = 0; i < a->nres; i++)
 		if (!strcmp(a->store->reg[a->res[i].idx].name, name))
 			return a->res[i].result;
