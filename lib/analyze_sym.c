@@ -112,9 +112,50 @@ struct sym_res {
 	uint32_t *func_name;         /* nslots(nfuncs) entries */
 	uint64_t nfuncs;
 	uint64_t nblocks;
+	const uint8_t *blk;          /* the block records (FORMAT.md) */
+	uint32_t blk_size;           /* bytes per record */
 	uint64_t bytes;              /* computed: stored in pieces so far */
 	unsigned nskipped;
 };
+
+/* Where @r reads the block records in place: one htr_block_get() per
+ * block (every field copied, every link checked) was most of a name's
+ * cost in a dump.  0 or HTR_ERR_CORRUPT. */
+static int find_records(struct sym_res *r, const struct htr_file *f)
+{
+	const void *p = NULL;
+	uint64_t n = 0;
+
+	if (!r->nblocks)
+		return 0;
+	if (htr_file_section(f, HTR_SECTION_BLOCKS, &p, &n, &r->blk_size) < 0 ||
+	    !p || n != r->nblocks || r->blk_size < 32)
+		return HTR_ERR_CORRUPT;
+	r->blk = p;
+	return 0;
+}
+
+/* Block @block's name slot (slot_of()) from bits 0-23 (the function) and
+ * 24-31 (the flags) of its record's func_flags.  0, HTR_ERR_RANGE,
+ * HTR_ERR_CORRUPT (a function index out of range). */
+static int block_slot(const struct sym_res *r, uint32_t block, uint32_t *slot)
+{
+	uint32_t ff, fn;
+
+	if (block >= r->nblocks || !r->blk)
+		return HTR_ERR_RANGE;
+	ff = (uint32_t) htr_disk__get_le(r->blk + (size_t) block * r->blk_size +
+					 28, 4);
+	fn = ff & 0xffffffu;
+	if (fn == 0xffffffu) {
+		*slot = (uint32_t) (2 * r->nfuncs);
+		return 0;
+	}
+	if (fn >= r->nfuncs)
+		return HTR_ERR_CORRUPT;
+	*slot = ((ff >> 24) & HTR_BLOCK_LATE) ? (uint32_t) (r->nfuncs + fn) : fn;
+	return 0;
+}
 
 static void put_be32(uint8_t *p, uint32_t v)
 {
@@ -269,15 +310,14 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 {
 	struct walk *w = payload;
 	struct sym_res *a = w->a;
-	struct htr_block_info b;
 	struct htr_an_name *n;
 	uint64_t total, local;
-	uint32_t id;
+	uint32_t id, slot = 0;
 	int rc;
 
 	(void) parent;
-	if (htr_block_get(f, block, &b, sizeof(b)) < 0 ||
-	    level >= w->cap_levels) {
+	(void) f;
+	if (block_slot(a, block, &slot) < 0 || level >= w->cap_levels) {
 		w->rc = htr_analyzer_fail(w->ctx, HTR_ERR_CORRUPT, "block %u: "
 				     "nesting deeper than the header says",
 				     block);
@@ -285,7 +325,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 	}
 	while (w->sp > level)
 		w->active[w->stack[--w->sp]]--;
-	id = a->func_name[slot_of(&b, a->nfuncs)];
+	id = a->func_name[slot];
 	rc = htr_tsc__value(w->tsc, w->ctx, block, &total, &local);
 	if (rc < 0) {
 		w->rc = rc;
@@ -481,6 +521,10 @@ static int sym_compute(struct htr_analyzer_ctx *ctx, void **result,
 	a->ctx = ctx;
 	a->heap = true;
 	a->nblocks = htr_block_count(f);
+	if (find_records(a, f) < 0) {
+		rc = htr_analyzer_fail(ctx, HTR_ERR_CORRUPT, "no block records");
+		goto out;
+	}
 	memset(&fi, 0, sizeof(fi));
 	htr_file_info(f, &fi, sizeof(fi));
 	a->nfuncs = htr_func_count(f);
@@ -827,6 +871,9 @@ static int sym_decode(struct htr_analyzer_ctx *ctx, void **result,
 	r->ctx = ctx;
 	r->nblocks = htr_block_count(f);
 	r->nfuncs = htr_func_count(f);
+	if (find_records(r, f) < 0)
+		return htr_analyzer_fail(ctx, HTR_ERR_CORRUPT, "no block "
+					 "records");
 	rc = htr_analyzer_value(ctx, "r", 1, &v, &len);
 	if (rc == HTR_ERR_NOTFOUND || (!rc && len != SYM_REC_SIZE))
 		goto corrupt;
@@ -912,23 +959,22 @@ static struct sym_res *usable(struct htr_analysis *a)
 
 int htr_block_name(struct htr_analysis *a, uint32_t block, const char **name)
 {
-	struct htr_block_info b;
 	struct sym_res *r = usable(a);
-	uint32_t id;
+	uint32_t id, slot = 0;
 	int rc;
 
 	if (!r)
 		return HTR_ERR_INVALID;
 	if (!name)
 		return htr_err__set(&a->err, HTR_ERR_INVALID, "name is NULL");
-	rc = htr_block_get(a->file, block, &b, sizeof(b));
+	rc = block_slot(r, block, &slot);
 	if (rc == HTR_ERR_RANGE)
 		return htr_err__set(&a->err, HTR_ERR_RANGE, "block %u: no such "
 				    "block", block);
 	if (rc < 0)
 		return htr_err__set(&a->err, rc, "block %u: %s", block,
 				    htr_errstr(rc));
-	id = r->func_name[slot_of(&b, r->nfuncs)];
+	id = r->func_name[slot];
 	if (id >= r->nnames)
 		return htr_err__set(&a->err, HTR_ERR_CORRUPT, "block %u: its "
 				    "function has no name in the index", block);

@@ -356,6 +356,14 @@ static int compute_one(struct update *u, unsigned idx)
 		u->mrc = ctx.mrc;
 		goto cb;
 	}
+	if (!u->txn) {
+		/* A batch failed to commit and the analyzer went on. */
+		u->mrc = ctx.mrc;
+		rc = htr_err__set(&a->err, HTR_ERR_IO, "%s: analyzer %s: "
+				  "storing results failed", st->sidecar,
+				  d->name);
+		goto out;
+	}
 	rc = deps_stamp(a, u->txn, idx, 0, &stamp);
 	if (rc == 0)
 		rc = htr_err__set(&a->err, HTR_ERR_IO, "%s: a dependency of "
@@ -386,9 +394,6 @@ cb:
 	if (rc > 0)
 		rc = htr_err__set(&a->err, HTR_ERR_CALLBACK, "analyzer %s "
 				  "returned %d", d->name, rc);
-	/* A failed batch commit or begin left no txn. */
-	if (!u->txn && rc >= 0)
-		rc = htr_err__set(&a->err, HTR_ERR_IO, "storing results");
 out:
 	d->free(res, d->payload);
 	for (j = 0; j < HTR_AN_MAX; j++)
