@@ -9,7 +9,10 @@
  * the local ticks (from the "tsc" analyzer, its one dependency), the
  * inclusive ticks counting recursion once (only invocations with no
  * ancestor of the same name) and the slowest invocation.  Memory:
- * O(functions + depth) plus 4 bytes per block for the lists.
+ * O(functions + depth), and for the lists either 4 bytes per block (in
+ * memory) or, when the sidecar is written, what is not stored yet: each
+ * list goes out in pieces as it grows, a piece when it is full and every
+ * list's tail when all tails together reach HTR_SYM_BUFFERED blocks.
  *
  * Stored values (keys; layout in FORMAT.md, "Sidecar"): "r" the record,
  * "f" the function map, "n" + name key per name, "b" + name key + u32
@@ -27,6 +30,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The registered name, also the one looked up (the same pointer:
+ * htr_analyzer__result() compares pointers first). */
+static const char an_name[] = "sym";
 
 #define LATE_NAME "?"
 
@@ -46,16 +53,21 @@ static uint32_t slot_of(const struct htr_block_info *b, uint64_t nfuncs)
 
 /* Version of the stored results; bump on any change of their meaning or
  * layout.  (A new "tsc" makes them stale by itself: a dependency.) */
-#define HTR_SYM_VERSION 7u   /* 3: MODULE!name with several modules;
+#define HTR_SYM_VERSION 8u   /* 3: MODULE!name with several modules;
 			      * 4: ~name for late blocks;
 			      * 5: PLT stubs as NAME@plt;
 			      * 6: the record counts images without a
 			      *    debug file;
 			      * 7: PLT stubs named after their target,
 			      *    MODULE+0xOFFSET in the file's own
-			      *    addresses */
-/* Block lists are stored in pieces of this many entries. */
+			      *    addresses;
+			      * 8: pieces of 1..16384 blocks, stored
+			      *    while computing */
+/* Block lists are stored in pieces of at most this many entries. */
 #define HTR_SYM_PIECE 16384u
+/* Blocks held for the lists at most (about 4 bytes each) before every
+ * list's tail is stored as a piece of its own. */
+#define HTR_SYM_BUFFERED ((uint64_t) 1 << 21)
 /* Longest name used as a key as is; longer ones are shortened. */
 #define HTR_SYM_KEYMAX 480u
 #define SYM_REC_SIZE 40u
@@ -75,7 +87,9 @@ struct htr_an_name {
 	const uint8_t *key;      /* name key (stored key + 1, or heap) */
 	size_t key_len;
 	struct htr_fstats st;
-	uint32_t *blocks;        /* computed: chronological list */
+	uint32_t *blocks;        /* computed: the list's last nbuf blocks
+				  * (all of them in memory) */
+	uint32_t nbuf, cap;
 };
 
 /* A name functions lead to: its stored value (u32 count, that many u32
@@ -98,8 +112,50 @@ struct sym_res {
 	uint32_t *func_name;         /* nslots(nfuncs) entries */
 	uint64_t nfuncs;
 	uint64_t nblocks;
+	const uint8_t *blk;          /* the block records (FORMAT.md) */
+	uint32_t blk_size;           /* bytes per record */
+	uint64_t bytes;              /* computed: stored in pieces so far */
 	unsigned nskipped;
 };
+
+/* Where @r reads the block records in place: one htr_block_get() per
+ * block (every field copied, every link checked) was most of a name's
+ * cost in a dump.  0 or HTR_ERR_CORRUPT. */
+static int find_records(struct sym_res *r, const struct htr_file *f)
+{
+	const void *p = NULL;
+	uint64_t n = 0;
+
+	if (!r->nblocks)
+		return 0;
+	if (htr_file_section(f, HTR_SECTION_BLOCKS, &p, &n, &r->blk_size) < 0 ||
+	    !p || n != r->nblocks || r->blk_size < 32)
+		return HTR_ERR_CORRUPT;
+	r->blk = p;
+	return 0;
+}
+
+/* Block @block's name slot (slot_of()) from bits 0-23 (the function) and
+ * 24-31 (the flags) of its record's func_flags.  0, HTR_ERR_RANGE,
+ * HTR_ERR_CORRUPT (a function index out of range). */
+static int block_slot(const struct sym_res *r, uint32_t block, uint32_t *slot)
+{
+	uint32_t ff, fn;
+
+	if (block >= r->nblocks || !r->blk)
+		return HTR_ERR_RANGE;
+	ff = (uint32_t) htr_disk__get_le(r->blk + (size_t) block * r->blk_size +
+					 28, 4);
+	fn = ff & 0xffffffu;
+	if (fn == 0xffffffu) {
+		*slot = (uint32_t) (2 * r->nfuncs);
+		return 0;
+	}
+	if (fn >= r->nfuncs)
+		return HTR_ERR_CORRUPT;
+	*slot = ((ff >> 24) & HTR_BLOCK_LATE) ? (uint32_t) (r->nfuncs + fn) : fn;
+	return 0;
+}
 
 static void put_be32(uint8_t *p, uint32_t v)
 {
@@ -192,26 +248,76 @@ struct walk {
 	const void *tsc;
 	uint32_t *stack;        /* name index per level */
 	uint32_t *active;       /* per name: open invocations */
-	uint64_t *cap;          /* per name: room in blocks[] */
 	size_t cap_levels;
 	uint32_t sp;
+	bool storing;           /* lists go to the sidecar as they grow */
+	uint64_t buffered;      /* blocks in the names' buffers */
+	uint8_t *piece;         /* room for one piece */
 	int rc;
 };
+
+/* Store @n's buffered blocks as its next piece (chronological: pieces
+ * in number order). */
+static int flush_list(struct walk *w, struct htr_an_name *n)
+{
+	uint8_t key[HTR_SYM_KEYMAX + 32];
+	uint32_t j;
+	size_t len;
+	int rc;
+
+	if (!n->nbuf)
+		return 0;
+	key[0] = 'b';
+	memcpy(key + 1, n->key, n->key_len);
+	put_be32(key + 1 + n->key_len, n->st.npieces);
+	for (j = 0; j < n->nbuf; j++)
+		htr_disk__put_le(w->piece + 8 + 4 * j, n->blocks[j], 4);
+	len = 8 + (size_t) n->nbuf * 4;
+	htr_disk__put_le(w->piece, piece_hash(key, n->key_len + 5,
+					      w->piece + 8, len - 8), 8);
+	rc = htr_analyzer_put(w->ctx, key, n->key_len + 5, w->piece, len);
+	if (rc < 0)
+		return rc;
+	n->st.npieces++;
+	w->a->bytes += len;
+	w->buffered -= n->nbuf;
+	n->nbuf = 0;
+	return 0;
+}
+
+/* Every tail out, and the buffers freed: what they hold stays below
+ * about twice HTR_SYM_BUFFERED whatever the number of functions. */
+static int flush_all(struct walk *w)
+{
+	size_t i;
+	int rc;
+
+	for (i = 0; i < w->a->nnames; i++) {
+		struct htr_an_name *n = &w->a->names[i];
+
+		rc = flush_list(w, n);
+		if (rc < 0)
+			return rc;
+		free(n->blocks);
+		n->blocks = NULL;
+		n->cap = 0;
+	}
+	return 0;
+}
 
 static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		 uint32_t level, void *payload)
 {
 	struct walk *w = payload;
 	struct sym_res *a = w->a;
-	struct htr_block_info b;
 	struct htr_an_name *n;
 	uint64_t total, local;
-	uint32_t id;
+	uint32_t id, slot = 0;
 	int rc;
 
 	(void) parent;
-	if (htr_block_get(f, block, &b, sizeof(b)) < 0 ||
-	    level >= w->cap_levels) {
+	(void) f;
+	if (block_slot(a, block, &slot) < 0 || level >= w->cap_levels) {
 		w->rc = htr_analyzer_fail(w->ctx, HTR_ERR_CORRUPT, "block %u: "
 				     "nesting deeper than the header says",
 				     block);
@@ -219,26 +325,42 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 	}
 	while (w->sp > level)
 		w->active[w->stack[--w->sp]]--;
-	id = a->func_name[slot_of(&b, a->nfuncs)];
+	id = a->func_name[slot];
 	rc = htr_tsc__value(w->tsc, w->ctx, block, &total, &local);
 	if (rc < 0) {
 		w->rc = rc;
 		return 1;
 	}
 	n = &a->names[id];
-	if (n->st.nblocks == w->cap[id]) {
-		uint64_t nc = w->cap[id] ? 2 * w->cap[id] : 4;
-		uint32_t *nb = realloc(n->blocks, nc * sizeof(*nb));
+	if (n->nbuf == n->cap) {
+		uint64_t nc = n->cap ? 2 * (uint64_t) n->cap : 4;
+		uint32_t *nb;
 
+		if (nc > UINT32_MAX) {
+			w->rc = htr_analyzer_fail(w->ctx, HTR_ERR_LIMIT,
+						  "too many blocks");
+			return 1;
+		}
+		nb = realloc(n->blocks, nc * sizeof(*nb));
 		if (!nb) {
 			w->rc = htr_analyzer_fail(w->ctx, HTR_ERR_NOMEM,
 					     "out of memory");
 			return 1;
 		}
 		n->blocks = nb;
-		w->cap[id] = nc;
+		n->cap = (uint32_t) nc;
 	}
-	n->blocks[n->st.nblocks++] = block;
+	n->blocks[n->nbuf++] = block;
+	n->st.nblocks++;
+	if (w->storing) {
+		w->buffered++;
+		rc = n->nbuf == HTR_SYM_PIECE ? flush_list(w, n) :
+		     w->buffered >= HTR_SYM_BUFFERED ? flush_all(w) : 0;
+		if (rc < 0) {
+			w->rc = rc;
+			return 1;
+		}
+	}
 	n->st.calls++;
 	n->st.local += local;
 	if (!w->active[id])
@@ -399,6 +521,10 @@ static int sym_compute(struct htr_analyzer_ctx *ctx, void **result,
 	a->ctx = ctx;
 	a->heap = true;
 	a->nblocks = htr_block_count(f);
+	if (find_records(a, f) < 0) {
+		rc = htr_analyzer_fail(ctx, HTR_ERR_CORRUPT, "no block records");
+		goto out;
+	}
 	memset(&fi, 0, sizeof(fi));
 	htr_file_info(f, &fi, sizeof(fi));
 	a->nfuncs = htr_func_count(f);
@@ -464,13 +590,16 @@ static int sym_compute(struct htr_analyzer_ctx *ctx, void **result,
 
 	w.a = a;
 	w.ctx = ctx;
+	w.storing = htr_analyzer_storing(ctx);
 	w.cap_levels = (size_t) fi.max_depth + 1;
 	w.stack = malloc(w.cap_levels * sizeof(*w.stack));
 	w.active = calloc(a->nnames, sizeof(*w.active));
-	w.cap = calloc(a->nnames, sizeof(*w.cap));
-	if (!w.stack || !w.active || !w.cap)
+	w.piece = w.storing ? malloc(8 + (size_t) HTR_SYM_PIECE * 4) : NULL;
+	if (!w.stack || !w.active || (w.storing && !w.piece))
 		goto nomem;
 	rc = htr_tree_visit(f, HTR_NONE, HTR_PREORDER, visit, &w);
+	if (rc >= 0 && w.rc >= 0 && w.storing)
+		w.rc = flush_all(&w);
 	if (w.rc < 0) {
 		rc = w.rc;
 		goto out;
@@ -509,7 +638,7 @@ out:
 	htr_syms__free(syms);
 	free(w.stack);
 	free(w.active);
-	free(w.cap);
+	free(w.piece);
 	free(remap);
 	if (rc < 0)
 		sym_free(a, NULL);
@@ -525,20 +654,17 @@ static int sym_encode(struct htr_analyzer_ctx *ctx, const void *result,
 {
 	const struct sym_res *a = result;
 	uint8_t rec[SYM_REC_SIZE], key[HTR_SYM_KEYMAX + 32];
-	uint8_t *val = NULL, *map = NULL, *piece = NULL;
+	uint8_t *val = NULL, *map = NULL;
 	size_t i, cap = 0;
-	uint64_t bytes = 0, th = HTR_HASH_SEED;
+	uint64_t bytes = a->bytes, th = HTR_HASH_SEED;
 	int rc = 0;
 
 	(void) payload;
-	piece = malloc(8 + (size_t) HTR_SYM_PIECE * 4);
-	if (!piece)
-		return htr_analyzer_fail(ctx, HTR_ERR_NOMEM, "out of memory");
+	/* The block lists were stored by compute() (the only one whose
+	 * results are encoded is a storing one). */
 	for (i = 0; i < a->nnames && !rc; i++) {
 		const struct htr_an_name *n = &a->names[i];
 		size_t nl = strlen(n->name), need = FSTATS_SIZE + nl + 1;
-		uint64_t off;
-		uint32_t pc;
 
 		if (need > cap) {
 			uint8_t *nv = realloc(val, need);
@@ -556,8 +682,7 @@ static int sym_encode(struct htr_analyzer_ctx *ctx, const void *result,
 		htr_disk__put_le(val + 16, n->st.local, 8);
 		htr_disk__put_le(val + 24, n->st.slowest_total, 8);
 		htr_disk__put_le(val + 32, n->st.slowest, 4);
-		htr_disk__put_le(val + 36, (n->st.nblocks + HTR_SYM_PIECE - 1) /
-				 HTR_SYM_PIECE, 4);
+		htr_disk__put_le(val + 36, n->st.npieces, 4);
 		htr_disk__put_le(val + 40, n->st.nblocks, 8);
 		memcpy(val + FSTATS_SIZE, n->name, nl + 1);
 		key[0] = 'n';
@@ -565,27 +690,8 @@ static int sym_encode(struct htr_analyzer_ctx *ctx, const void *result,
 		rc = htr_analyzer_put(ctx, key, n->key_len + 1, val, need);
 		th = table_hash(th, n->key, n->key_len, val, need);
 		bytes += need;
-		/* The block list, in pieces keyed "b" + name key + be32. */
-		key[0] = 'b';
-		for (off = 0, pc = 0; !rc && off < n->st.nblocks;
-		     off += HTR_SYM_PIECE, pc++) {
-			uint64_t cnt = n->st.nblocks - off, j;
-
-			if (cnt > HTR_SYM_PIECE)
-				cnt = HTR_SYM_PIECE;
-			put_be32(key + 1 + n->key_len, pc);
-			for (j = 0; j < cnt; j++)
-				htr_disk__put_le(piece + 8 + 4 * j,
-						 n->blocks[off + j], 4);
-			htr_disk__put_le(piece, piece_hash(key, n->key_len + 5,
-					 piece + 8, cnt * 4), 8);
-			rc = htr_analyzer_put(ctx, key, n->key_len + 5, piece,
-					      8 + cnt * 4);
-			bytes += 8 + cnt * 4;
-		}
 	}
 	free(val);
-	free(piece);
 	if (!rc) {
 		map = malloc(nslots(a->nfuncs) * 4);
 		if (!map)
@@ -737,8 +843,8 @@ static int load_name(const void *key, size_t klen, const void *val,
 	n->st.npieces = (uint32_t) htr_disk__get_le(p + 36, 4);
 	n->st.nblocks = htr_disk__get_le(p + 40, 8);
 	if (n->st.nblocks != n->st.calls || n->st.nblocks > r->nblocks ||
-	    n->st.npieces != (n->st.nblocks + HTR_SYM_PIECE - 1) /
-			     HTR_SYM_PIECE ||
+	    n->st.npieces < (n->st.nblocks + HTR_SYM_PIECE - 1) /
+			    HTR_SYM_PIECE || n->st.npieces > n->st.nblocks ||
 	    (n->st.calls && n->st.slowest >= r->nblocks))
 		return 1;
 	return 0;
@@ -765,6 +871,9 @@ static int sym_decode(struct htr_analyzer_ctx *ctx, void **result,
 	r->ctx = ctx;
 	r->nblocks = htr_block_count(f);
 	r->nfuncs = htr_func_count(f);
+	if (find_records(r, f) < 0)
+		return htr_analyzer_fail(ctx, HTR_ERR_CORRUPT, "no block "
+					 "records");
 	rc = htr_analyzer_value(ctx, "r", 1, &v, &len);
 	if (rc == HTR_ERR_NOTFOUND || (!rc && len != SYM_REC_SIZE))
 		goto corrupt;
@@ -823,7 +932,7 @@ void htr_sym__descriptor(struct htr_analyzer *d)
 	static const char *const deps[] = { "tsc", NULL };
 
 	htr_analyzer_init(d);
-	d->name = "sym";
+	d->name = an_name;
 	d->version = HTR_SYM_VERSION;
 	d->deps = deps;
 	d->compute = sym_compute;
@@ -841,7 +950,7 @@ static struct sym_res *usable(struct htr_analysis *a)
 
 	if (!a)
 		return NULL;
-	r = htr_analyzer__result(a, "sym");
+	r = htr_analyzer__result(a, an_name);
 	if (!r)
 		htr_err__set(&a->err, HTR_ERR_INVALID, "the symbol analyzer "
 			     "is not open");
@@ -850,23 +959,22 @@ static struct sym_res *usable(struct htr_analysis *a)
 
 int htr_block_name(struct htr_analysis *a, uint32_t block, const char **name)
 {
-	struct htr_block_info b;
 	struct sym_res *r = usable(a);
-	uint32_t id;
+	uint32_t id, slot = 0;
 	int rc;
 
 	if (!r)
 		return HTR_ERR_INVALID;
 	if (!name)
 		return htr_err__set(&a->err, HTR_ERR_INVALID, "name is NULL");
-	rc = htr_block_get(a->file, block, &b, sizeof(b));
+	rc = block_slot(r, block, &slot);
 	if (rc == HTR_ERR_RANGE)
 		return htr_err__set(&a->err, HTR_ERR_RANGE, "block %u: no such "
 				    "block", block);
 	if (rc < 0)
 		return htr_err__set(&a->err, rc, "block %u: %s", block,
 				    htr_errstr(rc));
-	id = r->func_name[slot_of(&b, r->nfuncs)];
+	id = r->func_name[slot];
 	if (id >= r->nnames)
 		return htr_err__set(&a->err, HTR_ERR_CORRUPT, "block %u: its "
 				    "function has no name in the index", block);
@@ -1047,19 +1155,23 @@ static int find_blocks(struct htr_analysis *a, const struct sym_res *r,
 	key[0] = 'b';
 	memcpy(key + 1, n->key, n->key_len);
 	for (piece = 0; piece < n->st.npieces; piece++) {
-		uint64_t cnt = left > HTR_SYM_PIECE ? HTR_SYM_PIECE : left;
+		uint64_t cnt;
 		const uint8_t *q;
 		const void *v;
 		size_t len;
 
 		put_be32(key + 1 + n->key_len, piece);
 		rc = htr_analyzer_value(r->ctx, key, n->key_len + 5, &v, &len);
-		if (rc == HTR_ERR_NOTFOUND || (!rc && (len != 8 + cnt * 4 ||
-		    htr_disk__get_le(v, 8) != piece_hash(key, n->key_len + 5,
-				(const uint8_t *) v + 8, cnt * 4))))
+		if (rc == HTR_ERR_NOTFOUND)
 			goto damaged;
 		if (rc < 0)
 			return rc;
+		/* 1..HTR_SYM_PIECE blocks, no more than the list has left */
+		cnt = len >= 12 ? (len - 8) / 4 : 0;
+		if (!cnt || (len - 8) % 4 || cnt > HTR_SYM_PIECE || cnt > left ||
+		    htr_disk__get_le(v, 8) != piece_hash(key, n->key_len + 5,
+				(const uint8_t *) v + 8, cnt * 4))
+			goto damaged;
 		q = (const uint8_t *) v + 8;
 		for (j = 0; j < cnt; j++) {
 			uint32_t b = (uint32_t) htr_disk__get_le(q + 4 * j, 4);
@@ -1072,6 +1184,8 @@ static int find_blocks(struct htr_analysis *a, const struct sym_res *r,
 		}
 		left -= cnt;
 	}
+	if (left)
+		goto damaged;
 	return 0;
 damaged:
 	return htr_err__set(&a->err, HTR_ERR_CORRUPT, "%s: the block list of "

@@ -47,6 +47,11 @@ void *htr_analyzer__result(const struct htr_analysis *a, const char *name)
 
 	if (!a || !a->store)
 		return NULL;
+	/* Per block in a dump: the built-ins' callers pass the very string
+	 * their descriptor registered, so the pointers match first. */
+	for (i = 0; i < a->nres; i++)
+		if (a->store->reg[a->res[i].idx].name == name)
+			return a->res[i].result;
 	for (i = 0; i < a->nres; i++)
 		if (!strcmp(a->store->reg[a->res[i].idx].name, name))
 			return a->res[i].result;
@@ -113,29 +118,72 @@ int htr_analyzer_dep(struct htr_analyzer_ctx *ctx, const char *name,
 	return 0;
 }
 
+int htr_analyzer_storing(const struct htr_analyzer_ctx *ctx)
+{
+	return ctx && ctx->txn && (ctx->mode == HTR_CTX_COMPUTE ||
+				   ctx->mode == HTR_CTX_ENCODE);
+}
+
+/* LMDB's default key order: bytes, then length. */
+static int full_key_cmp(const uint8_t *a, size_t na, const uint8_t *b,
+			size_t nb)
+{
+	int c = memcmp(a, b, na < nb ? na : nb);
+
+	if (c)
+		return c;
+	return na < nb ? -1 : na > nb;
+}
+
 int htr_analyzer_put(struct htr_analyzer_ctx *ctx, const void *key,
 		     size_t klen, const void *val, size_t vlen)
 {
 	uint8_t kb[HTR_ANALYZER__FULL_KEY_MAX];
+	struct htr_env *e;
 	MDB_val k, v;
-	int mrc;
+	int mrc = MDB_KEYEXIST;
 
 	if (!ctx || !key || !klen || klen > HTR_ANALYZER_KEY_MAX ||
 	    (!val && vlen))
 		return HTR_ERR_INVALID;
-	if (ctx->mode != HTR_CTX_ENCODE || !ctx->txn)
+	if (!htr_analyzer_storing(ctx))
 		return htr_err__set(&ctx->a->err, HTR_ERR_INVALID, "analyzer "
-				    "%s: a value stored outside encode()",
+				    "%s: a value stored outside encode() and "
+				    "a storing compute()",
 				    ctx->store->reg[ctx->idx].name);
+	e = &ctx->store->env;
 	k.mv_data = kb;
 	k.mv_size = htr_analyzer__key(ctx, key, klen, kb);
 	v.mv_data = (void *) val;
 	v.mv_size = vlen;
-	mrc = mdb_put(ctx->txn, ctx->store->env.dbi[HTR_DB_VALS], &k, &v, 0);
+	/* Keys in increasing order go to the end of the database without a
+	 * search and fill its pages; LMDB refuses (MDB_KEYEXIST, nothing
+	 * changed) when a greater key is stored already: then plain puts. */
+	if (!ctx->no_append && (!ctx->last_len ||
+	    full_key_cmp(ctx->last, ctx->last_len, kb, k.mv_size) < 0)) {
+		mrc = mdb_put(ctx->txn, e->dbi[HTR_DB_VALS], &k, &v,
+			      MDB_APPEND);
+		if (mrc == MDB_KEYEXIST)
+			ctx->no_append = true;
+	}
+	if (mrc == MDB_KEYEXIST) {
+		ctx->no_append = true;
+		mrc = mdb_put(ctx->txn, e->dbi[HTR_DB_VALS], &k, &v, 0);
+	}
+	if (!mrc && !ctx->no_append) {
+		memcpy(ctx->last, kb, k.mv_size);
+		ctx->last_len = k.mv_size;
+	}
+	ctx->batch += k.mv_size + vlen;
+	if (!mrc && ctx->batch >= HTR_AN_BATCH) {
+		/* The caller (records.c) holds the computing lock, so nobody
+		 * reads or writes these values before the last batch. */
+		ctx->batch = 0;
+		mrc = htr_env__next(e, ctx->txn, &ctx->txn);
+	}
 	if (mrc) {
 		ctx->mrc = mrc;
-		return htr_env__fail(&ctx->store->env, &ctx->a->err, mrc,
-				     "storing results");
+		return htr_env__fail(e, &ctx->a->err, mrc, "storing results");
 	}
 	return 0;
 }

@@ -34,8 +34,20 @@ struct htr_analyzer_ctx {
 	MDB_txn *txn;                /* values (NULL: memory) */
 	/* compute: the results of the descriptor's deps[i], by i */
 	const void *const *deps;
-	int mrc;                     /* encode: the LMDB code of a failure */
+	int mrc;                     /* put: the LMDB code of a failure */
+	/* Writing (compute or encode over a write txn): bytes put in the
+	 * current txn (committed at HTR_AN_BATCH), the last full key put
+	 * while each one followed the one before (MDB_APPEND), else 0. */
+	size_t batch;
+	size_t last_len;
+	uint8_t last[HTR_ANALYZER_NAME_MAX + 1 + HTR_ANALYZER_KEY_MAX];
+	bool no_append;
 };
+
+/* Bytes of values written before htr_analyzer_put() commits the write
+ * txn and begins the next (records.c holds the computing lock): what
+ * LMDB keeps of a txn in memory (its dirty pages) stays about this. */
+#define HTR_AN_BATCH ((size_t) 32 << 20)
 
 /* A result a reader holds. */
 struct htr_an_result {

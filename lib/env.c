@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -134,4 +135,23 @@ int htr_env__grow(struct htr_env *e)
 		e->mapsize *= 2;
 	pthread_mutex_unlock(&e->lock);
 	return mrc;
+}
+
+void htr_env__compute_lock(struct htr_env *e, bool on)
+{
+	int fd;
+
+	if (!e->mdb || mdb_env_get_fd(e->mdb, &fd) || fd < 0)
+		return;
+	while (flock(fd, on ? LOCK_EX : LOCK_UN) < 0 && errno == EINTR)
+		;
+}
+
+int htr_env__next(struct htr_env *e, MDB_txn *txn, MDB_txn **next)
+{
+	int mrc = mdb_txn_commit(txn);
+
+	htr_env__done(e);
+	*next = NULL;
+	return mrc ? mrc : htr_env__begin(e, 0, next);
 }

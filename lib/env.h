@@ -74,6 +74,19 @@ void htr_env__fini(struct htr_env *e);
 int htr_env__begin(struct htr_env *e, unsigned flags, MDB_txn **txn);
 void htr_env__done(struct htr_env *e);
 
+/* Take (@on) or release the sidecar's computing lock across processes:
+ * an flock() on data.mdb, held while values are written in several
+ * transactions (records.c), so that another process waits for them
+ * instead of computing the same results over them.  Taken before any
+ * write transaction, never inside one.  Best effort: where flock() is
+ * refused (some network file systems) nothing is locked. */
+void htr_env__compute_lock(struct htr_env *e, bool on);
+
+/* Commit @txn (counted) and begin the next write transaction in *@next,
+ * for values written in batches.  Returns an LMDB code; *@next is NULL
+ * unless it is 0. */
+int htr_env__next(struct htr_env *e, MDB_txn *txn, MDB_txn **next);
+
 /* Double the map after MDB_MAP_FULL.  LMDB allows it only while this
  * process has no transaction open: 0, or MDB_MAP_FULL when one is. */
 int htr_env__grow(struct htr_env *e);

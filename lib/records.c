@@ -268,9 +268,14 @@ struct update {
 	int mrc;                 /* the LMDB code behind a failure */
 };
 
-/* Compute, encode and record @idx in u->txn (its dependencies are
- * current).  Dependencies are decoded for this computation only: values
- * read in a write transaction do not survive later writes. */
+/* Compute, encode and record @idx from u->txn on (its dependencies are
+ * current).  The values may take several write txns (htr_analyzer_put()
+ * commits in batches, u->txn follows): its record goes first and comes
+ * back last, so until then it is not current for anyone, and the
+ * computing lock keeps other processes from computing it meanwhile.
+ * Dependencies are decoded in a read txn of their own, begun once what
+ * came before is committed: values read in a write txn would not survive
+ * its commit. */
 static int compute_one(struct update *u, unsigned idx)
 {
 	struct htr_analysis *a = u->a;
@@ -282,6 +287,8 @@ static int compute_one(struct update *u, unsigned idx)
 	char k[HTR_ANALYZER_NAME_MAX + 16];
 	uint8_t rec[REC_SIZE], prefix[HTR_ANALYZER_NAME_MAX + 1];
 	uint64_t gen = 0, stamp = 0;
+	MDB_txn *rtxn = NULL;
+	MDB_val key;
 	unsigned j = 0;
 	size_t i;
 	int rc = 0, mrc;
@@ -290,8 +297,24 @@ static int compute_one(struct update *u, unsigned idx)
 	memset(dres, 0, sizeof(dres));
 	memset(dctx, 0, sizeof(dctx));
 	htr_analyzer__ctx_init(&ctx, a, idx, HTR_CTX_COMPUTE, u->txn);
-	mrc = drop_prefix(u->txn, st->env.dbi[HTR_DB_VALS], prefix,
-			  htr_analyzer__key(&ctx, NULL, 0, prefix));
+	rec_key(d, k, sizeof(k));
+	key.mv_data = k;
+	key.mv_size = strlen(k);
+	mrc = mdb_del(u->txn, st->env.dbi[HTR_DB_META], &key, NULL);
+	if (mrc == MDB_NOTFOUND)
+		mrc = 0;
+	if (!mrc)
+		mrc = drop_prefix(u->txn, st->env.dbi[HTR_DB_VALS], prefix,
+				  htr_analyzer__key(&ctx, NULL, 0, prefix));
+	if (!mrc && d->deps && d->deps[0]) {
+		mrc = htr_env__next(&st->env, u->txn, &u->txn);
+		if (!mrc) {
+			mrc = htr_env__begin(&st->env, MDB_RDONLY, &rtxn);
+			if (mrc)
+				rtxn = NULL;
+		}
+		ctx.txn = u->txn;
+	}
 	if (mrc) {
 		u->mrc = mrc;
 		return mdb_fail(a, mrc, "dropping old results");
@@ -311,7 +334,7 @@ static int compute_one(struct update *u, unsigned idx)
 				goto out;
 			}
 			htr_analyzer__ctx_init(dctx[j], a, j, HTR_CTX_DECODE,
-					       u->txn);
+					       rtxn);
 			rc = dd->decode(dctx[j], &dres[j], dd->payload);
 			if (rc)
 				goto cb;
@@ -320,16 +343,27 @@ static int compute_one(struct update *u, unsigned idx)
 	}
 	ctx.deps = deps;
 	rc = d->compute(&ctx, &res, d->payload);
-	if (rc)
-		goto cb;
-	ctx.mode = HTR_CTX_ENCODE;
-	ctx.deps = NULL;
-	rc = d->encode(&ctx, res, d->payload);
+	u->txn = ctx.txn;
 	if (rc) {
 		u->mrc = ctx.mrc;
 		goto cb;
 	}
-	rec_key(d, k, sizeof(k));
+	ctx.mode = HTR_CTX_ENCODE;
+	ctx.deps = NULL;
+	rc = d->encode(&ctx, res, d->payload);
+	u->txn = ctx.txn;
+	if (rc) {
+		u->mrc = ctx.mrc;
+		goto cb;
+	}
+	if (!u->txn) {
+		/* A batch failed to commit and the analyzer went on. */
+		u->mrc = ctx.mrc;
+		rc = htr_err__set(&a->err, HTR_ERR_IO, "%s: analyzer %s: "
+				  "storing results failed", st->sidecar,
+				  d->name);
+		goto out;
+	}
 	rc = deps_stamp(a, u->txn, idx, 0, &stamp);
 	if (rc == 0)
 		rc = htr_err__set(&a->err, HTR_ERR_IO, "%s: a dependency of "
@@ -367,6 +401,10 @@ out:
 			st->reg[j].free(dres[j], st->reg[j].payload);
 			free(dctx[j]);
 		}
+	if (rtxn) {
+		mdb_txn_abort(rtxn);
+		htr_env__done(&st->env);
+	}
 	return rc;
 }
 
@@ -425,8 +463,12 @@ static int update(struct htr_analysis *a, const unsigned *idx, unsigned n,
 	for (i = 0; rc >= 0 && i < n; i++)
 		rc = ensure_one(&u, idx[i], 0);
 	if (rc < 0) {
-		mdb_txn_abort(u.txn);
-		htr_env__done(&a->store->env);
+		/* Batches committed before stay: without the analyzer's
+		 * record they are not current (dropped when recomputed). */
+		if (u.txn) {
+			mdb_txn_abort(u.txn);
+			htr_env__done(&a->store->env);
+		}
 		*mrcp = u.mrc;
 		return rc;
 	}
@@ -448,6 +490,7 @@ int htr_records__ensure(struct htr_analysis *a, const unsigned *idx,
 	/* One computing thread per process; the others wait here and then
 	 * find the work done (update() re-checks in its transaction). */
 	pthread_mutex_lock(&st->env.compute);
+	htr_env__compute_lock(&st->env, true);
 	for (tries = 0; ; tries++) {
 		rc = update(a, idx, n, &mrc);
 		if (rc == 0)
@@ -477,6 +520,7 @@ int htr_records__ensure(struct htr_analysis *a, const unsigned *idx,
 		}
 		break;
 	}
+	htr_env__compute_lock(&st->env, false);
 	pthread_mutex_unlock(&st->env.compute);
 	return rc;
 }

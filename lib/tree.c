@@ -361,30 +361,66 @@ int htr_tsc_for_insn(const struct htr_file *file, uint64_t id, uint64_t *tsc)
 	return 0;
 }
 
+/* The first time point after @id in [lo, hi) (hi if none): the points
+ * at or before lo are at or before @id. */
+static uint64_t tsc_upper_in(const struct htr_file *file, uint64_t id,
+			     uint64_t lo, uint64_t hi)
+{
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (file->tsc[mid].id <= id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Galloping from the hint, forward or back: O(log d) for a lookup d time
+ * points away from the last, so a post-order walk, whose blocks' first
+ * instructions step back by a subtree's span now and then, stays cheap. */
 int htr_tsc_lookup(const struct htr_file *file, uint64_t id, uint64_t *hint,
 		   uint64_t *tsc)
 {
-	uint64_t lo = 0, h;
-	int k;
+	uint64_t lo, hi, h, step, n;
 
 	if (!file || !file->ok || !hint || !tsc)
 		return HTR_ERR_INVALID;
 	if (id >= file->hdr->ninsns)
 		return HTR_ERR_RANGE;
+	n = file->ntsc;
 	h = *hint;
-	if (h < file->ntsc && file->tsc[h].id <= id) {
-		/* A few steps forward before searching. */
-		for (k = 0; k < 8; k++) {
-			if (h + 1 >= file->ntsc || file->tsc[h + 1].id > id) {
-				*hint = h;
-				*tsc = file->tsc[h].tsc;
-				return 0;
-			}
-			h++;
+	if (h >= n) {
+		lo = htr_file__tsc_upper(file, id, 0);
+	} else if (file->tsc[h].id <= id) {
+		/* The answer is at or after h: [lo, hi) brackets the first
+		 * point after id. */
+		lo = h + 1;
+		for (step = 1; ; step *= 2) {
+			hi = lo + step - 1 < n ? lo + step - 1 : n;
+			if (hi == n || file->tsc[hi].id > id)
+				break;
+			lo = hi + 1;
 		}
-		lo = h;
+		lo = tsc_upper_in(file, id, lo, hi);
+	} else {
+		/* Before h: back until a point at or before id. */
+		hi = h;
+		for (step = 1; ; step *= 2) {
+			if (hi < step) {
+				lo = 0;
+				break;
+			}
+			lo = hi - step;
+			if (file->tsc[lo].id <= id) {
+				lo++;
+				break;
+			}
+			hi = lo;
+		}
+		lo = tsc_upper_in(file, id, lo, hi);
 	}
-	lo = htr_file__tsc_upper(file, id, lo);
 	if (lo == 0)
 		return HTR_ERR_NOTFOUND;
 	*hint = lo - 1;

@@ -999,6 +999,8 @@ Test(analyze, one_store_many_threads, .timeout = 600)
 struct ipb {
 	int computes;           /* how often compute() ran */
 	uint32_t version;
+	int stream;             /* compute() stores "v" when storing */
+	int storing;            /* what htr_analyzer_storing() said last */
 };
 
 struct ipb_res {
@@ -1036,6 +1038,19 @@ static int ipb_compute(struct htr_analyzer_ctx *ctx, void **result, void *p)
 	}
 	r->v = r->own;
 	*result = r;
+	ipb->storing = htr_analyzer_storing(ctx);
+	if (ipb->stream && !ipb->storing &&
+	    htr_analyzer_put(ctx, "v", 1, r->v, r->n * 8) != HTR_ERR_INVALID)
+		return htr_analyzer_fail(ctx, HTR_ERR_INVALID, "put in memory");
+	if (ipb->stream && ipb->storing) {
+		int rc = htr_analyzer_put(ctx, "v", 1, r->v, r->n * 8);
+
+		/* Stored: nothing left for encode(). */
+		free(r->own);
+		r->own = NULL;
+		r->v = NULL;
+		return rc;
+	}
 	return 0;
 }
 
@@ -1045,7 +1060,10 @@ static int ipb_encode(struct htr_analyzer_ctx *ctx, const void *result,
 	const struct ipb_res *r = result;
 
 	(void) p;
-	return htr_analyzer_put(ctx, "v", 1, r->v, r->n * 8);
+	if (!htr_analyzer_storing(ctx))
+		return htr_analyzer_fail(ctx, HTR_ERR_INVALID, "encode does "
+					 "not store");
+	return r->v ? htr_analyzer_put(ctx, "v", 1, r->v, r->n * 8) : 0;
 }
 
 static int ipb_decode(struct htr_analyzer_ctx *ctx, void **result, void *p)
@@ -1137,6 +1155,50 @@ static const struct ipb_res *get_ipb(struct htr_file *f, struct ipb *ipb,
 	return res;
 }
 
+/* A compute() that stores its values itself when the sidecar is
+ * written (htr_analyzer_storing()), and keeps them when it is not. */
+Test(analyze, registry_storing_compute, .timeout = 300)
+{
+	struct synth_opts o;
+	struct truth t;
+	struct htr_file *f;
+	struct htr_store *s;
+	struct htr_analysis *a;
+	struct ipb ipb = { 0, 1, 1, -1 };
+	const struct ipb_res *r;
+	char side[300];
+
+	synth_opts_init(&o);
+	o.scenario = SYNTH_MIXED;
+	o.seed = 37;
+	o.insns = 40000;
+	make(&o, "ipbs", NULL, &t);
+	snprintf(side, sizeof(side), "%s/ipbs.htr.lmdb", dir);
+	f = open_file("ipbs.htr");
+	/* In memory: not storing, the result is read as computed. */
+	r = get_ipb(f, &ipb, 1, &s, &a);
+	cr_assert_eq(ipb.storing, 0);
+	check_ipb(f, r);
+	htr_analysis_close(a);
+	htr_store_close(s);
+	/* Sidecar: stored during compute(), decoded from there. */
+	r = get_ipb(f, &ipb, 0, &s, &a);
+	cr_assert_eq(ipb.storing, 1);
+	cr_assert_eq(ipb.computes, 2);
+	check_ipb(f, r);
+	htr_analysis_close(a);
+	htr_store_close(s);
+	r = get_ipb(f, &ipb, 0, &s, &a);
+	cr_assert_eq(ipb.computes, 2);
+	cr_assert(htr_analysis_flags(a) & HTR_ANALYSIS_RELOADED);
+	check_ipb(f, r);
+	htr_analysis_close(a);
+	htr_store_close(s);
+	cr_assert_eq(counter(side, "count.ipb"), 1);
+	htr_file_close(f);
+	truth_free(&t);
+}
+
 Test(analyze, registry_third_analyzer, .timeout = 300)
 {
 	struct synth_opts o;
@@ -1145,7 +1207,7 @@ Test(analyze, registry_third_analyzer, .timeout = 300)
 	struct htr_store *s;
 	struct htr_analysis *a;
 	struct htr_analyzer d;
-	struct ipb ipb = { 0, 1 };
+	struct ipb ipb = { 0, 1, 0, 0 };
 	const struct ipb_res *r;
 	const void *again = NULL;
 	char side[300];

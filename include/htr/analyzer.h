@@ -33,11 +33,11 @@
  * (same .htr identity, same version, dependencies current and unchanged,
  * the optional current() hook agrees) and calls decode(); or, once per
  * sidecar however many threads and processes ask, computes the
- * dependencies first, calls compute(), encode() into an LMDB write
- * transaction, free() and commits, then decodes.  When the sidecar cannot
- * be written, compute()'s result is handed to the reader as is (never
- * encoded).  So decode() and compute() must produce results the same
- * accessors read.
+ * dependencies first, calls compute() (which may store values already,
+ * htr_analyzer_storing()), encode() into LMDB write transactions, free()
+ * and commits, then decodes.  When the sidecar cannot be written,
+ * compute()'s result is handed to the reader as is (never encoded).  So
+ * decode() and compute() must produce results the same accessors read.
  *
  * Callbacks (compute, encode, decode, current, free) run on the thread
  * that called htr_store_get() or htr_analysis_open*(), possibly while the
@@ -86,7 +86,8 @@ struct htr_analyzer {
 	 * the analyzer until free()).  Returns 0 or a negative code. */
 	int (*compute)(struct htr_analyzer_ctx *ctx, void **result,
 		       void *payload);
-	/* Store @result with htr_analyzer_put().  Returns 0 or negative. */
+	/* Store @result with htr_analyzer_put() (what compute() did not
+	 * store itself).  Returns 0 or negative. */
 	int (*encode)(struct htr_analyzer_ctx *ctx, const void *result,
 		      void *payload);
 	/* Build *@result from the stored values (htr_analyzer_value(),
@@ -132,10 +133,25 @@ HTR_API int htr_analyzer_dep(struct htr_analyzer_ctx *ctx, const char *name,
 			     const void **result);
 
 /**
+ * 1 if values go to the sidecar through @ctx: in encode(), and in a
+ * compute() whose results will be encoded (the sidecar is writable);
+ * 0 when compute() works for memory only (no sidecar, or read-only:
+ * encode() will not be called and the result is read as computed).
+ * A compute() that stores its values as it goes (htr_analyzer_put())
+ * keeps its memory bounded by what it has not stored yet.
+ */
+HTR_API int htr_analyzer_storing(const struct htr_analyzer_ctx *ctx);
+
+/**
  * Store value @val (@vlen bytes) under @key (1..HTR_ANALYZER_KEY_MAX
  * bytes) of this analyzer; a key stored twice keeps the last value.
- * In encode() only.  Returns 0, HTR_ERR_INVALID, HTR_ERR_NOMEM,
- * HTR_ERR_IO (message set).
+ * In encode(), and in compute() when htr_analyzer_storing() is 1: the
+ * results of compute() and encode() are stored together.  Keys put in
+ * increasing order (LMDB's: bytes, then length) are appended, the
+ * cheapest way.  Values may be committed in batches before the analyzer
+ * is done: no reader sees them until its record is written (FORMAT.md,
+ * "Sidecar"), and dependencies' results stay readable.  Returns 0,
+ * HTR_ERR_INVALID, HTR_ERR_NOMEM, HTR_ERR_IO (message set).
  */
 HTR_API int htr_analyzer_put(struct htr_analyzer_ctx *ctx, const void *key,
 			     size_t klen, const void *val, size_t vlen);
