@@ -330,11 +330,11 @@ int htr_tsc_point(const struct htr_file *file, uint64_t i, uint64_t *id,
 	return 0;
 }
 
-uint64_t htr_file__tsc_upper(const struct htr_file *file, uint64_t id,
-			     uint64_t lo)
+/* The first time point after @id in [lo, hi) (hi if none): the points
+ * at or before lo are at or before @id. */
+static uint64_t tsc_upper_in(const struct htr_file *file, uint64_t id,
+			     uint64_t lo, uint64_t hi)
 {
-	uint64_t hi = file->ntsc;
-
 	while (lo < hi) {
 		uint64_t mid = lo + (hi - lo) / 2;
 
@@ -344,6 +344,12 @@ uint64_t htr_file__tsc_upper(const struct htr_file *file, uint64_t id,
 			hi = mid;
 	}
 	return lo;
+}
+
+uint64_t htr_file__tsc_upper(const struct htr_file *file, uint64_t id,
+			     uint64_t lo)
+{
+	return tsc_upper_in(file, id, lo, file->ntsc);
 }
 
 int htr_tsc_for_insn(const struct htr_file *file, uint64_t id, uint64_t *tsc)
@@ -361,21 +367,6 @@ int htr_tsc_for_insn(const struct htr_file *file, uint64_t id, uint64_t *tsc)
 	return 0;
 }
 
-/* The first time point after @id in [lo, hi) (hi if none): the points
- * at or before lo are at or before @id. */
-static uint64_t tsc_upper_in(const struct htr_file *file, uint64_t id,
-			     uint64_t lo, uint64_t hi)
-{
-	while (lo < hi) {
-		uint64_t mid = lo + (hi - lo) / 2;
-
-		if (file->tsc[mid].id <= id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
 
 /* Galloping from the hint, forward or back: O(log d) for a lookup d time
  * points away from the last, so a post-order walk, whose blocks' first

@@ -476,6 +476,17 @@ static void emit(struct out *o, const void *p, size_t n)
 	o->off += n;
 }
 
+/* End the records in @b with a round (perf's FINISHED_ROUND: what
+ * came before may be sorted) and write them. */
+static void emit_round(struct out *o, struct buf *b)
+{
+	end(b, begin(b, UREC_FINISHED_ROUND, 0));
+	if (b->oom)
+		o->err = ENOMEM;
+	else
+		emit(o, b->p, b->n);
+}
+
 /* Copy @size bytes from @off of @path to the output. */
 static void emit_range(struct out *o, const char *path, uint64_t off,
 		       uint64_t size)
@@ -765,14 +776,11 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 			  t0 + 1 : born, 0, 1 + i);
 		end(&b, at);
 	}
-	at = begin(&b, UREC_FINISHED_ROUND, 0);
-	end(&b, at);
-	if (b.oom) {
-		o->err = ENOMEM;
+	emit_round(o, &b);
+	if (o->err) {
 		free(b.p);
 		return;
 	}
-	emit(o, b.p, b.n);
 
 	/* Snapshot mode (perf record -S): each earlier snapshot as perf
 	 * writes it, an AUXTRACE record per thread with new data (the AUX
@@ -806,12 +814,7 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 					  pt_id(i));
 				end(&b, at);
 			}
-		at = begin(&b, UREC_FINISHED_ROUND, 0);
-		end(&b, at);
-		if (b.oom)
-			o->err = ENOMEM;
-		else
-			emit(o, b.p, b.n);
+		emit_round(o, &b);
 	}
 
 	/* The traces: per-thread mode, one AUXTRACE record per thread (its
@@ -882,12 +885,7 @@ static void data_section(struct out *o, const struct rec_ctx *c, pid_t pid,
 			  dummy_id(nev, sc->n ? (size_t) cpu : i));
 		end(&b, at);
 	}
-	at = begin(&b, UREC_FINISHED_ROUND, 0);
-	end(&b, at);
-	if (b.oom)
-		o->err = ENOMEM;
-	else
-		emit(o, b.p, b.n);
+	emit_round(o, &b);
 	free(b.p);
 }
 
