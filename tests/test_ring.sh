@@ -36,27 +36,14 @@ htr=$1
 cmp=$2
 here=$(cd "$(dirname "$0")" && pwd)
 
-if ! command -v qemu-x86_64 >/dev/null 2>&1; then
-	echo "SKIP: qemu-x86_64 is not installed (Debian package qemu-user)"
-	exit 77
-fi
-if ! command -v cc >/dev/null 2>&1; then
-	echo "SKIP: no C compiler"
-	exit 77
-fi
-work=$(mktemp -d)
+. "$here/recorded.sh"
+recorded qemu-x86_64 cc
+work=$T
 pids=""
-cleanup() {
-	for p in $pids; do kill -9 "$p" 2>/dev/null; done
-	rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-fails=0
+# recorded's trap, and the recordings this script leaves running
+trap 'for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"' \
+	EXIT INT TERM
 oks=0
-fail() {
-	echo "FAIL: $*"
-	fails=$((fails + 1))
-}
 ok() {
 	echo "ok      $*"
 	oks=$((oks + 1))
