@@ -22,6 +22,15 @@
 #     tree agrees); tests/record/threads.c: every thread's window tree is
 #     its truth; a snapshot every 100000 instructions of hang.c: each
 #     snapshot's tree is the truth of its window;
+#  2c. --no-truth: a spinning hang, ring 1M, a snapshot, SIGTERM: no
+#     file named truth beside OUT or in the temporary directory in any
+#     sample (1. finds its segments there with the truth), the trace
+#     bounded as with it, each window's tree as many instructions as
+#     perf script decodes; 2b's run with snapshots again: each snapshot
+#     so, and the last window (deterministic, unlike the snapshots'
+#     timing) the same perf.data size and tree as with the truth; plain
+#     and --raw runs the same (--raw: the same tN.pt bytes, tN.truth
+#     missing), --cpus with no truth;
 #  3. snapshot-mode files with 1, 3 (apart: trace lost between them) and
 #     10 (overlapping) snapshots: htr build warns of nothing, perf script
 #     reads them, and each tree has as many instructions as perf decodes
@@ -91,8 +100,9 @@ done
 grep -q "too small for --psb-period" "$work/err" ||
 	fail "--ring 20K: $(cat "$work/err")"
 "$htr" record --help | grep -q -- "--ring SIZE" &&
-	"$htr" record --help | grep -q -- "--snapshot-on SIGNAL" ||
-	fail "record --help does not document --ring and --snapshot-on"
+	"$htr" record --help | grep -q -- "--snapshot-on SIGNAL" &&
+	"$htr" record --help | grep -q -- "--no-truth  " ||
+	fail "record --help does not document --ring, --snapshot-on and --no-truth"
 
 # Bytes in the ring's files (the temporary directory beside OUT), and
 # those plus the snapshots written beside OUT.
@@ -269,6 +279,131 @@ for f in "$out".snapshot.*.data; do
 done
 [ "$k" -ge 5 ] && ok "every: $k snapshots, each tree the truth of its window" ||
 	fail "every: $k snapshots checked"
+
+# ---------------------------------------------------------------- 2c. no truth
+# $1: a perf.data, $2: a name.  Prints "INSNS PERF" (the tree's
+# instructions, perf script's; PERF "-" without perf) or fails.
+tree_vs_perf() {
+	rm -rf "$work/ntb" && mkdir "$work/ntb" || return 1
+	"$htr" build -q "$1" -o "$work/ntb/t.htr" 2>"$work/nt.build" ||
+		{ fail "$2: build: $(cat "$work/nt.build")"; return 1; }
+	# a tree per thread (t.TID.htr) when there are several
+	h=$(for t in "$work"/ntb/*.htr; do "$htr" info "$t"; done |
+		awk '$1 == "instructions:" { s += $2 } END { print s + 0 }')
+	p=-
+	if command -v perf >/dev/null 2>&1; then
+		p=$(HOME=$work perf script -f -i "$1" --itrace=i0ns -F tid \
+			2>/dev/null | wc -l)
+	fi
+	if [ "$h" -eq 0 ] || { [ "$p" != - ] && [ "$h" != "$p" ]; }; then
+		fail "$2: the tree has $h instructions, perf script $p"
+		return 1
+	fi
+	echo "$h $p"
+}
+# $1, $2: perf.data files of the same deterministic run, $3: a name.  The
+# same size, and their trees the same trace, counts and dump (but for the
+# thread line: another pid).
+same_tree() {
+	for f in "$1" "$2"; do
+		"$htr" build -q "$f" -o "$f.htr" 2>"$work/same.build" ||
+			{ fail "$3: build $f: $(cat "$work/same.build")"; return 1; }
+		"$htr" info "$f.htr" |
+			grep -E '^(trace|instructions|blocks|functions|gaps):' \
+			>"$f.info"
+		"$htr" dump --tsc "$f.htr" | tail -n +2 >"$f.dump"
+	done
+	if [ "$(wc -c <"$1")" != "$(wc -c <"$2")" ] ||
+	   ! cmp -s "$1.info" "$2.info" || ! cmp -s "$1.dump" "$2.dump"; then
+		fail "$3: not the same: $(wc -c <"$1") and $(wc -c <"$2") bytes, $(diff "$1.info" "$2.info" | tr '\n' ' ')"
+		return 1
+	fi
+	ok "$3: the same $(wc -c <"$1") bytes of perf.data and tree ($(awk '$1 == "instructions:" { print $2 }' "$1.info") instructions, $(wc -l <"$1.dump") lines of dump) with and without --no-truth"
+}
+# Files with "truth" in their name beside $1 or in its temporary directory.
+truths() {
+	ls -d "$1"* "$1".rec-*/* 2>/dev/null | grep -c truth
+}
+
+out=$work/nt.data
+"$htr" record --no-truth --ring 1M --heartbeat 0 -o "$out" -- "$work/hang" 50 \
+	>/dev/null 2>"$work/nt.err" &
+rp=$!
+pids="$pids $rp"
+(sleep 1.2; kill -USR1 "$rp"; sleep 1.2; kill -TERM "$rp" 2>/dev/null) &
+while kill -0 "$rp" 2>/dev/null; do
+	echo "$(ring_bytes "$out") $(truths "$out")" >>"$work/nt.samples"
+	sleep 0.1
+done
+wait "$rp"
+rc=$?
+# shellcheck disable=SC2046
+set -- $(awk 'BEGIN { m = 0; t = 0 } $1 > m { m = $1 } $2 > t { t = $2 }
+	END { print NR, m, t }' "$work/nt.samples")
+if [ "$rc" -ne 0 ] || ! grep -q "stopped by signal 15" "$work/nt.err" ||
+   [ ! -s "$out.snapshot.1.data" ]; then
+	fail "no truth: record --ring --no-truth: exit $rc, $(cat "$work/nt.err")"
+elif [ "$3" -ne 0 ] || [ "$(truths "$out")" -ne 0 ]; then
+	fail "no truth: truth files with --no-truth ($3 at most in a sample): $(ls -d "$out"* | grep truth)"
+elif [ "$1" -lt 10 ] || [ "$2" -gt 1048576 ] || [ "$2" -lt 500000 ]; then
+	fail "no truth: ring files held up to $2 bytes ($1 samples)"
+else
+	ok "no truth: $1 samples, no truth file beside OUT or in the ring's directory, at most $2 bytes of trace (ring 1048576)"
+fi
+if a=$(tree_vs_perf "$out.snapshot.1.data" "no truth: snapshot 1") &&
+   b=$(tree_vs_perf "$out" "no truth: SIGTERM"); then
+	ok "no truth: the snapshot's and the last window's trees as perf script decodes them (instructions, perf's: $a; $b)"
+fi
+out=$work/ntevery.data
+"$htr" record -q --no-truth --ring 40K --psb-period 512 \
+	--snapshot-every 100000 -o "$out" -- "$work/hang" 30 done \
+	>/dev/null 2>"$work/ntevery.err" ||
+	fail "no truth: every: record: $(cat "$work/ntevery.err")"
+k=0
+for f in "$out".snapshot.*.data; do
+	[ -f "$f" ] || continue
+	tree_vs_perf "$f" "no truth: every: $(basename "$f")" >/dev/null ||
+		break
+	k=$((k + 1))
+done
+[ "$(truths "$out")" -eq 0 ] ||
+	fail "no truth: every: $(ls -d "$out"* | grep truth)"
+[ "$k" -ge 5 ] &&
+	ok "no truth: every: $k snapshots, each tree as perf script decodes it" ||
+	fail "no truth: every: $k snapshots checked"
+same_tree "$work/every.data" "$out" "no truth: every: the last window"
+# plain, --raw, --cpus
+"$htr" record -q -o "$work/pl.data" -- "$work/hang" 10 done >/dev/null \
+	2>"$work/plnt.err" &&
+	"$htr" record -q --no-truth -o "$work/plnt.data" -- "$work/hang" 10 \
+	done >/dev/null 2>"$work/plnt.err" ||
+	fail "no truth: plain: record: $(cat "$work/plnt.err")"
+if [ ! -f "$work/pl.data.t0.truth" ] ||
+   [ "$(truths "$work/plnt.data")" -ne 0 ]; then
+	fail "no truth: plain: $(ls "$work"/pl*)"
+else
+	same_tree "$work/pl.data" "$work/plnt.data" "no truth: plain"
+fi
+"$htr" record -q --raw "$work/rw" -- "$work/hang" 10 done >/dev/null \
+	2>"$work/rwnt.err" &&
+	"$htr" record -q --no-truth --raw "$work/rwnt" -- "$work/hang" 10 done \
+	>/dev/null 2>"$work/rwnt.err" ||
+	fail "no truth: raw: record: $(cat "$work/rwnt.err")"
+if [ ! -f "$work/rw/t0.truth" ] ||
+   [ "$(ls "$work/rw" | grep -v '^t0\.truth$')" != "$(ls "$work/rwnt")" ] ||
+   ! cmp -s "$work/rw/t0.pt" "$work/rwnt/t0.pt"; then
+	fail "no truth: raw: $(ls "$work/rw" "$work/rwnt" | tr '\n' ' ')"
+else
+	ok "no truth: raw: the same files but t0.truth, the same t0.pt"
+fi
+"$htr" record -q --no-truth --cpus 2 -o "$work/cpnt.data" -- \
+	"$work/threads" >/dev/null 2>"$work/cpnt.err" ||
+	fail "no truth: cpus: record: $(cat "$work/cpnt.err")"
+if [ "$(truths "$work/cpnt.data")" -ne 0 ]; then
+	fail "no truth: cpus: $(ls "$work"/cpnt*)"
+elif c=$(tree_vs_perf "$work/cpnt.data" "no truth: cpus"); then
+	ok "no truth: cpus: no truth, the trees as perf script decodes them ($c)"
+fi
 
 # ---------------------------------------------------------------- 3. -S
 if ! command -v perf >/dev/null 2>&1; then

@@ -9,7 +9,7 @@ static const char usage_text[] =
 "usage: htr record [-o OUT] [--raw DIR] [--lldb DIR]\n"
 "                  [--filter MODULE|START-END]...\n"
 "                  [--cpus N] [--psb-period N] [--no-ret-compression]\n"
-"                  [--skl014] [--engine tcg|log]\n"
+"                  [--skl014] [--engine tcg|log] [--no-truth]\n"
 "                  [--ring SIZE [--snapshot-on SIGNAL] [--snapshot-every N]\n"
 "                   [--perf-snapshot] [--heartbeat SECONDS]]\n"
 "                  -- PROG [ARGS...]\n"
@@ -31,6 +31,7 @@ static const char usage_text[] =
 "                           'perf record -e intel_pt//u --per-thread' lays\n"
 "                           it out ('perf script --itrace=...' decodes it);\n"
 "                           the truth of thread N goes to OUT.tN.truth\n"
+"                           (but with --no-truth)\n"
 "      --cpus N             a CPU-wide perf.data instead, as 'perf record -e\n"
 "                           intel_pt//u -a' writes it on N CPUs: the threads\n"
 "                           are scheduled on N modelled CPUs (a syscall frees\n"
@@ -48,7 +49,10 @@ static const char usage_text[] =
 "                           each thread's raw trace as DIR/tN.pt, a copy of\n"
 "                           each module under DIR/modules/ at its load\n"
 "                           address; paths relative to DIR); DIR must not\n"
-"                           exist or be empty; not with --cpus\n"
+"                           exist or be empty; not with --cpus\n";
+
+/* Apart: one string would pass the length C99 compilers must support. */
+static const char usage_opts[] =
 "      --filter MODULE      trace only this module's code (a path, a file\n"
 "                           name or a glob on it); repeatable\n"
 "      --filter START-END   trace only [START, END); repeatable\n"
@@ -66,10 +70,13 @@ static const char usage_text[] =
 "                           $HTR_RECORD_PLUGIN names another) or its exec\n"
 "                           log with -singlestep (log: under a million a\n"
 "                           second)\n"
+"      --no-truth           no truth at all (no OUT.tN.truth, DIR/tN.truth,\n"
+"                           --ring truth segments nor snapshot truths):\n"
+"                           only the trace, the perf.data and the other\n"
+"                           files as without it\n"
 "  -q, --quiet              no summary line (nor heartbeat by default)\n"
 "  -h, --help               show this help\n";
 
-/* Apart: one string would pass the length C99 compilers must support. */
 static const char usage_ring[] =
 "\nBounded recording (hangs, long runs):\n"
 "      --ring SIZE[K|M|G]   per thread, only the last SIZE bytes of trace\n"
@@ -78,9 +85,12 @@ static const char usage_ring[] =
 "                           memory stay bounded whatever the run's length;\n"
 "                           OUT holds the last window, OUT.tN.truth the\n"
 "                           truth of that window (kept in segments cut with\n"
-"                           the trace's); a heartbeat line every 5 s on\n"
-"                           stderr; SIGTERM or SIGINT to htr stops PROG and\n"
-"                           writes OUT; not with --cpus, --raw, --lldb\n"
+"                           the trace's, on disk about 40 bytes of text per\n"
+"                           trace byte: an 8M ring keeps some 350 MB of\n"
+"                           truth; --no-truth keeps only the trace); a\n"
+"                           heartbeat line every 5 s on stderr; SIGTERM or\n"
+"                           SIGINT to htr stops PROG and writes OUT; not\n"
+"                           with --cpus, --raw, --lldb\n"
 "      --snapshot-on SIGNAL with --ring: this signal to htr (default USR1:\n"
 "                           kill -USR1 PID) writes OUT.snapshot.N.data, the\n"
 "                           window at that moment, and its truths\n"
@@ -109,6 +119,7 @@ int cmd_record(int argc, char **argv)
 	for (i = 1; i < argc && strcmp(argv[i], "--"); i++)
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			fputs(usage_text, stdout);
+			fputs(usage_opts, stdout);
 			fputs(usage_ring, stdout);
 			return HTR_EXIT_OK;
 		}
@@ -219,6 +230,7 @@ int cmd_record(int argc, char **argv)
 		{ "snapshot-every", required_argument, NULL, 'V' },
 		{ "perf-snapshot", no_argument, NULL, 'P' },
 		{ "heartbeat", required_argument, NULL, 'H' },
+		{ "no-truth", no_argument, NULL, 'T' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -345,12 +357,16 @@ int cmd_record(int argc, char **argv)
 			o.heartbeat = (unsigned) v;
 			heartbeat_set = 1;
 			break;
+		case 'T':
+			o.no_truth = 1;
+			break;
 		case 'q':
 			o.quiet = 1;
 			break;
 		case 'h':
 			free(filters);
 			fputs(usage_text, stdout);
+			fputs(usage_opts, stdout);
 			fputs(usage_ring, stdout);
 			return HTR_EXIT_OK;
 		default:

@@ -256,10 +256,11 @@ struct rec_thread_stats {
 	uint64_t first_tsc, last_tsc;
 	struct rec_ring ring;   /* --ring: the segments kept */
 	int running;            /* rec_thread_window(): still running */
-	/* --ring (not --perf-snapshot): the window's truth, in the
-	 * thread's truth path (ended) or that path plus ".snap" (a
-	 * snapshot), and its counts; a snapshot's trace ends with @tail
-	 * bytes in that path plus ".tail" (rec_thread_window()) */
+	/* The thread has a truth (rec_ctx.truth).  --ring: the window's,
+	 * in the thread's truth path (ended) or that path plus ".snap" (a
+	 * snapshot), and its counts.  --ring (not --perf-snapshot): a
+	 * snapshot's trace ends with @tail bytes in tN.tail in the
+	 * temporary directory (rec_thread_window()) */
 	int has_truth;
 	uint64_t win_insns, win_blocks, win_gaps;
 	uint64_t tail;
@@ -279,6 +280,9 @@ void rec_thread_switch_in(struct rec_thread *t, struct rec_stream *s);
 /* The recorder's context, shared by its threads. */
 struct rec_ctx {
 	const struct rec_opts *o;
+	/* Truths are written: not o->no_truth, nor o->perf_snapshot (its
+	 * snapshots start anywhere in a segment, no truth describes them). */
+	int truth;
 	struct rec_image im;
 	const char *tmpdir;
 	const char *exe;        /* PROG's resolved path */

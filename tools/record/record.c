@@ -998,7 +998,7 @@ static size_t pieces_of(const struct rec_ctx *c,
 	}
 	if (s->tail) {
 		/* a snapshot's end (rec_thread_window()) */
-		snprintf(paths[n], PATH_MAX, "%s/t%u.truth.tail", c->tmpdir,
+		snprintf(paths[n], PATH_MAX, "%s/t%u.tail", c->tmpdir,
 			 s->idx);
 		pc[n].path = paths[n];
 		pc[n].off = 0;
@@ -1228,6 +1228,8 @@ static int place_truths(struct rec_ctx *c, const struct rec_thread_stats *st,
 		if (rc < 0) {
 			rec_fail(c, "%s: %s", dst, strerror(errno ? errno : EIO));
 			for (j = 0; j <= i; j++) {
+				if (!st[j].has_truth)
+					continue;
 				snprintf(dst, sizeof(dst), "%s.t%u.truth",
 					 final, st[j].idx);
 				unlink(dst);
@@ -1244,7 +1246,10 @@ static void unplace_truths(const struct rec_thread_stats *st, size_t n,
 	char dst[PATH_MAX + 32];
 	size_t i;
 
+	/* not another run's truths beside OUT */
 	for (i = 0; i < n; i++) {
+		if (!st[i].has_truth)
+			continue;
 		snprintf(dst, sizeof(dst), "%s.t%u.truth", final, st[i].idx);
 		unlink(dst);
 	}
@@ -1600,6 +1605,7 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 	if (!tmp)
 		goto out;
 	c.o = o;
+	c.truth = !o->no_truth && !o->perf_snapshot;
 	c.tmpdir = tmp;
 	c.exe = exe;
 	c.clock = REC_TSC_START;
@@ -1694,7 +1700,7 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 			     o->qemu);
 		goto out;
 	}
-	for (i = 0; !o->ring && i < ts.n; i++)
+	for (i = 0; c.truth && !o->ring && i < ts.n; i++)
 		if (truth_trailer(&c, &ts.done[i]) < 0) {
 			errf(err, errlen, "%s: cannot write: %s", tmp,
 			     strerror(errno));
@@ -1794,7 +1800,7 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 		lldb_placed = !!ltmp;
 		/* The truth goes beside the perf.data (OUT.tN.truth), then
 		 * the perf.data itself: it appears last, or not at all. */
-		for (i = 0; i < ts.n; i++) {
+		for (i = 0; c.truth && i < ts.n; i++) {
 			char from[PATH_MAX], to[PATH_MAX];
 
 			snprintf(from, sizeof(from), "%s/t%zu.truth", tmp, i);
@@ -1807,7 +1813,7 @@ int rec_run(const struct rec_opts *o, char *const argv[],
 		}
 		if (rename(pdata, final) < 0) {
 			errf(err, errlen, "%s: %s", final, strerror(errno));
-			unlink_truths(final, &ts, ts.n);
+			unlink_truths(final, &ts, c.truth ? ts.n : 0);
 			goto out;
 		}
 	}

@@ -49,7 +49,7 @@ struct rec_opts {
 					 * with cpus, raw_dir, lldb_dir; the
 					 * truth is the window's (OUT.tN.truth,
 					 * and one per snapshot), but for
-					 * perf_snapshot (none) */
+					 * perf_snapshot and no_truth (none) */
 	int snapshot_signal;            /* with ring: this signal (0:
 					 * SIGUSR1) writes OUT.snapshot.N.data,
 					 * the window at that moment */
@@ -63,6 +63,10 @@ struct rec_opts {
 					 * last one */
 	unsigned heartbeat;             /* seconds between heartbeat lines
 					 * on stderr while it runs (0: none) */
+	int no_truth;                   /* no truth at all (OUT.tN.truth,
+					 * raw_dir/tN.truth, --ring's
+					 * segments and snapshots' truths);
+					 * the traces as without it */
 };
 
 /* REC_ENGINE_TCG: htr's TCG plugin in qemu (tools/record/tcg/), tens of

@@ -64,7 +64,8 @@ struct held {
 struct rec_thread {
 	struct rec_ctx *c;
 	unsigned idx;           /* creation order: the thread's number */
-	FILE *truth;
+	FILE *truth;            /* NULL: no truth (rec_ctx.truth), none of
+				 * its lines is even formatted */
 	char truth_path[512];
 	/* where packets go: own (per-thread mode) or the CPU the thread runs
 	 * on (--cpus; NULL while it runs on none) */
@@ -112,9 +113,9 @@ struct rec_thread {
 	int retracted;          /* cur did not run: a signal came first */
 	uint64_t sig_resume;    /* a handler returned: where the code it
 				 * interrupted resumes, 0 if not known */
-	/* --ring: the truth goes to segment files beside the trace's
-	 * (truth_path.K for trace segment K), made and removed with them;
-	 * a window's truth is made from them (window_truth()). */
+	/* --ring with a truth: the truth goes to segment files beside the
+	 * trace's (truth_path.K for trace segment K), made and removed with
+	 * them; a window's truth is made from them (window_truth()). */
 	int ring;
 	uint64_t truth_k, truth_oldest;    /* the current and oldest kept */
 	uint64_t win_insns, win_blocks, win_gaps;   /* the last window's */
@@ -140,7 +141,7 @@ static void write_header(const struct rec_thread *t, FILE *fp)
 
 static void header(struct rec_thread *t)
 {
-	if (t->header_done)
+	if (t->header_done || !t->truth)
 		return;
 	t->header_done = 1;
 	write_header(t, t->truth);
@@ -218,7 +219,7 @@ static void show(struct rec_thread *t, size_t i, uint64_t pc)
 	f->first = t->last_id;
 	f->tsc_first = t->dtime;
 	f->entered_off = !f->traced_call && pc != f->entry;
-	f->func = func_of(t, f->entry);
+	f->func = t->truth ? func_of(t, f->entry) : 0;
 }
 
 /* A traced instruction at @pc ran in the innermost frame: that frame is a
@@ -271,9 +272,11 @@ static void close_frame(struct rec_thread *t, const struct frame *f,
 
 	if (!f->visible)
 		return;
+	t->blocks++;
+	if (!t->truth)
+		return;
 	block_line(t, f, flags, line, sizeof(line));
 	fputs(line, t->truth);
-	t->blocks++;
 }
 
 static void push_frame(struct rec_thread *t, uint64_t ret, uint64_t entry)
@@ -337,7 +340,7 @@ static void past_outermost(struct rec_thread *t, uint64_t to, const char *fl)
 		f->parent = -1;
 		f->first = old.first;
 		f->tsc_first = old.tsc_first;
-		f->func = func_of(t, to);
+		f->func = t->truth ? func_of(t, to) : 0;
 	}
 }
 
@@ -798,8 +801,9 @@ static void arrive(struct rec_thread *t, const struct rec_insn *in)
 		if (!t->started) {
 			header(t);
 		} else {
-			fprintf(t->truth, "gap %llu disabled\n",
-				(unsigned long long) t->id);
+			if (t->truth)
+				fprintf(t->truth, "gap %llu disabled\n",
+					(unsigned long long) t->id);
 			t->gaps++;
 		}
 		enable(t, in->pc);
@@ -1327,15 +1331,13 @@ struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned idx)
 		 c->tmpdir, idx);
 	/* --ring: a truth of the whole run would grow without bound; it
 	 * goes to segments cut with the trace's (truth_rotate()), the
-	 * window's made from them.  --perf-snapshot: none (its snapshots
-	 * start anywhere in a segment). */
-	t->ring = c->o->ring && !c->o->perf_snapshot;
+	 * window's made from them. */
+	t->ring = c->o->ring && c->truth;
 	if (t->ring) {
 		rec_ring_path(p, sizeof(p), t->truth_path, 0);
 		t->truth = fopen(p, "w");
-	} else {
-		t->truth = fopen(c->o->ring ? "/dev/null" : t->truth_path,
-				 "w");
+	} else if (c->truth) {
+		t->truth = fopen(t->truth_path, "w");
 	}
 	if (!c->sched.n) {
 		snprintf(p, sizeof(p), "%s/t%u.pt", c->tmpdir, idx);
@@ -1346,7 +1348,7 @@ struct rec_thread *rec_thread_new(struct rec_ctx *c, unsigned idx)
 			t->s = &t->own;
 		}
 	}
-	if (!t || !t->truth) {
+	if (!t || (c->truth && !t->truth)) {
 		rec_fail(c, "%s: cannot write the thread's trace", c->tmpdir);
 		rec_thread_free(t);
 		return NULL;
@@ -1443,7 +1445,7 @@ int rec_thread_end(struct rec_thread *t)
 		rc = -1;
 	if (t->ring && rc == 0)
 		rc = ring_end(t);
-	if (fclose(t->truth) != 0)
+	if (t->truth && fclose(t->truth) != 0)
 		rc = -1;
 	t->truth = NULL;
 	if (rc < 0)
@@ -1468,7 +1470,7 @@ void rec_thread_stats(const struct rec_thread *t, struct rec_thread_stats *s)
 	s->win_insns = t->win_insns;
 	s->win_blocks = t->win_blocks;
 	s->win_gaps = t->win_gaps;
-	s->has_truth = !t->c->o->ring || t->ring;
+	s->has_truth = t->c->truth;
 }
 
 /* The packets a decoder of the window needs after those written: the
@@ -1544,24 +1546,30 @@ int rec_thread_window(struct rec_thread *t, struct rec_thread_stats *s)
 	rec_thread_stats(t, s);
 	s->ring = t->own.ring;
 	s->running = 1;
-	if (rc == 0 && t->ring) {
-		FILE *fp;
+	/* --perf-snapshot takes the AUX area as it is: no tail */
+	if (rc == 0 && t->c->o->ring && !t->c->o->perf_snapshot) {
 		int64_t tail;
 
-		snprintf(p, sizeof(p), "%s.tail", t->truth_path);
+		snprintf(p, sizeof(p), "%s/t%u.tail", t->c->tmpdir, t->idx);
 		tail = window_tail(t, p);
+		if (tail < 0)
+			rc = -1;
+		s->tail = tail < 0 ? 0 : (uint64_t) tail;
+	}
+	if (rc == 0 && t->ring) {
+		FILE *fp;
+
 		snprintf(p, sizeof(p), "%s.snap", t->truth_path);
 		fp = fopen(p, "w");
-		if (tail < 0 || !fp || window_truth(t, &s->ring, fp, 1) < 0)
+		if (!fp || window_truth(t, &s->ring, fp, 1) < 0)
 			rc = -1;
 		if (fp && fclose(fp) != 0)
 			rc = -1;
-		s->tail = tail < 0 ? 0 : (uint64_t) tail;
 		s->win_insns = t->win_insns;
 		s->win_blocks = t->win_blocks;
 		s->win_gaps = t->win_gaps;
-		s->has_truth = rc == 0;
 	}
+	s->has_truth = t->ring && rc == 0;
 	return rc;
 }
 
