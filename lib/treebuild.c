@@ -9,6 +9,9 @@ struct frame {
 	uint64_t first;
 	uint64_t ret_ip;        /* 0: unknown (the top-level frame, callbacks) */
 	uint64_t entry;         /* 0: unknown */
+	uint64_t held_at;       /* entry_pending, and an interrupt came
+				 * before the callee's first instruction:
+				 * the IP it stopped at, the entry (0: none) */
 	uint64_t anchor;        /* its entry, else the first address it ran
 				 * (0: none), and after a jump to a
 				 * function's entry that entry: inside its
@@ -423,6 +426,13 @@ static int pop(struct htr_tb *t, uint64_t last, unsigned flags)
 		return 0;
 	}
 	t->depth--;
+	if (t->st[t->depth].entry_pending && t->st[t->depth].held_at) {
+		int rc = set_entry(t, &t->st[t->depth],
+				   t->st[t->depth].held_at);
+
+		if (rc < 0)
+			return rc;
+	}
 	return emit(t, &t->st[t->depth], last, flags, &t->st[t->depth - 1]);
 }
 
@@ -727,6 +737,12 @@ int htr_tb__gap(struct htr_tb *t, const struct htr_decode_gap *g)
 	    top->entry_pending && !t->folded &&
 	    (rc = set_entry(t, top, g->ip)) < 0)
 		return rc;
+	/* An interrupt before the callee's first instruction stopped at its
+	 * entry.  The entry stays pending (its time is where the callee
+	 * starts, after the interrupt); held_at names it should the frame
+	 * close before it runs (the trace ends in the handler). */
+	if (async && top->entry_pending && !t->folded)
+		top->held_at = g->ip;
 	/* An interrupt took user code away: the kernel runs as a far frame
 	 * that returns to the interrupted IP. */
 	if (async && (rc = push(t, g->ip, 1)) < 0)

@@ -40,6 +40,7 @@
  *                                 unwinds
  *  4 gap: every open frame        only the innermost flagged    rule_4_gap_flags_every_open_frame +18
  *  4 interrupt-delayed callee     flagged gap anyway            rule_4_interrupted_before_first_instruction_loses_nothing
+ *  2 entry held by an interrupt   held_at ignored ('?')         rule_2_entry_where_an_interrupt_held_the_callee
  *  4 async disable: far frame     no far frame pushed           rule_4_interrupted_before_first_instruction_loses_nothing
  *  4 R = open frame's ret addr    not looked for                rule_4_resume_at_return_address_closes_implicit +2
  *  4 after overflow nothing else  handled as a disable          rule_4_overflow_goes_on_in_current_frame +5
@@ -529,6 +530,19 @@ RULE(rule_4_interrupted_before_first_instruction_loses_nothing)
 		"0-6 @? late truncated gap\n"
 		"  1-5 @0x2000\n"
 		"    1-2 @0x6000\n");
+}
+
+RULE(rule_2_entry_where_an_interrupt_held_the_callee)
+{
+	/* As above, but the trace ends in the handler (a snapshot taken
+	 * there): the callee never ran, and its entry is the IP the
+	 * interrupt stopped at, right after the call (rule 2), not '?'. */
+	tree_is("2 (entry: the interrupted IP right after the call)",
+		"fn 0x6000 0x100; call 0x1000 1; gap disabled async 0x2000;"
+		"resume 0x6000; run 0x6000 2", 0,
+		"0-2 @? late truncated gap\n"
+		"  1-2 @0x2000 truncated\n"
+		"    1-2 @0x6000 truncated\n");
 }
 
 RULE(rule_4_resume_at_return_address_closes_implicit)

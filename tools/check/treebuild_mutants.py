@@ -20,6 +20,7 @@ M=[
 ("2 async branch after a call/return", "an empty interrupt run pushes nothing", "\t\treturn push(t, ret_ip, 1);\n\t}\n\tif (top->entry_pending", "\t\treturn 0;\n\t}\n\tif (top->entry_pending"),
 ("2 entry from TIP.PGD", "the TIP.PGD's IP is not the entry", "g->ip &&\n\t    top->entry_pending", "0 && g->ip &&\n\t    top->entry_pending"),
 ("2 entry unknown when not seen", "a pending entry survives the gap", "\tt->st[t->depth - 1].entry_pending = 0;\n\tif (!t->folded)", "\tif (!t->folded)"),
+("2 entry held by an interrupt", "held_at ignored", "\t\ttop->held_at = g->ip;\n", "\t\ttop->held_at = 0;\n"),
 ("2 no traced instruction, no block", "an empty frame is emitted", "\tif (f->first > last)\n\t\treturn 0;\n", "\tif (f->first > last + 1)\n\t\treturn 0;\n"),
 ("3 late start", "late_return does nothing", "\tstruct frame top = t->st[0];\n\n", "\tstruct frame top = t->st[0];\n\n\treturn 0;\n"),
 ("3 late block carries gap", "no gap carried into the new top-level frame", "HTR_BLOCK_LATE | (top.flags & HTR_BLOCK_GAP);", "HTR_BLOCK_LATE;"),
