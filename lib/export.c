@@ -35,23 +35,6 @@ static uint64_t units_of(const struct units *u, uint64_t ticks)
 	return u->ns && htr_ticks_to_ns(u->f, ticks, &ns) == 0 ? ns : ticks;
 }
 
-/* @s as a JSON string (quoted, escaped) on @fp. */
-static void json_string(FILE *fp, const char *s)
-{
-	const unsigned char *p = (const unsigned char *) s;
-
-	fputc('"', fp);
-	for (; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(fp, "\\%c", *p);
-		else if (*p < 0x20)
-			fprintf(fp, "\\u%04x", *p);
-		else
-			fputc(*p, fp);
-	}
-	fputc('"', fp);
-}
-
 enum fmt { FMT_CHROME, FMT_FOLDED, FMT_PERFETTO };
 
 /* folded: the distinct stacks as a tree, a stack being the node of its
@@ -423,7 +406,7 @@ static void chrome_end(struct exp *e, const struct open_slice *o, uint64_t t)
 	char flags[64];
 
 	fprintf(e->out, ",\n{\"name\":");
-	json_string(e->out, o->name);
+	htr_json_string(e->out, o->name);
 	fprintf(e->out, ",\"ph\":\"E\"");
 	chrome_time(e, "ts", t);
 	fprintf(e->out, ",\"pid\":%u,\"tid\":%u", e->pid, e->tid);
@@ -515,7 +498,7 @@ static int slice_block(struct exp *e, uint32_t block,
 #endif
 	fprintf(e->out, "%s\n{\"name\":", e->comma ? "," : "");
 	e->comma = 1;
-	json_string(e->out, name);
+	htr_json_string(e->out, name);
 	fprintf(e->out, ",\"cat\":\"call\",\"ph\":\"B\"");
 	chrome_time(e, "ts", t);
 	fprintf(e->out, ",\"pid\":%u,\"tid\":%u}", e->pid, e->tid);
@@ -614,7 +597,7 @@ static void chrome_gaps(struct exp *e)
 		chrome_time(e, "ts", t);
 		fprintf(e->out, ",\"pid\":%u,\"tid\":%u,\"args\":{\"id\":%"
 			PRIu64 ",\"reason\":", e->pid, e->tid, g.id);
-		json_string(e->out, htr_gap_reason(&g));
+		htr_json_string(e->out, htr_gap_reason(&g));
 		fprintf(e->out, "}}");
 	}
 }
@@ -706,7 +689,7 @@ static void chrome_head(struct exp *e)
 		fprintf(e->out, "\n{\"name\":\"thread_name\",\"ph\":"
 			"\"M\",\"pid\":%u,\"tid\":%u,\"args\":"
 			"{\"name\":", e->pid, e->tid);
-		json_string(e->out, ti.comm);
+		htr_json_string(e->out, ti.comm);
 		fprintf(e->out, "}}");
 		e->comma = 1;
 	}

@@ -338,3 +338,19 @@ size_t htr_text_times(char *buf, size_t size, uint32_t level,
 	t_mem(&t, "%", 1);
 	return t_end(&t);
 }
+
+void htr_json_string(FILE *fp, const char *s)
+{
+	const unsigned char *p = (const unsigned char *) (s ? s : "");
+
+	fputc('"', fp);
+	for (; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(fp, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(fp, "\\u%04x", *p);
+		else
+			fputc(*p, fp);
+	}
+	fputc('"', fp);
+}

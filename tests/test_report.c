@@ -105,3 +105,14 @@ Test(report, visits_refuse_bad_arguments)
 				    HTR_FIND_TIME, 0, NULL, NULL),
 		     HTR_ERR_INVALID);
 }
+
+Test(report, json_string_escapes_as_rfc_8259)
+{
+	char buf[64] = "";
+	FILE *fp = fmemopen(buf, sizeof(buf), "w");
+
+	cr_assert_not_null(fp);
+	htr_json_string(fp, "a\"b\\c\n\x01\xc3\xa9");
+	fclose(fp);
+	cr_assert_str_eq(buf, "\"a\\\"b\\\\c\\u000a\\u0001\xc3\xa9\"");
+}

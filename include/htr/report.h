@@ -17,6 +17,8 @@
 #include "htr/analyze.h"
 #include "htr/tree.h"
 
+#include <stdio.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -113,6 +115,15 @@ HTR_API size_t htr_text_block(char *buf, size_t size, uint32_t level,
 HTR_API size_t htr_text_times(char *buf, size_t size, uint32_t level,
 			      const char *name, uint64_t local,
 			      uint64_t total, uint64_t part, uint64_t whole);
+
+/**
+ * Write @s to @fp as a JSON string: quoted, '"' and the backslash
+ * escaped, control characters as \u00XX (RFC 8259), other bytes as they
+ * are (names are UTF-8, or bytes a JSON reader takes as such), as every
+ * JSON the library and `htr` print.  Errors stay on @fp (ferror()).  Any thread; @fp is the
+ * caller's to lock.  NULL is written as "".
+ */
+HTR_API void htr_json_string(FILE *fp, const char *s);
 
 #ifdef __cplusplus
 }

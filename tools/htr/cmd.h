@@ -111,7 +111,5 @@ const char *units_name(const struct units *u);
  * Nothing for other files. */
 void thread_line(const struct htr_file *f, const struct units *u);
 
-/* @s as a JSON string (quoted, escaped) on @fp. */
-void json_string(FILE *fp, const char *s);
 
 #endif

@@ -243,7 +243,7 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		{
 			printf("%s\n  {\"block\": %u, \"level\": %u, "
 			       "\"name\": ", d->n ? "," : "", block, level);
-			json_string(stdout, name);
+			htr_json_string(stdout, name);
 			printf(", \"first\": %" PRIu64 ", \"last\": %" PRIu64
 			       ", \"local\": %" PRIu64 ", \"children\": %"
 			       PRIu64 ", \"total\": %" PRIu64 ", \"pct\": %.2f, "

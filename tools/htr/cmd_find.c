@@ -84,7 +84,7 @@ static int hit(const struct htr_find_hit *h, void *payload)
 	if (o->json) {
 		printf("%s\n  {\"block\": %u, \"name\": ", o->n ? "," : "",
 		       h->block);
-		json_string(stdout, h->name);
+		htr_json_string(stdout, h->name);
 		printf(", \"first\": %" PRIu64 ", \"last\": %" PRIu64
 		       ", \"total\": %" PRIu64 ", \"local\": %" PRIu64,
 		       h->first, h->last, h->total, h->local);

@@ -179,11 +179,11 @@ int cmd_gaps(int argc, char **argv)
 					printf("null");
 			}
 			printf(", \"before\": ");
-			before ? json_string(stdout, before) : (void) printf("null");
+			before ? htr_json_string(stdout, before) : (void) printf("null");
 			printf(", \"after\": ");
-			after ? json_string(stdout, after) : (void) printf("null");
+			after ? htr_json_string(stdout, after) : (void) printf("null");
 			printf(", \"reason\": ");
-			json_string(stdout, htr_gap_reason(&g));
+			htr_json_string(stdout, htr_gap_reason(&g));
 			printf("}");
 			continue;
 		}

@@ -48,7 +48,7 @@ static int row(const struct htr_func_stats *r, void *payload)
 
 	if (o->json) {
 		printf("%s\n  {\"name\": ", o->n ? "," : "");
-		json_string(stdout, r->name);
+		htr_json_string(stdout, r->name);
 		printf(", \"calls\": %" PRIu64 ", \"inclusive\": %" PRIu64
 		       ", \"local\": %" PRIu64 ", \"slowest\": %u, "
 		       "\"slowest_total\": %" PRIu64, r->calls, r->inclusive,

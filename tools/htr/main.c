@@ -316,22 +316,6 @@ void thread_line(const struct htr_file *f, const struct units *u)
 	       u ? (u->ns ? "ns" : "TSC ticks") : "");
 }
 
-void json_string(FILE *fp, const char *s)
-{
-	const unsigned char *p = (const unsigned char *) s;
-
-	fputc('"', fp);
-	for (; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(fp, "\\%c", *p);
-		else if (*p < 0x20)
-			fprintf(fp, "\\u%04x", *p);
-		else
-			fputc(*p, fp);
-	}
-	fputc('"', fp);
-}
-
 int main(int argc, char **argv)
 {
 	size_t i;
