@@ -120,8 +120,8 @@ HTR_API size_t htr_text_times(char *buf, size_t size, uint32_t level,
  * Write @s to @fp as a JSON string: quoted, '"' and the backslash
  * escaped, control characters as \u00XX (RFC 8259), other bytes as they
  * are (names are UTF-8, or bytes a JSON reader takes as such), as every
- * JSON the library and `htr` print.  Errors stay on @fp (ferror()).  Any thread; @fp is the
- * caller's to lock.  NULL is written as "".
+ * JSON the library and `htr` print.  Errors stay on @fp (ferror()).
+ * Any thread; @fp is the caller's to lock.  NULL is written as "".
  */
 HTR_API void htr_json_string(FILE *fp, const char *s);
 
