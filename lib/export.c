@@ -644,6 +644,21 @@ static void free_stacks(struct exp *e)
 }
 
 
+int htr_export_format_of(const char *name)
+{
+	static const struct { const char *name; int format; } fmts[] = {
+		{ "chrome", HTR_EXPORT_CHROME },
+		{ "folded", HTR_EXPORT_FOLDED },
+		{ "perfetto", HTR_EXPORT_PERFETTO },
+	};
+	size_t i;
+
+	for (i = 0; name && i < sizeof(fmts) / sizeof(fmts[0]); i++)
+		if (!strcmp(name, fmts[i].name))
+			return fmts[i].format;
+	return HTR_ERR_NOTFOUND;
+}
+
 void htr_export_opts_init_size(struct htr_export_opts *opts, size_t size)
 {
 	if (!opts || size < sizeof(size_t))

@@ -2028,13 +2028,8 @@ static PyObject *File_export(FileObject *self, PyObject *args, PyObject *kw)
 					 &gaps, &ticks, &eargs))
 		return NULL;
 	htr_export_opts_init(&eo);
-	if (!strcmp(format, "chrome"))
-		eo.format = HTR_EXPORT_CHROME;
-	else if (!strcmp(format, "folded"))
-		eo.format = HTR_EXPORT_FOLDED;
-	else if (!strcmp(format, "perfetto"))
-		eo.format = HTR_EXPORT_PERFETTO;
-	else {
+	eo.format = htr_export_format_of(format);
+	if (eo.format < 0) {
 		PyErr_Format(PyExc_ValueError, "htr: export: format: chrome, "
 			     "folded or perfetto, not '%s'", format);
 		goto out;

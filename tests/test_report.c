@@ -1,6 +1,7 @@
 /* htr/report.h's text lines against what docs/ and `htr dump --help`
  * promise: the columns, the indentation rule, "?" for an untraced entry,
  * one-decimal shares, and snprintf()'s contract when a line is cut. */
+#include "htr/export.h"
 #include "htr/report.h"
 
 #include <criterion/criterion.h>
@@ -115,4 +116,14 @@ Test(report, json_string_escapes_as_rfc_8259)
 	htr_json_string(fp, "a\"b\\c\n\x01\xc3\xa9");
 	fclose(fp);
 	cr_assert_str_eq(buf, "\"a\\\"b\\\\c\\u000a\\u0001\xc3\xa9\"");
+}
+
+Test(report, export_format_names)
+{
+	cr_assert_eq(htr_export_format_of("chrome"), HTR_EXPORT_CHROME);
+	cr_assert_eq(htr_export_format_of("folded"), HTR_EXPORT_FOLDED);
+	cr_assert_eq(htr_export_format_of("perfetto"), HTR_EXPORT_PERFETTO);
+	cr_assert_eq(htr_export_format_of("Chrome"), HTR_ERR_NOTFOUND);
+	cr_assert_eq(htr_export_format_of(""), HTR_ERR_NOTFOUND);
+	cr_assert_eq(htr_export_format_of(NULL), HTR_ERR_NOTFOUND);
 }

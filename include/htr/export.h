@@ -91,6 +91,14 @@ static inline void htr_export_opts_init(struct htr_export_opts *opts)
 HTR_API int htr_export_has(int format);
 
 /**
+ * The format named @name ("chrome", "folded" or "perfetto", as `htr
+ * export --format` takes them): an enum htr_export_format, or
+ * HTR_ERR_NOTFOUND for any other name (NULL too).  Whether this build
+ * writes it is htr_export_has()'s to say.  Any thread.
+ */
+HTR_API int htr_export_format_of(const char *name);
+
+/**
  * Write the tree of @file, with the times and names of @analysis (an
  * analysis of @file), in @opts->format to @fp, from its current position.
  * A failed call may have written part of the export: write to a

@@ -152,13 +152,8 @@ int cmd_export(int argc, char **argv)
 	if (!format)
 		return usage_error("export", "--format is required (chrome, "
 				   "folded or perfetto)");
-	if (!strcmp(format, "chrome"))
-		eo.format = HTR_EXPORT_CHROME;
-	else if (!strcmp(format, "folded"))
-		eo.format = HTR_EXPORT_FOLDED;
-	else if (!strcmp(format, "perfetto"))
-		eo.format = HTR_EXPORT_PERFETTO;
-	else
+	eo.format = htr_export_format_of(format);
+	if (eo.format < 0)
 		return usage_error("export", "--format: '%s' is not chrome, "
 				   "folded or perfetto", format);
 	if (!htr_export_has(eo.format))
