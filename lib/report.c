@@ -6,6 +6,7 @@
 
 #include "err.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,54 +104,46 @@ int htr_top_visit(struct htr_analysis *a, const char *pattern, int mode,
 
 /* ----------------------------------------------------------- find */
 
+/* What the sort needs of a hit; the rest (its source position) is read
+ * again for the hits that are visited.  40 bytes where a whole
+ * htr_find_hit is 72: `htr find '*'` on a 10^9-instruction build holds
+ * tens of millions of them. */
+struct slim {
+	uint64_t first, last, total, local;
+	uint32_t block, name;      /* name: its index in hits.names */
+};
+
 struct hits {
 	struct htr_analysis *an;
 	const struct htr_file *f;
-	struct htr_find_hit *v;
+	int (*cmp)(const void *, const void *);
+	struct slim *v;
 	size_t n, cap;
+	size_t most;               /* a limit: keep the best @most only */
+	const char **names;        /* one per matching function */
+	size_t nnames, names_cap;
 	int err;
 };
 
-static int hit_add(const char *name, uint32_t block, void *payload)
+/* @p grown to hold @n + 1 elements of @size bytes, doubling from @first. */
+static int room(void **p, size_t *cap, size_t n, size_t size, size_t first)
 {
-	struct hits *h = payload;
-	struct htr_block_info bi;
-	struct htr_find_hit *x;
-	int rc;
+	size_t nc;
+	void *nv;
 
-	if (h->n == h->cap) {
-		size_t nc = h->cap ? 2 * h->cap : 256;
-		struct htr_find_hit *nv = realloc(h->v, nc * sizeof(*nv));
-
-		if (!nv) {
-			h->err = HTR_ERR_NOMEM;
-			return 1;
-		}
-		h->v = nv;
-		h->cap = nc;
-	}
-	x = &h->v[h->n];
-	bi.size = sizeof(bi);
-	rc = htr_block_get(h->f, block, &bi, sizeof(bi));
-	if (rc == 0)
-		rc = htr_tsc_get(h->an, block, &x->total, NULL, &x->local);
-	if (rc < 0) {
-		h->err = rc;
-		return 1;
-	}
-	x->size = sizeof(*x);
-	x->block = block;
-	x->name = name;
-	x->first = bi.first;
-	x->last = bi.last;
-	x->where = htr_block_where(&bi);
-	h->n++;
+	if (n < *cap)
+		return 0;
+	nc = *cap ? 2 * *cap : first;
+	if (nc > SIZE_MAX / size || !(nv = realloc(*p, nc * size)))
+		return HTR_ERR_NOMEM;
+	*p = nv;
+	*cap = nc;
 	return 0;
 }
 
 static int by_time(const void *x, const void *y)
 {
-	const struct htr_find_hit *a = x, *b = y;
+	const struct slim *a = x, *b = y;
 
 	if (a->first != b->first)
 		return a->first < b->first ? -1 : 1;
@@ -164,11 +157,89 @@ static int by_time(const void *x, const void *y)
 
 static int by_cost(const void *x, const void *y)
 {
-	const struct htr_find_hit *a = x, *b = y;
+	const struct slim *a = x, *b = y;
 
 	if (a->total != b->total)
 		return a->total > b->total ? -1 : 1;
 	return by_time(x, y);
+}
+
+/* With a limit, h->v is a heap of the best h->most so far, the worst on
+ * top: a hit better than it takes its place. */
+static void sift_down(struct hits *h, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, w = i;
+		struct slim t;
+
+		if (l < h->n && h->cmp(&h->v[l], &h->v[w]) > 0)
+			w = l;
+		if (l + 1 < h->n && h->cmp(&h->v[l + 1], &h->v[w]) > 0)
+			w = l + 1;
+		if (w == i)
+			return;
+		t = h->v[i];
+		h->v[i] = h->v[w];
+		h->v[w] = t;
+		i = w;
+	}
+}
+
+static void sift_up(struct hits *h, size_t i)
+{
+	while (i > 0 && h->cmp(&h->v[i], &h->v[(i - 1) / 2]) > 0) {
+		struct slim t = h->v[i];
+
+		h->v[i] = h->v[(i - 1) / 2];
+		h->v[(i - 1) / 2] = t;
+		i = (i - 1) / 2;
+	}
+}
+
+static int hit_add(const char *name, uint32_t block, void *payload)
+{
+	struct hits *h = payload;
+	struct htr_block_info bi;
+	struct slim x;
+	int rc;
+
+	/* The index calls for one function's blocks in a row. */
+	if (!h->nnames || h->names[h->nnames - 1] != name) {
+		if ((rc = room((void **) &h->names, &h->names_cap, h->nnames,
+			       sizeof(*h->names), 16)) < 0) {
+			h->err = rc;
+			return 1;
+		}
+		h->names[h->nnames++] = name;
+	}
+	bi.size = sizeof(bi);
+	rc = htr_block_get(h->f, block, &bi, sizeof(bi));
+	if (rc == 0)
+		rc = htr_tsc_get(h->an, block, &x.total, NULL, &x.local);
+	if (rc < 0) {
+		h->err = rc;
+		return 1;
+	}
+	x.first = bi.first;
+	x.last = bi.last;
+	x.block = block;
+	x.name = (uint32_t) (h->nnames - 1);
+	if (h->most && h->n == h->most) {
+		if (h->cmp(&x, &h->v[0]) < 0) {
+			h->v[0] = x;
+			sift_down(h, 0);
+		}
+		return 0;
+	}
+	if ((rc = room((void **) &h->v, &h->cap, h->n, sizeof(*h->v),
+		       h->most && h->most < 256 ? h->most : 256)) < 0) {
+		h->err = rc;
+		return 1;
+	}
+	h->v[h->n++] = x;
+	if (h->most)
+		sift_up(h, h->n - 1);
+	return 0;
 }
 
 int htr_find_visit(const struct htr_file *file, struct htr_analysis *a,
@@ -176,7 +247,7 @@ int htr_find_visit(const struct htr_file *file, struct htr_analysis *a,
 		   htr_find_fn fn, void *payload)
 {
 	struct hits h;
-	size_t i, n;
+	size_t i;
 	int rc;
 
 	if (!file || !a || !pattern || !fn ||
@@ -185,21 +256,35 @@ int htr_find_visit(const struct htr_file *file, struct htr_analysis *a,
 	memset(&h, 0, sizeof(h));
 	h.an = a;
 	h.f = file;
+	h.cmp = order == HTR_FIND_COST ? by_cost : by_time;
+	h.most = limit < SIZE_MAX ? (size_t) limit : 0;
 	rc = htr_symidx_find(a, pattern, mode, hit_add, &h);
 	if (h.err)
 		rc = h.err;
-	if (rc < 0) {
-		free(h.v);
-		return rc;
+	if (!rc && h.n)
+		qsort(h.v, h.n, sizeof(*h.v), h.cmp);
+	for (i = 0; i < h.n && !rc; i++) {
+		const struct slim *x = &h.v[i];
+		struct htr_block_info bi;
+		struct htr_find_hit hit;
+
+		bi.size = sizeof(bi);
+		if ((rc = htr_block_get(file, x->block, &bi, sizeof(bi))) < 0)
+			break;
+		hit.size = sizeof(hit);
+		hit.block = x->block;
+		hit.name = h.names[x->name];
+		hit.first = x->first;
+		hit.last = x->last;
+		hit.total = x->total;
+		hit.local = x->local;
+		hit.where = htr_block_where(&bi);
+		if ((rc = fn(&hit, payload)) != 0)
+			rc = htr_err__callback(rc);
 	}
-	if (h.n)
-		qsort(h.v, h.n, sizeof(*h.v),
-		      order == HTR_FIND_COST ? by_cost : by_time);
-	n = limit && limit < h.n ? (size_t) limit : h.n;
-	for (i = 0, rc = 0; i < n && !rc; i++)
-		rc = fn(&h.v[i], payload);
 	free(h.v);
-	return rc ? htr_err__callback(rc) : 0;
+	free(h.names);
+	return rc;
 }
 
 uint64_t htr_block_where(const struct htr_block_info *bi)

@@ -309,8 +309,69 @@ static size_t truth_list(const struct truth *t, const struct expect *e,
 	return n;
 }
 
-static void check_syms(struct htr_analysis *a, const struct truth *t,
-		       const struct expect *e, const char *tag)
+/* htr_find_visit()'s hits, in its order. */
+static int find_hit(const struct htr_find_hit *h, void *payload)
+{
+	struct list *l = payload;
+
+	cr_assert_lt(l->n, sizeof(l->v) / sizeof(l->v[0]));
+	l->v[l->n++] = h->block;
+	return 0;
+}
+
+/* `htr find` over every block the truth names @glob matches: in time
+ * order they come in pre-order (the truth's chronology), in cost order by
+ * the truth's total, largest first, then in pre-order; a limit keeps the
+ * first ones of that order. */
+static void check_find(struct htr_file *f, struct htr_analysis *a,
+		       const struct truth *t, const struct expect *e,
+		       const char *glob, const char *tag)
+{
+	static struct list got;
+	static uint32_t want[1 << 16];
+	static const uint64_t limits[] = { 0, 1, 5, 37, 1u << 20 };
+	size_t i, j, k, n = 0;
+	int order, rc;
+
+	for (i = 0; i < t->nblocks; i++)
+		if (!fnmatch(glob, e->name[e->chrono[i]], 0))
+			want[n++] = e->chrono[i];
+	for (order = HTR_FIND_TIME; order <= HTR_FIND_COST; order++) {
+		if (order == HTR_FIND_COST)
+			/* Stable: equal totals stay in pre-order. */
+			for (i = 1; i < n; i++)
+				for (j = i; j > 0 && e->total[want[j - 1]] <
+						       e->total[want[j]]; j--) {
+					uint32_t x = want[j];
+
+					want[j] = want[j - 1];
+					want[j - 1] = x;
+				}
+		for (k = 0; k < sizeof(limits) / sizeof(limits[0]); k++) {
+			size_t m = limits[k] && limits[k] < n ?
+				   (size_t) limits[k] : n;
+
+			got.n = 0;
+			rc = htr_find_visit(f, a, glob, HTR_MATCH_GLOB, order,
+					    limits[k], find_hit, &got);
+			if (!n) {
+				cr_assert_eq(rc, HTR_ERR_NOTFOUND);
+				continue;
+			}
+			cr_assert_eq(rc, 0, "%s: find %s: %d", tag, glob, rc);
+			cr_assert_eq(got.n, m, "%s: find %s order %d limit "
+				     "%" PRIu64 ": %zu hits, truth %zu", tag,
+				     glob, order, limits[k], got.n, m);
+			cr_assert_eq(memcmp(got.v, want, m * sizeof(*want)),
+				     0, "%s: find %s order %d limit %" PRIu64,
+				     tag, glob, order, limits[k]);
+		}
+	}
+}
+
+static void check_syms(struct htr_file *f, struct htr_analysis *a,
+		       const struct truth *t, const struct expect *e,
+		       const char *tag)
 {
 	static struct list got;
 	static uint32_t want[1 << 16];
@@ -360,6 +421,8 @@ static void check_syms(struct htr_analysis *a, const struct truth *t,
 		cr_assert_eq(memcmp(got.v, want, n * sizeof(*want)), 0,
 			     "%s: glob %s: block list", tag, globs[i]);
 	}
+	check_find(f, a, t, e, "*", tag);
+	check_find(f, a, t, e, "[a-l]*", tag);
 	rc = htr_func_visit(a, NULL, HTR_MATCH_GLOB, check_func, &fc);
 	cr_assert_eq(rc, 0, "%s: %s", tag, htr_analysis_last_error(a));
 	cr_assert_gt(fc.seen, 0);
@@ -396,20 +459,20 @@ static void scenario(enum synth_scenario s)
 			     HTR_ANALYSIS_COMPUTED, "%s: %s", tag,
 			     htr_analysis_note(a));
 		check_tsc(a, &t, &e, tag);
-		check_syms(a, &t, &e, tag);
+		check_syms(f, a, &t, &e, tag);
 		htr_analysis_close(a);
 
 		a = open_an(f, NULL, 0);
 		cr_assert_eq(htr_analysis_flags(a) & (HTR_ANALYSIS_COMPUTED |
 			     HTR_ANALYSIS_RELOADED), HTR_ANALYSIS_RELOADED);
 		check_tsc(a, &t, &e, tag);
-		check_syms(a, &t, &e, tag);
+		check_syms(f, a, &t, &e, tag);
 		htr_analysis_close(a);
 
 		a = open_an(f, NULL, 1);
 		cr_assert(htr_analysis_flags(a) & HTR_ANALYSIS_IN_MEMORY);
 		check_tsc(a, &t, &e, tag);
-		check_syms(a, &t, &e, tag);
+		check_syms(f, a, &t, &e, tag);
 		htr_analysis_close(a);
 
 		htr_file_close(f);
@@ -483,7 +546,7 @@ Test(analyze, rebuilt_htr_is_not_reused, .timeout = 300)
 	cr_assert(htr_analysis_flags(a) & HTR_ANALYSIS_COMPUTED);
 	cr_assert_not(htr_analysis_flags(a) & HTR_ANALYSIS_RELOADED);
 	check_tsc(a, &t2, &e2, "two");
-	check_syms(a, &t2, &e2, "two");
+	check_syms(f, a, &t2, &e2, "two");
 	htr_analysis_close(a);
 	htr_file_close(f);
 	cr_assert_eq(counter(side, "count.tsc"), 2);
@@ -701,7 +764,7 @@ Test(analyze, read_only_directory, .timeout = 300)
 	cr_assert(htr_analysis_flags(a) & HTR_ANALYSIS_IN_MEMORY);
 	cr_assert_neq(htr_analysis_note(a)[0], 0);
 	check_tsc(a, &t, &e, "proc");
-	check_syms(a, &t, &e, "proc");
+	check_syms(f, a, &t, &e, "proc");
 	htr_analysis_close(a);
 
 	if (geteuid() != 0) {
@@ -735,7 +798,7 @@ Test(analyze, read_only_directory, .timeout = 300)
 			     "flags %#x: %s", htr_analysis_flags(a),
 			     htr_analysis_note(a));
 		check_tsc(a, &t, &e, "rodir-reload");
-		check_syms(a, &t, &e, "rodir-reload");
+		check_syms(f, a, &t, &e, "rodir-reload");
 		htr_analysis_close(a);
 		cr_assert_eq(chmod(ro, 0755), 0);
 	} else {

@@ -73,8 +73,9 @@ typedef int (*htr_find_fn)(const struct htr_find_hit *hit, void *payload);
 /**
  * `htr find`: the invocations htr_symidx_find() finds for @pattern
  * (@mode), in @order (enum htr_find_order), at most @limit (0: all).
- * @a is an analysis of @file with the "sym" and "tsc" analyzers.  Memory: one entry per
- * invocation found, for the sort.
+ * @a is an analysis of @file with the "sym" and "tsc" analyzers.
+ * Memory, for the sort: 40 bytes per invocation found; with a @limit, 40
+ * bytes per invocation kept, @limit at most.
  *
  * Returns as htr_top_visit().
  */
