@@ -71,7 +71,7 @@ static void l_flush(struct line *l)
 	l->n = 0;
 }
 
-static void l_mem(struct line *l, const char *s, size_t n)
+static inline void l_mem(struct line *l, const char *s, size_t n)
 {
 	if (n > sizeof(l->buf) - l->n)
 		l_flush(l);
@@ -129,22 +129,73 @@ static void l_str(struct line *l, const char *s)
 	l_mem(l, s, strlen(s));
 }
 
-/* ", KEY: TSC" at instruction @id (null when no time is known yet), and
- * ", KEY_ns: NS" on perf's clock when @u is in ns. */
-static void json_time(const struct htr_file *f, const struct units *u,
-		      const char *key, uint64_t id)
-{
-	uint64_t tsc, ns;
+/* A string literal, its length known at compile time. */
+#define l_lit(l, s) l_mem((l), (s), sizeof(s) - 1)
 
-	if (htr_tsc_for_insn(f, id, &tsc) < 0) {
-		printf(", \"%s\": null", key);
-		if (u->ns)
-			printf(", \"%s_ns\": null", key);
+static void l_u64(struct line *l, uint64_t v)
+{
+	char d[20], *p = d + sizeof(d);
+
+	do
+		*--p = (char) ('0' + v % 10);
+	while (v /= 10);
+	l_mem(l, p, (size_t) (d + sizeof(d) - p));
+}
+
+/* @part as a percentage of @whole (all of it when @whole is 0), two
+ * decimals as printf's %.2f rounds them. */
+static void l_pct(struct line *l, uint64_t part, uint64_t whole)
+{
+	char b[32];
+	int n = snprintf(b, sizeof(b), "%.2f", whole ? 100.0 * (double) part /
+						      (double) whole : 100.0);
+
+	l_mem(l, b, n > 0 ? (size_t) n : 0);
+}
+
+/* A JSON string: the library's writer where a character needs escaping
+ * (rare in symbol names), straight into the buffer otherwise. */
+static void l_json_str(struct line *l, const char *s)
+{
+	const unsigned char *p;
+
+	for (p = (const unsigned char *) s; *p; p++)
+		if (*p < 0x20 || *p == '"' || *p == '\\')
+			break;
+	if (*p) {
+		l_flush(l);
+		htr_json_string(stdout, s);
 		return;
 	}
-	printf(", \"%s\": %" PRIu64, key, tsc);
-	if (u->ns && htr_tsc_to_ns(f, tsc, &ns) == 0)
-		printf(", \"%s_ns\": %" PRIu64, key, ns);
+	l_mem(l, "\"", 1);
+	l_mem(l, s, (size_t) ((const char *) p - s));
+	l_mem(l, "\"", 1);
+}
+
+/* ", KEY: TSC" at instruction @id (null when no time is known yet), and
+ * ", KEY_ns: NS" on perf's clock when @u is in ns. */
+static void json_time(struct line *l, const struct htr_file *f,
+		      const struct units *u, const char *key, uint64_t id)
+{
+	uint64_t tsc, ns;
+	int known = htr_tsc_for_insn(f, id, &tsc) == 0;
+
+	l_lit(l, ", \"");
+	l_str(l, key);
+	l_lit(l, "\": ");
+	if (known)
+		l_u64(l, tsc);
+	else
+		l_lit(l, "null");
+	if (!u->ns || (known && htr_tsc_to_ns(f, tsc, &ns) < 0))
+		return;
+	l_lit(l, ", \"");
+	l_str(l, key);
+	l_lit(l, "_ns\": ");
+	if (known)
+		l_u64(l, ns);
+	else
+		l_lit(l, "null");
 }
 
 struct dump {
@@ -227,7 +278,6 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 	if (d->an) {
 		uint64_t total, children, local;
 		const char *name;
-		double pct;
 
 		rc = htr_tsc_get(d->an, block, &total, &children, &local);
 		if (rc == 0)
@@ -238,44 +288,69 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		}
 		if (level == 0)
 			d->top_total = total;
-		pct = d->top_total ? 100.0 * (double) total /
-				     (double) d->top_total : 100.0;
-		{
-			printf("%s\n  {\"block\": %u, \"level\": %u, "
-			       "\"name\": ", d->n ? "," : "", block, level);
-			htr_json_string(stdout, name);
-			printf(", \"first\": %" PRIu64 ", \"last\": %" PRIu64
-			       ", \"local\": %" PRIu64 ", \"children\": %"
-			       PRIu64 ", \"total\": %" PRIu64 ", \"pct\": %.2f, "
-			       "\"flags\": \"%s\"", bi.first, bi.last, local,
-			       children, total, pct, flags);
-			if (d->units.ns)
-				printf(", \"local_ns\": %" PRIu64 ", "
-				       "\"children_ns\": %" PRIu64 ", "
-				       "\"total_ns\": %" PRIu64,
-				       units_of(&d->units, local),
-				       units_of(&d->units, children),
-				       units_of(&d->units, total));
-			json_time(f, &d->units, "start", bi.first);
-			json_time(f, &d->units, "end", bi.last);
-			putchar('}');
+		if (d->n)
+			l_lit(&d->line, ",");
+		l_lit(&d->line, "\n  {\"block\": ");
+		l_u64(&d->line, block);
+		l_lit(&d->line, ", \"level\": ");
+		l_u64(&d->line, level);
+		l_lit(&d->line, ", \"name\": ");
+		l_json_str(&d->line, name);
+		l_lit(&d->line, ", \"first\": ");
+		l_u64(&d->line, bi.first);
+		l_lit(&d->line, ", \"last\": ");
+		l_u64(&d->line, bi.last);
+		l_lit(&d->line, ", \"local\": ");
+		l_u64(&d->line, local);
+		l_lit(&d->line, ", \"children\": ");
+		l_u64(&d->line, children);
+		l_lit(&d->line, ", \"total\": ");
+		l_u64(&d->line, total);
+		l_lit(&d->line, ", \"pct\": ");
+		l_pct(&d->line, total, d->top_total);
+		l_lit(&d->line, ", \"flags\": \"");
+		l_str(&d->line, flags);
+		l_lit(&d->line, "\"");
+		if (d->units.ns) {
+			l_lit(&d->line, ", \"local_ns\": ");
+			l_u64(&d->line, units_of(&d->units, local));
+			l_lit(&d->line, ", \"children_ns\": ");
+			l_u64(&d->line, units_of(&d->units, children));
+			l_lit(&d->line, ", \"total_ns\": ");
+			l_u64(&d->line, units_of(&d->units, total));
 		}
+		json_time(&d->line, f, &d->units, "start", bi.first);
+		json_time(&d->line, f, &d->units, "end", bi.last);
+		l_lit(&d->line, "}");
 	} else if (d->json) {
-		char par[16], ent[28];
-
+		if (d->n)
+			l_lit(&d->line, ",");
+		l_lit(&d->line, "\n  {\"block\": ");
+		l_u64(&d->line, block);
+		l_lit(&d->line, ", \"parent\": ");
 		if (bi.parent == HTR_NONE)
-			snprintf(par, sizeof(par), "null");
+			l_lit(&d->line, "null");
 		else
-			snprintf(par, sizeof(par), "%u", bi.parent);
-		if (bi.func == HTR_NONE)
-			snprintf(ent, sizeof(ent), "null");
-		else
-			snprintf(ent, sizeof(ent), "\"%s\"", entry);
-		printf("%s\n  {\"block\": %u, \"parent\": %s, \"level\": %u, "
-		       "\"first\": %" PRIu64 ", \"last\": %" PRIu64 ", "
-		       "\"entry\": %s, \"children\": %u, \"flags\": \"%s\"}",
-		       d->n ? "," : "", block, par, level, bi.first, bi.last, ent,
-		       bi.nchildren, flags);
+			l_u64(&d->line, bi.parent);
+		l_lit(&d->line, ", \"level\": ");
+		l_u64(&d->line, level);
+		l_lit(&d->line, ", \"first\": ");
+		l_u64(&d->line, bi.first);
+		l_lit(&d->line, ", \"last\": ");
+		l_u64(&d->line, bi.last);
+		l_lit(&d->line, ", \"entry\": ");
+		if (bi.func == HTR_NONE) {
+			l_lit(&d->line, "null");
+		} else {
+			l_lit(&d->line, "\"");
+			l_str(&d->line, entry);
+			l_lit(&d->line, "\"");
+		}
+		l_lit(&d->line, ", \"children\": ");
+		l_u64(&d->line, bi.nchildren);
+		l_lit(&d->line, ", \"flags\": \"");
+		l_str(&d->line, flags);
+		l_lit(&d->line, "\"}");
 	}
 	else {
 		struct text t = { 0, level, &bi, NULL, 0, 0, 0, 0 };
