@@ -92,10 +92,10 @@ static uint64_t piece_start(const struct htr_body_hash *b, uint64_t i)
 }
 
 /*
- * Up to four whole pieces at once: each piece's hash is one chain of
- * multiplies that waits on itself (about six cycles a word), four chains
- * share the wait and run at close to the multiplier's rate.  Pieces @i
- * to @i + @k - 1, none fed yet, from @s on.
+ * Whole pieces several at once: each piece's hash is one chain of
+ * multiplies that waits on itself (about six cycles a word); four chains
+ * share the wait and run at close to the multiplier's rate, two at half
+ * that.  Pieces @i to @i + @k - 1 (k <= 4), none fed yet, from @s on.
  */
 static void feed_whole(struct htr_body_hash *b, uint64_t i, unsigned k,
 		       const unsigned char *s)
@@ -103,34 +103,40 @@ static void feed_whole(struct htr_body_hash *b, uint64_t i, unsigned k,
 	const unsigned char *s1 = s + HTR_BODY_PIECE, *s2 = s1 + HTR_BODY_PIECE,
 			    *s3 = s2 + HTR_BODY_PIECE;
 	struct htr_body_piece *q = &b->piece[i];
-	uint64_t h0 = q[0].h, h1, h2, h3, w0, w1, w2, w3, j;
+	uint64_t h0 = q[0].h, h1 = k > 1 ? q[1].h : 0, h2, h3;
+	uint64_t w0, w1, w2, w3, j;
 
-	if (k < 4) {
-		for (j = 0; j < k; j++) {
-			q[j].h = htr_hash__bytes(q[j].h, s, HTR_BODY_PIECE);
-			q[j].fed = HTR_BODY_PIECE;
-			s += HTR_BODY_PIECE;
+	if (k == 4) {
+		h2 = q[2].h;
+		h3 = q[3].h;
+		for (j = 0; j < HTR_BODY_PIECE; j += 8) {
+			memcpy(&w0, s + j, 8);
+			memcpy(&w1, s1 + j, 8);
+			memcpy(&w2, s2 + j, 8);
+			memcpy(&w3, s3 + j, 8);
+			h0 = mix(h0, w0);
+			h1 = mix(h1, w1);
+			h2 = mix(h2, w2);
+			h3 = mix(h3, w3);
 		}
-		return;
-	}
-	h1 = q[1].h;
-	h2 = q[2].h;
-	h3 = q[3].h;
-	for (j = 0; j < HTR_BODY_PIECE; j += 8) {
-		memcpy(&w0, s + j, 8);
-		memcpy(&w1, s1 + j, 8);
-		memcpy(&w2, s2 + j, 8);
-		memcpy(&w3, s3 + j, 8);
-		h0 = mix(h0, w0);
-		h1 = mix(h1, w1);
-		h2 = mix(h2, w2);
-		h3 = mix(h3, w3);
+		q[2].h = h2;
+		q[3].h = h3;
+	} else if (k >= 2) {
+		for (j = 0; j < HTR_BODY_PIECE; j += 8) {
+			memcpy(&w0, s + j, 8);
+			memcpy(&w1, s1 + j, 8);
+			h0 = mix(h0, w0);
+			h1 = mix(h1, w1);
+		}
+		if (k == 3)
+			q[2].h = htr_hash__bytes(q[2].h, s2, HTR_BODY_PIECE);
+	} else {
+		h0 = htr_hash__bytes(h0, s, HTR_BODY_PIECE);
 	}
 	q[0].h = h0;
-	q[1].h = h1;
-	q[2].h = h2;
-	q[3].h = h3;
-	for (j = 0; j < 4; j++)
+	if (k > 1)
+		q[1].h = h1;
+	for (j = 0; j < k; j++)
 		q[j].fed = HTR_BODY_PIECE;
 }
 
