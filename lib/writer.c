@@ -1451,10 +1451,21 @@ struct spool_copy {
 
 static int copy_out(struct spool_copy *c, const void *p, size_t n)
 {
-	c->err = io_at(c->w->fd, (void *) p, n, c->pos, true);
-	if (c->err) {
-		c->what = "write section";
-		return -1;
+	size_t k;
+
+	/* Written a megabyte at a time at most: 2 MiB writes made the
+	 * kernel's copy into the page cache three times slower at 10^9
+	 * instructions (1.2 s of the commit's 1.5; likely the larger folios
+	 * that longer writes ask for, fresh memory that a virtual machine's
+	 * host must back page by page on first touch). */
+	for (k = 0; k < n; k += HTR_WRITER_BUF) {
+		c->err = io_at(c->w->fd, (uint8_t *) p + k,
+			       n - k < HTR_WRITER_BUF ? n - k : HTR_WRITER_BUF,
+			       c->pos + k, true);
+		if (c->err) {
+			c->what = "write section";
+			return -1;
+		}
 	}
 	htr_body_hash__feed(c->bh, c->pos, p, n);
 	c->pos += n;
