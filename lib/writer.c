@@ -1167,9 +1167,10 @@ static void piece_hash_give(struct piece_hash *ph, const uint8_t *p,
 /*
  * The link pass reads and writes the blocks through a shared mapping of
  * the file, HTR_MAP_WINDOW bytes at a time: the pages are in the page
- * cache already, and read and written back with pread and pwrite they
- * cost two copies of every block (a tenth of a one-thread build was the
- * kernel copying).  MADV_POPULATE_WRITE maps a window before it is
+ * cache already, and pread and pwrite copied every block twice more.
+ * Windows of four pieces let the hash run four chains at once; two
+ * pieces were slower (10^8 instructions, one range: 0.076 s against
+ * 0.054 s of commit).  MADV_POPULATE_WRITE maps a window before it is
  * touched, and where that fails (an I/O error, a full file system that
  * must allocate on write, an old kernel, a file system that cannot map)
  * it reports so instead of a SIGBUS: that window then goes through the
