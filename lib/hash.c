@@ -91,49 +91,133 @@ static uint64_t piece_start(const struct htr_body_hash *b, uint64_t i)
 	return a < b->start ? b->start : a;
 }
 
+/*
+ * Whole pieces several at once: each piece's hash is one chain of
+ * multiplies that waits on itself (about six cycles a word); four chains
+ * share the wait and run at close to the multiplier's rate, two at half
+ * that.  Pieces @i to @i + @k - 1 (k <= 4), none fed yet, from @s on.
+ */
+static void feed_whole(struct htr_body_hash *b, uint64_t i, unsigned k,
+		       const unsigned char *s)
+{
+	const unsigned char *s1 = s + HTR_BODY_PIECE, *s2 = s1 + HTR_BODY_PIECE,
+			    *s3 = s2 + HTR_BODY_PIECE;
+	struct htr_body_piece *q = &b->piece[i];
+	uint64_t h0 = q[0].h, h1 = k > 1 ? q[1].h : 0, h2, h3;
+	uint64_t w0, w1, w2, w3, j;
+
+	if (k == 4) {
+		h2 = q[2].h;
+		h3 = q[3].h;
+		for (j = 0; j < HTR_BODY_PIECE; j += 8) {
+			memcpy(&w0, s + j, 8);
+			memcpy(&w1, s1 + j, 8);
+			memcpy(&w2, s2 + j, 8);
+			memcpy(&w3, s3 + j, 8);
+			h0 = mix(h0, w0);
+			h1 = mix(h1, w1);
+			h2 = mix(h2, w2);
+			h3 = mix(h3, w3);
+		}
+		q[2].h = h2;
+		q[3].h = h3;
+	} else if (k >= 2) {
+		for (j = 0; j < HTR_BODY_PIECE; j += 8) {
+			memcpy(&w0, s + j, 8);
+			memcpy(&w1, s1 + j, 8);
+			h0 = mix(h0, w0);
+			h1 = mix(h1, w1);
+		}
+		if (k == 3)
+			q[2].h = htr_hash__bytes(q[2].h, s2, HTR_BODY_PIECE);
+	} else {
+		h0 = htr_hash__bytes(h0, s, HTR_BODY_PIECE);
+	}
+	q[0].h = h0;
+	if (k > 1)
+		q[1].h = h1;
+	for (j = 0; j < k; j++)
+		q[j].fed = HTR_BODY_PIECE;
+}
+
+/* How many whole pieces, up to four, from @off on (a piece boundary) are
+ * in the @n bytes and not begun yet. */
+static unsigned whole_pieces(const struct htr_body_hash *b, uint64_t off,
+			     uint64_t n)
+{
+	uint64_t i = off / HTR_BODY_PIECE - b->first;
+	unsigned k = 0;
+
+	if (off % HTR_BODY_PIECE || off < b->start)
+		return 0;
+	while (k < 4 && (k + 1) * (uint64_t) HTR_BODY_PIECE <= n &&
+	       off + (k + 1) * (uint64_t) HTR_BODY_PIECE <= b->end &&
+	       b->piece[i + k].fed == 0)
+		k++;
+	return k;
+}
+
+/* Feed the part of @n bytes at @off that lies in its piece; returns its
+ * length, or 0 when the bytes cannot be taken (final() then fails). */
+static uint64_t feed_part(struct htr_body_hash *b, uint64_t off,
+			  const unsigned char *s, uint64_t n)
+{
+	uint64_t i = off / HTR_BODY_PIECE - b->first;
+	uint64_t room = HTR_BODY_PIECE - off % HTR_BODY_PIECE;
+	uint64_t k = n < room ? n : room, len = k;
+	struct htr_body_piece *q;
+
+	if (off < b->start || off + k > b->end)
+		return 0;       /* out of range: final() says so */
+	q = &b->piece[i];
+	if (off != piece_start(b, i) + q->fed) {
+		q->fed = UINT64_MAX;    /* out of order */
+		return 0;
+	}
+	q->fed += k;
+	/* Bytes of a word begun earlier wait in carry (low bytes first);
+	 * fed - k bytes came before this part. */
+	while (k) {
+		unsigned have = (unsigned) ((q->fed - k) & 7);
+
+		if (have || k < 8) {
+			q->carry |= (uint64_t) *s++ << (8 * have);
+			k--;
+			if (have == 7) {
+				q->h = mix(q->h, q->carry);
+				q->carry = 0;
+			}
+		} else {
+			/* Word-aligned in the piece: whole words at once, as
+			 * htr_hash__bytes. */
+			uint64_t words = k & ~(uint64_t) 7;
+
+			q->h = htr_hash__bytes(q->h, s, words);
+			s += words;
+			k -= words;
+		}
+	}
+	return len;
+}
+
 void htr_body_hash__feed(struct htr_body_hash *b, uint64_t off, const void *p,
 			 uint64_t n)
 {
 	const unsigned char *s = p;
 
 	while (n) {
-		uint64_t i = off / HTR_BODY_PIECE - b->first;
-		uint64_t room = HTR_BODY_PIECE - off % HTR_BODY_PIECE;
-		uint64_t k = n < room ? n : room;
-		struct htr_body_piece *q;
+		unsigned w = whole_pieces(b, off, n);
+		uint64_t k;
 
-		if (off < b->start || off + k > b->end)
-			return;      /* out of range: final() says so */
-		q = &b->piece[i];
-		if (off != piece_start(b, i) + q->fed) {
-			q->fed = UINT64_MAX;    /* out of order */
+		if (w >= 2) {
+			feed_whole(b, off / HTR_BODY_PIECE - b->first, w, s);
+			k = w * (uint64_t) HTR_BODY_PIECE;
+		} else if (!(k = feed_part(b, off, s, n))) {
 			return;
 		}
-		q->fed += k;
 		off += k;
+		s += k;
 		n -= k;
-		/* Bytes of a word begun earlier wait in carry (low bytes
-		 * first); fed - k bytes came before this part. */
-		while (k) {
-			unsigned have = (unsigned) ((q->fed - k) & 7);
-
-			if (have || k < 8) {
-				q->carry |= (uint64_t) *s++ << (8 * have);
-				k--;
-				if (have == 7) {
-					q->h = mix(q->h, q->carry);
-					q->carry = 0;
-				}
-			} else {
-				/* Word-aligned in the piece: whole words at
-				 * once, as htr_hash__bytes. */
-				uint64_t words = k & ~(uint64_t) 7;
-
-				q->h = htr_hash__bytes(q->h, s, words);
-				s += words;
-				k -= words;
-			}
-		}
 	}
 }
 

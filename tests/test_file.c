@@ -473,6 +473,45 @@ Test(file, body_hash_streamed)
 	free(map);
 }
 
+/* Spans of several whole pieces (hashed four or two at a time) give the same
+ * hash, whatever the spans' bounds, and in any order when they are cut at
+ * piece boundaries. */
+Test(file, body_hash_whole_pieces)
+{
+	const uint64_t start = 424, end = (11u << 20) + 1237;
+	static const uint64_t cuts[][3] = {     /* a, b, last first */
+		{ 424, 424, 0 },                /* one call */
+		{ 4u << 20, 9u << 20, 1 },
+		{ (2u << 20) + 8, (9u << 20) + 77, 0 },
+	};
+	uint8_t *map = malloc(end);
+	uint64_t h, off;
+	size_t c;
+
+	cr_assert_not_null(map);
+	rng_state = 12;
+	for (off = 0; off < end; off++)
+		map[off] = (uint8_t) below(256);
+	for (c = 0; c < sizeof(cuts) / sizeof(cuts[0]); c++) {
+		uint64_t at[4] = { start, cuts[c][0], cuts[c][1], end };
+		struct htr_body_hash bh;
+		int k;
+
+		cr_assert_eq(htr_body_hash__init(&bh, start, end), 0);
+		for (k = 0; k < 3; k++) {
+			int j = cuts[c][2] ? 2 - k : k;
+
+			htr_body_hash__feed(&bh, at[j], map + at[j],
+					    at[j + 1] - at[j]);
+		}
+		cr_assert_eq(htr_body_hash__final(&bh, &h), 0, "cuts %zu", c);
+		cr_assert_eq(h, htr_hash__body(map, start, end, 3, NULL, NULL),
+			     "cuts %zu", c);
+		htr_body_hash__free(&bh);
+	}
+	free(map);
+}
+
 Test(file, every_header_byte_flipped)
 {
 	struct htr_disk_header h;
