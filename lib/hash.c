@@ -221,37 +221,6 @@ void htr_body_hash__feed(struct htr_body_hash *b, uint64_t off, const void *p,
 	}
 }
 
-void htr_body_hash__feed2(struct htr_body_hash *b, uint64_t off0,
-			  const void *p0, uint64_t off1, const void *p1)
-{
-	const unsigned char *s0 = p0, *s1 = p1;
-	struct htr_body_piece *q0, *q1;
-	uint64_t h0, h1, w0, w1, k;
-
-	if (off0 % HTR_BODY_PIECE || off1 % HTR_BODY_PIECE || off0 == off1 ||
-	    off0 < b->start || off0 + HTR_BODY_PIECE > b->end ||
-	    off1 < b->start || off1 + HTR_BODY_PIECE > b->end ||
-	    b->piece[off0 / HTR_BODY_PIECE - b->first].fed ||
-	    b->piece[off1 / HTR_BODY_PIECE - b->first].fed) {
-		htr_body_hash__feed(b, off0, p0, HTR_BODY_PIECE);
-		htr_body_hash__feed(b, off1, p1, HTR_BODY_PIECE);
-		return;
-	}
-	q0 = &b->piece[off0 / HTR_BODY_PIECE - b->first];
-	q1 = &b->piece[off1 / HTR_BODY_PIECE - b->first];
-	h0 = q0->h;
-	h1 = q1->h;
-	for (k = 0; k < HTR_BODY_PIECE; k += 8) {
-		memcpy(&w0, s0 + k, 8);
-		memcpy(&w1, s1 + k, 8);
-		h0 = mix(h0, w0);
-		h1 = mix(h1, w1);
-	}
-	q0->h = h0;
-	q1->h = h1;
-	q0->fed = q1->fed = HTR_BODY_PIECE;
-}
-
 int htr_body_hash__final(const struct htr_body_hash *b, uint64_t *out)
 {
 	uint64_t acc = HTR_HASH_SEED, i;

@@ -123,11 +123,6 @@ int htr_body_hash__init(struct htr_body_hash *b, uint64_t start,
 /* @n bytes at file offset @off, within [start, end). */
 void htr_body_hash__feed(struct htr_body_hash *b, uint64_t off,
 			 const void *p, uint64_t n);
-/* Two whole pieces, HTR_BODY_PIECE bytes at @off0 and at @off1 (piece
- * boundaries), as two calls of the above would: each piece's hash is one
- * chain of multiplies that waits on itself, two chains share the wait. */
-void htr_body_hash__feed2(struct htr_body_hash *b, uint64_t off0,
-			  const void *p0, uint64_t off1, const void *p1);
 /* The hash into *@out; returns 0, or -1 if some byte was not fed or was
  * fed out of order. */
 int htr_body_hash__final(const struct htr_body_hash *b, uint64_t *out);

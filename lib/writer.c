@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -149,6 +150,8 @@ struct htr_writer {
 				 * none (it failed) */
 	bool no_marks;          /* one thread, or the blocks do not nest:
 				 * one range */
+	bool map_ok;            /* the link pass may map windows: see
+				 * maps_in_place() */
 };
 
 static int fail(struct htr_writer *w, int rc)
@@ -265,6 +268,29 @@ int htr_writer__open(struct htr_writer **out, const char *path,
 	return htr_writer__open_flags(out, path, 0, err);
 }
 
+/* Whether writing into a mapped page of @fd, once MADV_POPULATE_WRITE
+ * made it writable, cannot fail for want of space: file systems that
+ * write over the blocks a write() reserved (ext2-4, XFS) or hold the
+ * file in memory (tmpfs).  Elsewhere (btrfs and other copy-on-write
+ * file systems, network file systems) a page written back meanwhile may
+ * need new space when next written, and a full disk would then be a
+ * SIGBUS, not an error: the link pass reads and writes there instead. */
+static bool maps_in_place(int fd)
+{
+	struct statfs st;
+
+	if (fstatfs(fd, &st) < 0)
+		return false;
+	switch ((unsigned long) st.f_type) {
+	case 0xef53ul:          /* EXT2/3/4_SUPER_MAGIC */
+	case 0x58465342ul:      /* XFS_SUPER_MAGIC */
+	case 0x01021994ul:      /* TMPFS_MAGIC */
+		return true;
+	default:
+		return false;
+	}
+}
+
 int htr_writer__open_flags(struct htr_writer **out, const char *path,
 			   unsigned flags, struct htr_err *err)
 {
@@ -319,6 +345,7 @@ int htr_writer__open_flags(struct htr_writer **out, const char *path,
 		htr_writer__free(w);
 		return rc;
 	}
+	w->map_ok = maps_in_place(w->fd);
 	/* Blocks start after the reserved area; reading it back as zeros
 	 * (for the body hash) is what a sparse hole gives. */
 	if (ftruncate(w->fd, HTR_WRITER_RESERVE) < 0 ||
@@ -1174,9 +1201,9 @@ static void piece_hash_give(struct piece_hash *ph, const uint8_t *p,
  * touched, and where that fails (an I/O error, a full file system that
  * must allocate on write, an old kernel, a file system that cannot map)
  * it reports so instead of a SIGBUS: that window then goes through the
- * buffer with pread and pwrite, which report the error as before.  (The
- * pages stay dirty and writable from there until linked, milliseconds
- * later, unless something else starts their writeback meanwhile.)  The
+ * buffer with pread and pwrite, which report the error as before.  Only
+ * on file systems where a page once made writable stays so
+ * (maps_in_place()): elsewhere every window goes that way.  The
  * mapped pages are the page cache's: two windows at most are mapped (one
  * linked, one hashed), so the resident set stays bounded.
  */
@@ -1190,9 +1217,12 @@ _Static_assert(HTR_MAP_WINDOW % HTR_BODY_PIECE == 0,
 static uint8_t *map_window(const struct htr_writer *w, uint64_t off, size_t n)
 {
 #ifdef MADV_POPULATE_WRITE
-	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, w->fd,
-		       (off_t) off);
+	void *p;
 
+	if (!w->map_ok)
+		return NULL;
+	p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, w->fd,
+		 (off_t) off);
 	if (p == MAP_FAILED)
 		return NULL;
 	if (madvise(p, n, MADV_POPULATE_WRITE)) {
