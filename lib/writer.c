@@ -345,7 +345,7 @@ int htr_writer__open_flags(struct htr_writer **out, const char *path,
 		htr_writer__free(w);
 		return rc;
 	}
-	w->map_ok = maps_in_place(w->fd);
+	w->map_ok = !(flags & HTR_WRITER_NO_MAP) && maps_in_place(w->fd);
 	/* Blocks start after the reserved area; reading it back as zeros
 	 * (for the body hash) is what a sparse hole gives. */
 	if (ftruncate(w->fd, HTR_WRITER_RESERVE) < 0 ||

@@ -31,6 +31,9 @@ int htr_writer__open(struct htr_writer **out, const char *path,
 				   * across a crash, faster) */
 #define HTR_WRITER_NO_SWEEP 0x2u  /* leave other processes' leftover
 				   * "PATH.tmpPID" files alone */
+#define HTR_WRITER_NO_MAP 0x4u    /* link through pread and pwrite, as on
+				   * a file system that cannot map (the
+				   * same file; for tests) */
 int htr_writer__open_flags(struct htr_writer **out, const char *path,
 			   unsigned flags, struct htr_err *err);
 

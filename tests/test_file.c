@@ -1117,8 +1117,9 @@ Test(file, writer_cut_errors)
  * wrong, committed to @p on @threads: returns the error, its message in
  * @msg.
  */
-static int commit_random(const char *p, uint32_t n, uint64_t seed,
-			 int alter, unsigned threads, char *msg, size_t size)
+static int commit_random_flags(const char *p, uint32_t n, uint64_t seed,
+			       int alter, unsigned threads, unsigned flags,
+			       char *msg, size_t size)
 {
 	struct htr_writer_meta m;
 	struct htr_writer *w;
@@ -1129,7 +1130,8 @@ static int commit_random(const char *p, uint32_t n, uint64_t seed,
 	rng_state = seed;
 	bad = alter ? (uint32_t) below(n) : UINT32_MAX;
 	how = (uint32_t) below(3);
-	cr_assert_eq(htr_writer__open(&w, p, &err), 0, "%s", err.msg);
+	cr_assert_eq(htr_writer__open_flags(&w, p, flags, &err), 0, "%s",
+		     err.msg);
 	htr_writer__threads(w, threads);
 	for (i = 0; i < 5; i++)       /* the functions put_random() names */
 		cr_assert_eq(htr_writer__func(w, 0x1000 + i), 0);
@@ -1139,6 +1141,12 @@ static int commit_random(const char *p, uint32_t n, uint64_t seed,
 	snprintf(msg, size, "%s", htr_writer__err(w)->msg);
 	htr_writer__free(w);
 	return rc;
+}
+
+static int commit_random(const char *p, uint32_t n, uint64_t seed,
+			 int alter, unsigned threads, char *msg, size_t size)
+{
+	return commit_random_flags(p, n, seed, alter, threads, 0, msg, size);
 }
 
 /* Two files the same but for their build time (and so the header's
@@ -1181,6 +1189,38 @@ Test(file, writer_cut_same_as_one_pass, .timeout = 300)
 			if (rc)     /* but for the file's name */
 				cr_assert_str_eq(strstr(cut, ": "),
 						 strstr(one, ": "));
+			else
+				assert_same_but_time(p1, path);
+		}
+	}
+}
+
+/* Linked through mapped windows (several: 400000 blocks are 12.8 MB) or
+ * through pread and pwrite, as where the file system cannot map: the
+ * same tree, error for error. */
+Test(file, writer_mapped_same_as_unmapped, .timeout = 300)
+{
+	char un[512], mapped[512], p1[320];
+	uint64_t seed;
+	unsigned t;
+	int rc;
+
+	snprintf(p1, sizeof(p1), "%s/unmapped.htr", dir);
+	for (seed = 1; seed <= 6; seed++) {
+		int alter = seed % 3 != 0;
+
+		for (t = 1; t <= 2; t++) {
+			rc = commit_random_flags(p1, 400000, seed, alter, t,
+						 HTR_WRITER_NO_MAP, un,
+						 sizeof(un));
+			cr_assert(alter || rc == 0, "%s", un);
+			cr_assert_eq(commit_random(path, 400000, seed, alter,
+						   t, mapped, sizeof(mapped)),
+				     rc, "seed %llu: %s / %s",
+				     (unsigned long long) seed, un, mapped);
+			if (rc)
+				cr_assert_str_eq(strstr(mapped, ": "),
+						 strstr(un, ": "));
 			else
 				assert_same_but_time(p1, path);
 		}
