@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #define BATCH 4096u               /* events per batch (128 KiB) */
@@ -110,6 +111,8 @@ struct pdec {
 	uint64_t first;               /* the trace's first PSB */
 	atomic_int stop;
 	atomic_int diverged;          /* a chunk cannot be trusted */
+	void (*spare)(void *ctx);     /* the caller's work for an idle
+				       * helper (NULL: none, or taken) */
 	struct batch *free, *free_last;   /* oldest first: see put_batch */
 	/* Room for as many batches as can be in use at once, allocated
 	 * once: its pages are touched only as batches are first used, and
@@ -431,8 +434,22 @@ static void *worker(void *arg)
 		while (!can_take(p) && !atomic_load(&p->stop) &&
 		       p->next_start != NONE)
 			pthread_cond_wait(&p->cond, &p->lock);
-		if (atomic_load(&p->stop) || p->next_start == NONE)
+		if (atomic_load(&p->stop))
 			break;
+		if (p->next_start == NONE) {
+			/* Nothing left to hand out: while the others finish
+			 * (the consumer drains the last chunks alone), do
+			 * what the caller would do after, on one core. */
+			void (*spare)(void *ctx) = p->spare;
+
+			if (!spare)
+				break;
+			p->spare = NULL;
+			pthread_mutex_unlock(&p->lock);
+			spare(p->k->ctx);
+			pthread_mutex_lock(&p->lock);
+			break;
+		}
 		c = take_chunk(p);
 		pthread_mutex_unlock(&p->lock);
 		rc = decode_chunk(p, c, &walk);
@@ -442,6 +459,50 @@ static void *worker(void *arg)
 	pthread_mutex_unlock(&p->lock);
 	htr_walk__free(walk);
 	return NULL;
+}
+
+/* The batches' arena is backed by huge pages where the system gives them
+ * (transparent huge pages, on request): a two-thread build fills each
+ * batch afresh once (they are taken oldest first) and then frees them;
+ * in 4 KiB pages that was a page fault per 4 KiB and, at the end, the
+ * unmapping of them all, serially, after the decoding (on a recorded
+ * spin loop, 3.4 MB of trace: ~3000 faults and 1.5 ms at the end, where
+ * its two-thread build takes ~110 ms). */
+#define ARENA_ALIGN (2u << 20)
+
+static size_t arena_len(size_t n)
+{
+	return (n * sizeof(struct batch) + ARENA_ALIGN - 1) / ARENA_ALIGN *
+	       ARENA_ALIGN;
+}
+
+/* Room for @n batches, aligned to ARENA_ALIGN; NULL if none. */
+static struct batch *arena_alloc(size_t n)
+{
+	size_t len = arena_len(n) + ARENA_ALIGN;
+	uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uintptr_t a, end;
+
+	if (m == MAP_FAILED)
+		return NULL;
+	a = ((uintptr_t) m + ARENA_ALIGN - 1) &
+	    ~(uintptr_t) (ARENA_ALIGN - 1);
+	end = a + arena_len(n);
+	if (a > (uintptr_t) m)
+		munmap(m, a - (uintptr_t) m);
+	if ((uintptr_t) m + len > end)
+		munmap((void *) end, (uintptr_t) m + len - end);
+#ifdef MADV_HUGEPAGE
+	(void) madvise((void *) a, end - a, MADV_HUGEPAGE);
+#endif
+	return (struct batch *) a;
+}
+
+static void arena_free(struct batch *a, size_t n)
+{
+	if (a)
+		munmap(a, arena_len(n));
 }
 
 static int consume(struct consumer *k, const struct batch *b)
@@ -587,8 +648,8 @@ static int solo_progress(void *ctx, uint64_t offset)
 int htr_pdecode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 		     unsigned threads, uint64_t chunk,
 		     int (*apply)(void *ctx, const struct htr_ev *ev, size_t n),
-		     int (*progress)(void *ctx, uint64_t offset), void *ctx,
-		     struct htr_err *err)
+		     int (*progress)(void *ctx, uint64_t offset),
+		     void (*spare)(void *ctx), void *ctx, struct htr_err *err)
 {
 	struct consumer k;
 	struct pdec p;
@@ -614,6 +675,7 @@ int htr_pdecode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 	}
 	p.chunk = chunk;
 	p.threads = threads;
+	p.spare = spare;
 	memset(&k, 0, sizeof(k));
 	k.apply = apply;
 	k.progress = progress;
@@ -628,13 +690,13 @@ int htr_pdecode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 	/* Every batch that can be in use at once: each chunk's full ones and
 	 * the one it fills, and the one being consumed. */
 	p.arena_n = p.window * (CHUNK_BATCHES + 1) + 1;
-	p.arena = malloc(p.arena_n * sizeof(*p.arena));
+	p.arena = arena_alloc(p.arena_n);
 	if (!p.arena)
 		p.arena_n = 0;
 	p.ring = calloc(p.window, sizeof(*p.ring));
 	tid = calloc(threads - 1, sizeof(*tid));
 	if (!p.ring || !tid) {
-		free(p.arena);
+		arena_free(p.arena, p.arena_n);
 		free(p.ring);
 		free(tid);
 		return htr_err__set(err, HTR_ERR_NOMEM, "out of memory");
@@ -673,7 +735,7 @@ int htr_pdecode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 		p.free = b->next;
 		free_batch(&p, b);
 	}
-	free(p.arena);
+	arena_free(p.arena, p.arena_n);
 	if (rc == HTR_ERR_CANCELED && !err->msg[0])
 		htr_err__set(err, rc, "decode canceled");
 	htr_walk__free(k.walk);
