@@ -1,4 +1,5 @@
 /* Parallel decoding across PSB segments (see pdecode.h). */
+#define _GNU_SOURCE     /* sched_getcpu, pthread_attr_setaffinity_np */
 #include "pdecode.h"
 
 #include "htr/tree.h"
@@ -6,6 +7,7 @@
 #include "walk.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -505,6 +507,62 @@ static void arena_free(struct batch *a, size_t n)
 		munmap(a, arena_len(n));
 }
 
+#ifdef __linux__
+struct spawn {
+	void *(*fn)(void *);
+	void *arg;
+	cpu_set_t cpus;               /* the process's, given back */
+};
+
+static void *spawned(void *arg)
+{
+	struct spawn s = *(struct spawn *) arg;
+
+	free(arg);
+	(void) pthread_setaffinity_np(pthread_self(), sizeof(s.cpus), &s.cpus);
+	return s.fn(s.arg);
+}
+#endif
+
+int htr_pdecode__spawn(pthread_t *t, void *(*fn)(void *), void *arg,
+		       unsigned nth)
+{
+#ifdef __linux__
+	pthread_attr_t attr;
+	struct spawn *s;
+	cpu_set_t one;
+	int here = sched_getcpu(), cpu, n, rc;
+
+	/* The nth processor after this one that the process may use, on
+	 * which the thread starts; then it may run on any of them. */
+	if (here < 0 || !(s = malloc(sizeof(*s))))
+		return pthread_create(t, NULL, fn, arg);
+	s->fn = fn;
+	s->arg = arg;
+	n = sched_getaffinity(0, sizeof(s->cpus), &s->cpus) == 0 ?
+	    CPU_COUNT(&s->cpus) : 0;
+	if (n < 2 || nth % (unsigned) n == 0 || pthread_attr_init(&attr)) {
+		free(s);
+		return pthread_create(t, NULL, fn, arg);
+	}
+	for (cpu = here, nth %= (unsigned) n; nth; nth--)
+		do
+			cpu = (cpu + 1) % CPU_SETSIZE;
+		while (!CPU_ISSET(cpu, &s->cpus));
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	rc = pthread_attr_setaffinity_np(&attr, sizeof(one), &one) ? -1 :
+	     pthread_create(t, &attr, spawned, s);
+	pthread_attr_destroy(&attr);
+	if (rc == 0)
+		return 0;
+	free(s);
+#else
+	(void) nth;
+#endif
+	return pthread_create(t, NULL, fn, arg);
+}
+
 static int consume(struct consumer *k, const struct batch *b)
 {
 	int rc = k->apply(k->ctx, b->ev, b->n);
@@ -706,7 +764,7 @@ int htr_pdecode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 	/* This thread is one of @threads; it decodes alone if no other
 	 * starts. */
 	for (i = 0; i + 1 < threads; i++)
-		if (pthread_create(&tid[i], NULL, worker, &p) == 0)
+		if (htr_pdecode__spawn(&tid[i], worker, &p, i + 1) == 0)
 			started++;
 	pthread_mutex_lock(&p.lock);
 	rc = consume_all(&p, &k, NULL);
