@@ -270,9 +270,7 @@ static void hasher_start(struct hasher *t, const struct htr_build_opts *opts,
 	t->mapped = mapped;
 	atomic_init(&t->stop, false);
 	t->started = size > TRACE_MARGIN &&
-		     htr_pdecode__spawn(&t->thread, hasher_main, t,
-					opts->threads > 1 ? opts->threads : 1)
-		     == 0;
+		     htr_pdecode__spawn(&t->thread, hasher_main, t, 1) == 0;
 }
 
 /* The hash, or (@cancel) none: the thread stops early. */
