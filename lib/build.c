@@ -164,6 +164,7 @@ struct glue {
 	bool mapped;            /* the trace is our mapping, not the
 				 * caller's buffer (never madvise that) */
 	int stop;               /* the progress callback's non-zero value */
+	struct hasher *hash;    /* a small trace's: see spare() */
 };
 
 /* The trace is mapped; pages the decoder has passed would stay resident
@@ -220,7 +221,8 @@ static int timing_unusable(const struct htr_build_opts *o, const uint8_t *data,
  * decodes (taken after it, with the trace faulted in again, it made a
  * one-thread build of 10^8 instructions ~6 % slower), in chunks, each
  * given back once hashed (the decoder faults in again what it still
- * needs).  A small trace's, or without a thread, is taken at the end.
+ * needs).  A small trace's is taken by a decoding helper with no chunk
+ * left (htr_pdecode__run's spare work) or, without one, at the end.
  * The timing check comes first (after the commit it cost a two-thread
  * build 1 % of its time). */
 struct hasher {
@@ -229,6 +231,7 @@ struct hasher {
 	const struct htr_build_opts *opts;
 	int timing_unusable;      /* first, while the pages are there */
 	bool mapped, started;
+	bool done;                /* hash and timing_unusable are set */
 	atomic_bool stop;
 	pthread_t thread;
 };
@@ -245,12 +248,15 @@ static void *hasher_main(void *arg)
 							  : TRACE_MARGIN;
 
 		h = htr_hash__bytes(h, t->data + off, n);
-		if (t->mapped)
+		/* A small trace's pages are still in use, by decoders
+		 * of the last chunks (spare work): they go at munmap. */
+		if (t->mapped && t->size > TRACE_MARGIN)
 			madvise((void *) (t->data + off),
 				n & ~(uint64_t) (TRACE_PAGE - 1),
 				MADV_DONTNEED);
 	}
 	t->hash = h;
+	t->done = !atomic_load(&t->stop);
 	return NULL;
 }
 
@@ -264,7 +270,7 @@ static void hasher_start(struct hasher *t, const struct htr_build_opts *opts,
 	t->mapped = mapped;
 	atomic_init(&t->stop, false);
 	t->started = size > TRACE_MARGIN &&
-		     pthread_create(&t->thread, NULL, hasher_main, t) == 0;
+		     htr_pdecode__spawn(&t->thread, hasher_main, t, 1) == 0;
 }
 
 /* The hash, or (@cancel) none: the thread stops early. */
@@ -274,7 +280,7 @@ static uint64_t hasher_finish(struct hasher *t, bool cancel)
 		atomic_store(&t->stop, true);
 	if (t->started)
 		pthread_join(t->thread, NULL);
-	else if (!cancel)
+	else if (!cancel && !t->done)
 		hasher_main(t);
 	t->started = false;
 	return t->hash;
@@ -295,6 +301,16 @@ static int on_progress(void *ctx, uint64_t offset)
 	g->stop = g->b->opts.progress(&p, g->b->opts.payload);
 	/* The decoder only knows "stop"; the value is mapped at the end. */
 	return g->stop ? HTR_ERR_CANCELED : 0;
+}
+
+/* A decoding helper with nothing left to decode: a small trace's hash,
+ * which would take the end of the build on one core. */
+static void spare(void *ctx)
+{
+	struct glue *g = ctx;
+
+	if (!g->hash->started && !g->hash->done)
+		(void) hasher_main(g->hash);
 }
 
 /* The decoders' events, in trace order, on this thread. */
@@ -592,7 +608,7 @@ static int decode(struct glue *g, const struct htr_decode_cfg *cfg,
 	if (threads >= 2) {
 		rc = htr_pdecode__run(cfg, g->b->img, threads,
 				      g->b->opts.chunk_size, apply, on_progress,
-				      g, &g->b->err);
+				      spare, g, &g->b->err);
 	} else {
 		memset(&sink, 0, sizeof(sink));
 		sink.ctx = g;
@@ -626,6 +642,7 @@ static int run(struct htr_builder *b, const uint8_t *data, uint64_t tsize,
 	g.mapped = mapped;
 	g.trace = data;
 	g.trace_size = tsize;
+	g.hash = &hash;
 	rc = htr_build__out_open(b, out, &o);
 	if (rc < 0)
 		goto out;

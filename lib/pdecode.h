@@ -31,6 +31,8 @@
 #include "decode.h"
 #include "ev.h"
 
+#include <pthread.h>
+
 /* The chunks did not join up: a decoder that started at a chunk's PSB
  * saw the interval after it otherwise than the decoder that came from
  * before (a decode error before the PSB sent one of them elsewhere).  The
@@ -47,14 +49,29 @@
  * the calling thread, in trace order, a batch at a time; every 32768
  * events or so @progress(@ctx, trace offset) runs there too.
  * A non-zero value from either stops everything and is returned (progress:
- * HTR_ERR_CANCELED).  Memory: a bounded number of chunks in flight, each
- * holding at most a fixed number of events.  Returns what
- * htr_decode__run() would or HTR_PDECODE_DIVERGED; message in @err.
+ * HTR_ERR_CANCELED).  @spare(@ctx), if not NULL, runs at most once, on a
+ * helper that finds every chunk handed out, while the calling thread
+ * takes the last events: work the caller would otherwise do after,
+ * serially; it must not touch what @apply and @progress use, and records
+ * itself whether it ran (a cancel, an error or no helper: it does not).
+ * Memory: a bounded number of chunks in flight, each holding at most a
+ * fixed number of events.  Returns what htr_decode__run() would or
+ * HTR_PDECODE_DIVERGED; message in @err.
  * All threads are joined before it returns. */
 int htr_pdecode__run(const struct htr_decode_cfg *cfg, struct htr_image *img,
 		     unsigned threads, uint64_t chunk,
 		     int (*apply)(void *ctx, const struct htr_ev *ev, size_t n),
-		     int (*progress)(void *ctx, uint64_t offset), void *ctx,
-		     struct htr_err *err);
+		     int (*progress)(void *ctx, uint64_t offset),
+		     void (*spare)(void *ctx), void *ctx, struct htr_err *err);
+
+/* pthread_create(@t, NULL, @fn, @arg), but the thread starts on the
+ * @nth processor after the caller's (of those the process may use; 0:
+ * wherever the system puts it) and then may move to any.  Left to itself,
+ * Linux may queue a new thread behind its creator, on the creator's
+ * processor, until it next balances the load: on a 2-processor VM
+ * (6.18), 4 ms every time, with the other processor idle; a two-thread
+ * build of 10^7 instructions takes ~55 ms. */
+int htr_pdecode__spawn(pthread_t *t, void *(*fn)(void *), void *arg,
+		       unsigned nth);
 
 #endif
