@@ -1166,6 +1166,19 @@ static void assert_same_but_time(const char *a, const char *b)
 	free(y);
 }
 
+/* The commit into @path that returned @rc2 (message @msg2) did what the
+ * one into @p1 did (@rc1, @msg1): the same error, or the same file. */
+static void same_outcome(uint64_t seed, int rc1, const char *p1,
+			 const char *msg1, int rc2, const char *msg2)
+{
+	cr_assert_eq(rc2, rc1, "seed %llu: %s / %s",
+		     (unsigned long long) seed, msg1, msg2);
+	if (rc1)        /* but for the file's name */
+		cr_assert_str_eq(strstr(msg2, ": "), strstr(msg1, ": "));
+	else
+		assert_same_but_time(p1, path);
+}
+
 /* The tree linked in ranges is the one-pass tree, error for error. */
 Test(file, writer_cut_same_as_one_pass, .timeout = 300)
 {
@@ -1181,17 +1194,10 @@ Test(file, writer_cut_same_as_one_pass, .timeout = 300)
 		rc = commit_random(p1, 100000, seed, alter, 1, one,
 				   sizeof(one));
 		cr_assert(alter || rc == 0, "%s", one);
-		for (t = 2; t <= 4; t++) {
-			cr_assert_eq(commit_random(path, 100000, seed, alter, t,
-						   cut, sizeof(cut)), rc,
-				     "seed %llu: %s / %s",
-				     (unsigned long long) seed, one, cut);
-			if (rc)     /* but for the file's name */
-				cr_assert_str_eq(strstr(cut, ": "),
-						 strstr(one, ": "));
-			else
-				assert_same_but_time(p1, path);
-		}
+		for (t = 2; t <= 4; t++)
+			same_outcome(seed, rc, p1, one,
+				     commit_random(path, 100000, seed, alter,
+						   t, cut, sizeof(cut)), cut);
 	}
 }
 
@@ -1214,15 +1220,10 @@ Test(file, writer_mapped_same_as_unmapped, .timeout = 300)
 						 HTR_WRITER_NO_MAP, un,
 						 sizeof(un));
 			cr_assert(alter || rc == 0, "%s", un);
-			cr_assert_eq(commit_random(path, 400000, seed, alter,
+			same_outcome(seed, rc, p1, un,
+				     commit_random(path, 400000, seed, alter,
 						   t, mapped, sizeof(mapped)),
-				     rc, "seed %llu: %s / %s",
-				     (unsigned long long) seed, un, mapped);
-			if (rc)
-				cr_assert_str_eq(strstr(mapped, ": "),
-						 strstr(un, ": "));
-			else
-				assert_same_but_time(p1, path);
+				     mapped);
 		}
 	}
 }

@@ -172,30 +172,47 @@ static void l_json_str(struct line *l, const char *s)
 	l_mem(l, "\"", 1);
 }
 
+/* ", KEY: " */
+static void l_key(struct line *l, const char *key)
+{
+	l_lit(l, ", \"");
+	l_str(l, key);
+	l_lit(l, "\": ");
+}
+
+/* ", KEY: V", or ", KEY: null" when V is not @known. */
+static void l_num(struct line *l, const char *key, int known, uint64_t v)
+{
+	l_key(l, key);
+	if (known)
+		l_u64(l, v);
+	else
+		l_lit(l, "null");
+}
+
 /* ", KEY: TSC" at instruction @id (null when no time is known yet), and
  * ", KEY_ns: NS" on perf's clock when @u is in ns. */
 static void json_time(struct line *l, const struct htr_file *f,
 		      const struct units *u, const char *key, uint64_t id)
 {
-	uint64_t tsc, ns;
+	char key_ns[16];
+	uint64_t tsc, ns = 0;
 	int known = htr_tsc_for_insn(f, id, &tsc) == 0;
 
-	l_lit(l, ", \"");
-	l_str(l, key);
-	l_lit(l, "\": ");
-	if (known)
-		l_u64(l, tsc);
-	else
-		l_lit(l, "null");
+	l_num(l, key, known, tsc);
 	if (!u->ns || (known && htr_tsc_to_ns(f, tsc, &ns) < 0))
 		return;
-	l_lit(l, ", \"");
-	l_str(l, key);
-	l_lit(l, "_ns\": ");
-	if (known)
-		l_u64(l, ns);
-	else
-		l_lit(l, "null");
+	snprintf(key_ns, sizeof(key_ns), "%s_ns", key);
+	l_num(l, key_ns, known, ns);
+}
+
+/* A block's JSON object up to its first field: "{"block": N". */
+static void l_object(struct line *l, uint64_t n, uint32_t block)
+{
+	if (n)
+		l_lit(l, ",");
+	l_lit(l, "\n  {\"block\": ");
+	l_u64(l, block);
 }
 
 struct dump {
@@ -288,69 +305,45 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 		}
 		if (level == 0)
 			d->top_total = total;
-		if (d->n)
-			l_lit(&d->line, ",");
-		l_lit(&d->line, "\n  {\"block\": ");
-		l_u64(&d->line, block);
-		l_lit(&d->line, ", \"level\": ");
-		l_u64(&d->line, level);
-		l_lit(&d->line, ", \"name\": ");
+		l_object(&d->line, d->n, block);
+		l_num(&d->line, "level", 1, level);
+		l_key(&d->line, "name");
 		l_json_str(&d->line, name);
-		l_lit(&d->line, ", \"first\": ");
-		l_u64(&d->line, bi.first);
-		l_lit(&d->line, ", \"last\": ");
-		l_u64(&d->line, bi.last);
-		l_lit(&d->line, ", \"local\": ");
-		l_u64(&d->line, local);
-		l_lit(&d->line, ", \"children\": ");
-		l_u64(&d->line, children);
-		l_lit(&d->line, ", \"total\": ");
-		l_u64(&d->line, total);
-		l_lit(&d->line, ", \"pct\": ");
+		l_num(&d->line, "first", 1, bi.first);
+		l_num(&d->line, "last", 1, bi.last);
+		l_num(&d->line, "local", 1, local);
+		l_num(&d->line, "children", 1, children);
+		l_num(&d->line, "total", 1, total);
+		l_key(&d->line, "pct");
 		l_pct(&d->line, total, d->top_total);
-		l_lit(&d->line, ", \"flags\": \"");
-		l_str(&d->line, flags);
-		l_lit(&d->line, "\"");
+		l_key(&d->line, "flags");
+		l_json_str(&d->line, flags);
 		if (d->units.ns) {
-			l_lit(&d->line, ", \"local_ns\": ");
-			l_u64(&d->line, units_of(&d->units, local));
-			l_lit(&d->line, ", \"children_ns\": ");
-			l_u64(&d->line, units_of(&d->units, children));
-			l_lit(&d->line, ", \"total_ns\": ");
-			l_u64(&d->line, units_of(&d->units, total));
+			l_num(&d->line, "local_ns", 1,
+			      units_of(&d->units, local));
+			l_num(&d->line, "children_ns", 1,
+			      units_of(&d->units, children));
+			l_num(&d->line, "total_ns", 1,
+			      units_of(&d->units, total));
 		}
 		json_time(&d->line, f, &d->units, "start", bi.first);
 		json_time(&d->line, f, &d->units, "end", bi.last);
 		l_lit(&d->line, "}");
 	} else if (d->json) {
-		if (d->n)
-			l_lit(&d->line, ",");
-		l_lit(&d->line, "\n  {\"block\": ");
-		l_u64(&d->line, block);
-		l_lit(&d->line, ", \"parent\": ");
-		if (bi.parent == HTR_NONE)
+		l_object(&d->line, d->n, block);
+		l_num(&d->line, "parent", bi.parent != HTR_NONE, bi.parent);
+		l_num(&d->line, "level", 1, level);
+		l_num(&d->line, "first", 1, bi.first);
+		l_num(&d->line, "last", 1, bi.last);
+		l_key(&d->line, "entry");
+		if (bi.func == HTR_NONE)
 			l_lit(&d->line, "null");
 		else
-			l_u64(&d->line, bi.parent);
-		l_lit(&d->line, ", \"level\": ");
-		l_u64(&d->line, level);
-		l_lit(&d->line, ", \"first\": ");
-		l_u64(&d->line, bi.first);
-		l_lit(&d->line, ", \"last\": ");
-		l_u64(&d->line, bi.last);
-		l_lit(&d->line, ", \"entry\": ");
-		if (bi.func == HTR_NONE) {
-			l_lit(&d->line, "null");
-		} else {
-			l_lit(&d->line, "\"");
-			l_str(&d->line, entry);
-			l_lit(&d->line, "\"");
-		}
-		l_lit(&d->line, ", \"children\": ");
-		l_u64(&d->line, bi.nchildren);
-		l_lit(&d->line, ", \"flags\": \"");
-		l_str(&d->line, flags);
-		l_lit(&d->line, "\"}");
+			l_json_str(&d->line, entry);
+		l_num(&d->line, "children", 1, bi.nchildren);
+		l_key(&d->line, "flags");
+		l_json_str(&d->line, flags);
+		l_lit(&d->line, "}");
 	}
 	else {
 		struct text t = { 0, level, &bi, NULL, 0, 0, 0, 0 };
