@@ -177,7 +177,7 @@ static int write_all(struct htr_writer *w, int fd, const void *p, size_t n,
 		if (k < 0) {
 			if (errno == EINTR)
 				continue;
-			return fail(w, htr_err__sys(&w->err, "%s: %s", w->tmp,
+			return fail(w, htr_err__sys(&w->err, "%s: %s", w->path,
 						    what));
 		}
 		s += k;
@@ -218,10 +218,10 @@ static int io_fail(struct htr_writer *w, int e, const char *what)
 	if (e < 0) {
 		errno = EIO;
 		return fail(w, htr_err__sys(&w->err, "%s: %s: short read",
-					    w->tmp, what));
+					    w->path, what));
 	}
 	errno = e;
-	return fail(w, htr_err__sys(&w->err, "%s: %s", w->tmp, what));
+	return fail(w, htr_err__sys(&w->err, "%s: %s", w->path, what));
 }
 
 static int pwrite_all(struct htr_writer *w, const void *p, size_t n,
@@ -350,7 +350,7 @@ int htr_writer__open_flags(struct htr_writer **out, const char *path,
 	 * (for the body hash) is what a sparse hole gives. */
 	if (ftruncate(w->fd, HTR_WRITER_RESERVE) < 0 ||
 	    lseek(w->fd, HTR_WRITER_RESERVE, SEEK_SET) < 0) {
-		int rc = htr_err__sys(err, "%s: reserve header", w->tmp);
+		int rc = htr_err__sys(err, "%s: reserve header", path);
 
 		htr_writer__free(w);
 		return rc;
@@ -1700,9 +1700,9 @@ int htr_writer__commit(struct htr_writer *w, const struct htr_writer_meta *m)
 	/* The blocks preallocated past the end go. */
 	if (w->prealloc != UINT64_MAX && w->prealloc > off &&
 	    ftruncate(w->fd, (off_t) off) < 0)
-		return fail(w, htr_err__sys(&w->err, "%s: truncate", w->tmp));
+		return fail(w, htr_err__sys(&w->err, "%s: truncate", w->path));
 	if (!(w->flags & HTR_WRITER_NO_FSYNC) && fsync(w->fd) < 0)
-		return fail(w, htr_err__sys(&w->err, "%s: fsync", w->tmp));
+		return fail(w, htr_err__sys(&w->err, "%s: fsync", w->path));
 	if (rename(w->tmp, w->path) < 0)
 		return fail(w, htr_err__sys(&w->err, "%s: rename to %s",
 					    w->tmp, w->path));

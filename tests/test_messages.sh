@@ -2,7 +2,8 @@
 # The messages of issue 36, point 7, each against what is true of its
 # input: a file that is no trace says what it is; an unknown option
 # inside one word ("-x y.htr") is named as typed; a sidecar on a full
-# file system (a small tmpfs, as root) says "No space left on device"; text from a
+# file system (a small tmpfs, as root) says "No space left on device",
+# a build there names its output and leaves nothing behind; text from a
 # perf.data (comm, module paths) reaches stderr with its control
 # characters escaped.
 # usage: test_messages.sh HTR HTR_SYNTH
@@ -109,6 +110,44 @@ else
 	rm -f "$mnt/fill"
 	expect 0 '' "$htr" top --limit 3 "$mnt/big.htr"
 	[ -s "$mnt/big.htr.lmdb/data.mdb" ] || fail "no sidecar once there is room"
+	umount "$mnt" && mnt=
+fi
+
+# d2. A build on a full file system: a 12 MiB tmpfs holding a file that
+# leaves N KiB, for N from too little for the first blocks through the
+# spools and the commit's mapped link pass (a 6 MB .htr) to enough.  Each
+# failure is one line naming the output and ENOSPC, exit 1, and leaves
+# nothing behind (no OUT, no OUT.tmpPID); with room it builds.
+mnt="$dir/mnt2"
+mkdir "$mnt"
+if [ "$(id -u)" != 0 ] || ! mount -t tmpfs -o size=12m tmpfs "$mnt" 2>/dev/null; then
+	mnt=
+	echo "skip: a full file system needs root and mount -t tmpfs"
+else
+	"$synth" -q --no-truth --no-bundle -S mixed -s 5 -n 3e6 "$dir/b3" ||
+		exit 1
+	timing="--cpuid-0x15-eax 1 --cpuid-0x15-ebx 2 --mtc-freq 6 --nom-freq 16"
+	for left in 100 1000 3000 4000 4500 5500 6000 7000 9000; do
+		for j in 1 2; do
+			rm -f "$mnt"/*
+			head -c $((12 * 1048576 - left * 1024)) /dev/zero \
+				>"$mnt/fill" 2>/dev/null
+			# shellcheck disable=SC2086
+			"$htr" build -q -j$j $timing "$dir/b3.pt" --elf "$dir/b3.elf" \
+				-o "$mnt/b.htr" 2>"$dir/err"
+			rc=$?
+			rest=$(ls "$mnt" | grep -v '^fill$')
+			if [ $rc = 0 ] && [ "$left" -ge 9000 ] && [ "$rest" = b.htr ]; then
+				echo "ok: build with $left KiB free (-j$j)"
+			elif [ $rc = 1 ] && [ -z "$rest" ] &&
+			     [ "$(wc -l <"$dir/err")" = 1 ] &&
+			     grep -q "^htr: build: $mnt/b.htr: .*: No space left on device$" "$dir/err"; then
+				echo "ok: build with $left KiB free (-j$j): $(cat "$dir/err")"
+			else
+				fail "build with $left KiB free (-j$j): exit $rc, left '$rest': $(head -2 "$dir/err")"
+			fi
+		done
+	done
 	umount "$mnt" && mnt=
 fi
 
