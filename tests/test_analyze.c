@@ -61,6 +61,19 @@ static void make(struct synth_opts *o, const char *tag, const char *out,
 	build_with_truth(t, spec, path, outp, NULL);
 }
 
+/* make() for a mixed trace of @insns instructions from @seed. */
+static void make_mixed(const char *tag, const char *out, uint64_t seed,
+		       uint64_t insns, struct truth *t)
+{
+	struct synth_opts o;
+
+	synth_opts_init(&o);
+	o.scenario = SYNTH_MIXED;
+	o.seed = seed;
+	o.insns = insns;
+	make(&o, tag, out, t);
+}
+
 static struct htr_file *open_file(const char *name)
 {
 	char path[300];
@@ -516,7 +529,6 @@ static uint64_t counter(const char *sidecar, const char *key)
  * next open recomputes and gives the new trace's figures. */
 Test(analyze, rebuilt_htr_is_not_reused, .timeout = 300)
 {
-	struct synth_opts o;
 	struct truth t1, t2;
 	struct expect e1, e2;
 	struct htr_file *f;
@@ -524,11 +536,7 @@ Test(analyze, rebuilt_htr_is_not_reused, .timeout = 300)
 	char side[300];
 
 	snprintf(side, sizeof(side), "%s/x.htr.lmdb", dir);
-	synth_opts_init(&o);
-	o.scenario = SYNTH_MIXED;
-	o.seed = 21;
-	o.insns = 30000;
-	make(&o, "one", "x.htr", &t1);
+	make_mixed("one", "x.htr", 21, 30000, &t1);
 	expect_init(&e1, &t1);
 	f = open_file("x.htr");
 	a = open_an(f, NULL, 0);
@@ -538,8 +546,7 @@ Test(analyze, rebuilt_htr_is_not_reused, .timeout = 300)
 	htr_file_close(f);
 	cr_assert_eq(counter(side, "count.tsc"), 1);
 
-	o.seed = 22;
-	make(&o, "two", "x.htr", &t2);
+	make_mixed("two", "x.htr", 22, 30000, &t2);
 	expect_init(&e2, &t2);
 	f = open_file("x.htr");
 	a = open_an(f, NULL, 0);
@@ -564,18 +571,13 @@ static void probe(const struct truth *t, const struct expect *e,
  * the truth's figures, and the analyzers were computed once. */
 Test(analyze, two_processes_compute_once, .timeout = 600)
 {
-	struct synth_opts o;
 	struct truth t;
 	struct expect e;
 	char side[300];
 	int go[2], k, status;
 	pid_t pid[2];
 
-	synth_opts_init(&o);
-	o.scenario = SYNTH_MIXED;
-	o.seed = 5;
-	o.insns = 400000;
-	make(&o, "race", NULL, &t);
+	make_mixed("race", NULL, 5, 400000, &t);
 	expect_init(&e, &t);
 	snprintf(side, sizeof(side), "%s/race.htr.lmdb", dir);
 	cr_assert_eq(pipe(go), 0);
@@ -673,7 +675,6 @@ static void copy_file(const char *from, const char *to)
  * never wrong figures. */
 Test(analyze, corrupt_sidecar, .timeout = 600)
 {
-	struct synth_opts o;
 	struct truth t;
 	struct expect e;
 	struct htr_file *f;
@@ -683,11 +684,7 @@ Test(analyze, corrupt_sidecar, .timeout = 600)
 	int fd, i, errors = 0, k;
 	uint64_t seed = 12345;
 
-	synth_opts_init(&o);
-	o.scenario = SYNTH_MIXED;
-	o.seed = 9;
-	o.insns = 60000;
-	make(&o, "c", NULL, &t);
+	make_mixed("c", NULL, 9, 60000, &t);
 	expect_init(&e, &t);
 	f = open_file("c.htr");
 	a = open_an(f, NULL, 0);
@@ -744,18 +741,13 @@ Test(analyze, corrupt_sidecar, .timeout = 600)
  * flagged; an existing, current sidecar there is still reloaded. */
 Test(analyze, read_only_directory, .timeout = 300)
 {
-	struct synth_opts o;
 	struct truth t;
 	struct expect e;
 	struct htr_file *f;
 	struct htr_analysis *a;
 	char ro[300], side[400];
 
-	synth_opts_init(&o);
-	o.scenario = SYNTH_MIXED;
-	o.seed = 4;
-	o.insns = 30000;
-	make(&o, "ro", NULL, &t);
+	make_mixed("ro", NULL, 4, 30000, &t);
 	expect_init(&e, &t);
 	f = open_file("ro.htr");
 
@@ -939,7 +931,6 @@ static struct htr_store_info store_info(struct htr_store *s)
  */
 Test(analyze, one_store_many_threads, .timeout = 600)
 {
-	struct synth_opts o;
 	struct truth t;
 	struct expect e;
 	struct htr_file *f;
@@ -954,11 +945,7 @@ Test(analyze, one_store_many_threads, .timeout = 600)
 	pid_t pid;
 	uint64_t total;
 
-	synth_opts_init(&o);
-	o.scenario = SYNTH_MIXED;
-	o.seed = 15;
-	o.insns = 300000;
-	make(&o, "st", NULL, &t);
+	make_mixed("st", NULL, 15, 300000, &t);
 	expect_init(&e, &t);
 	snprintf(side, sizeof(side), "%s/st.htr.lmdb", dir);
 	f = open_file("st.htr");
@@ -1222,7 +1209,6 @@ static const struct ipb_res *get_ipb(struct htr_file *f, struct ipb *ipb,
  * written (htr_analyzer_storing()), and keeps them when it is not. */
 Test(analyze, registry_storing_compute, .timeout = 300)
 {
-	struct synth_opts o;
 	struct truth t;
 	struct htr_file *f;
 	struct htr_store *s;
@@ -1231,11 +1217,7 @@ Test(analyze, registry_storing_compute, .timeout = 300)
 	const struct ipb_res *r;
 	char side[300];
 
-	synth_opts_init(&o);
-	o.scenario = SYNTH_MIXED;
-	o.seed = 37;
-	o.insns = 40000;
-	make(&o, "ipbs", NULL, &t);
+	make_mixed("ipbs", NULL, 37, 40000, &t);
 	snprintf(side, sizeof(side), "%s/ipbs.htr.lmdb", dir);
 	f = open_file("ipbs.htr");
 	/* In memory: not storing, the result is read as computed. */
@@ -1264,7 +1246,6 @@ Test(analyze, registry_storing_compute, .timeout = 300)
 
 Test(analyze, registry_third_analyzer, .timeout = 300)
 {
-	struct synth_opts o;
 	struct truth t;
 	struct htr_file *f;
 	struct htr_store *s;
@@ -1275,11 +1256,7 @@ Test(analyze, registry_third_analyzer, .timeout = 300)
 	const void *again = NULL;
 	char side[300];
 
-	synth_opts_init(&o);
-	o.scenario = SYNTH_MIXED;
-	o.seed = 31;
-	o.insns = 40000;
-	make(&o, "ipb", NULL, &t);
+	make_mixed("ipb", NULL, 31, 40000, &t);
 	snprintf(side, sizeof(side), "%s/ipb.htr.lmdb", dir);
 	f = open_file("ipb.htr");
 
