@@ -71,15 +71,24 @@ expect 2 "build: -o needs a value" "$htr" build "$T" --elf "$E" -o
 	echo "ok: info -- '-x y.htr' opens it" ||
 	fail "info -- '-x y.htr' does not open it"
 
+# small_fs SIZE DIR: a tmpfs of SIZE mounted on DIR (made here), $mnt
+# set to it for cleanup; fails, $mnt empty, without root or mount.
+small_fs() {
+	mnt=$2
+	mkdir "$mnt"
+	if [ "$(id -u)" != 0 ] || ! mount -t tmpfs -o size="$1" tmpfs "$mnt" \
+		2>/dev/null; then
+		mnt=
+		return 1
+	fi
+}
+
 # d. A sidecar on a full file system: a tmpfs of 1 MiB holding the .htr
 # and a file that leaves N KiB free, for N from nothing (LMDB's lock file
 # cannot get its blocks) through a partly written data file to a commit
 # that runs out of room.  Each must say ENOSPC, name the sidecar, and
 # still print the results (computed in memory).
-mnt="$dir/mnt"
-mkdir "$mnt"
-if [ "$(id -u)" != 0 ] || ! mount -t tmpfs -o size=1m tmpfs "$mnt" 2>/dev/null; then
-	mnt=
+if ! small_fs 1m "$dir/mnt"; then
 	echo "skip: a full file system needs root and mount -t tmpfs"
 else
 	"$synth" -q -S mixed -s 5 -n 2e5 "$dir/big" || exit 1
@@ -118,10 +127,7 @@ fi
 # spools and the commit's mapped link pass (a 6 MB .htr) to enough.  Each
 # failure is one line naming the output and ENOSPC, exit 1, and leaves
 # nothing behind (no OUT, no OUT.tmpPID); with room it builds.
-mnt="$dir/mnt2"
-mkdir "$mnt"
-if [ "$(id -u)" != 0 ] || ! mount -t tmpfs -o size=12m tmpfs "$mnt" 2>/dev/null; then
-	mnt=
+if ! small_fs 12m "$dir/mnt2"; then
 	echo "skip: a full file system needs root and mount -t tmpfs"
 else
 	"$synth" -q --no-truth --no-bundle -S mixed -s 5 -n 3e6 "$dir/b3" ||
