@@ -191,18 +191,17 @@ static void l_num(struct line *l, const char *key, int known, uint64_t v)
 }
 
 /* ", KEY: TSC" at instruction @id (null when no time is known yet), and
- * ", KEY_ns: NS" on perf's clock when @u is in ns. */
+ * ", KEY_NS: NS" on perf's clock when @u is in ns. */
 static void json_time(struct line *l, const struct htr_file *f,
-		      const struct units *u, const char *key, uint64_t id)
+		      const struct units *u, const char *key,
+		      const char *key_ns, uint64_t id)
 {
-	char key_ns[16];
 	uint64_t tsc, ns = 0;
 	int known = htr_tsc_for_insn(f, id, &tsc) == 0;
 
 	l_num(l, key, known, tsc);
 	if (!u->ns || (known && htr_tsc_to_ns(f, tsc, &ns) < 0))
 		return;
-	snprintf(key_ns, sizeof(key_ns), "%s_ns", key);
 	l_num(l, key_ns, known, ns);
 }
 
@@ -326,8 +325,9 @@ static int visit(const struct htr_file *f, uint32_t block, uint32_t parent,
 			l_num(&d->line, "total_ns", 1,
 			      units_of(&d->units, total));
 		}
-		json_time(&d->line, f, &d->units, "start", bi.first);
-		json_time(&d->line, f, &d->units, "end", bi.last);
+		json_time(&d->line, f, &d->units, "start", "start_ns",
+			  bi.first);
+		json_time(&d->line, f, &d->units, "end", "end_ns", bi.last);
 		l_lit(&d->line, "}");
 	} else if (d->json) {
 		l_object(&d->line, d->n, block);
