@@ -1518,7 +1518,7 @@ static void *copy_spools(void *arg)
 	int i;
 
 	for (i = 0; i < SP_COUNT; i++) {
-		const struct spool *s = &c->w->sp[i];
+		struct spool *s = &c->w->sp[i];
 		uint64_t done = 0, infile = s->fd < 0 ? 0 : s->size - s->len;
 
 		while (done < infile) {
@@ -1539,6 +1539,13 @@ static void *copy_spools(void *arg)
 			}
 			if (copy_out(c, c->buf, n) < 0)
 				return NULL;
+		}
+		/* Its file goes now, beside the linking: closing an unlinked
+		 * file frees its page cache, which took 4-5 ms at the end of
+		 * a build of 10^8 instructions (50 MB of spools). */
+		if (s->fd >= 0) {
+			close(s->fd);
+			s->fd = -1;
 		}
 		if (s->len && copy_out(c, s->buf, s->len) < 0)
 			return NULL;
