@@ -6,6 +6,12 @@
  * decoding loop is timed.
  * usage: bare_blk [--timing EAX EBX MTC NOM] TRACE ELF[@BASE]...
  * Prints "bare: N insns, T s, R M insns/s".
+ *
+ * With --query (no ELF needed), the floor of any decoder built on
+ * libipt's query decoder, as the walk is: every conditional and indirect
+ * branch the trace holds asked for in the order the trace holds them,
+ * and the events and the time fetched, without following any code.
+ * Prints "query: N queries, T s".
  */
 #include "err.h"
 #include "image.h"
@@ -20,29 +26,87 @@
 #include <time.h>
 #include <unistd.h>
 
+static double since(const struct timespec *a)
+{
+	struct timespec b;
+
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	return (double) (b.tv_sec - a->tv_sec) +
+	       (double) (b.tv_nsec - a->tv_nsec) / 1e9;
+}
+
+/* --query: the query decoder alone, over the whole trace. */
+static int query_loop(const struct pt_config *cfg)
+{
+	struct pt_query_decoder *q = pt_qry_alloc_decoder(cfg);
+	struct timespec a;
+	uint64_t queries = 0, ip;
+	int status, taken;
+
+	if (!q) {
+		fprintf(stderr, "bare_blk: setup failed\n");
+		return 1;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	for (;;) {
+		status = pt_qry_sync_forward(q, &ip);
+		if (status < 0)
+			break;
+		for (;;) {
+			while (status & pts_event_pending) {
+				struct pt_event ev;
+
+				status = pt_qry_event(q, &ev, sizeof(ev));
+				if (status < 0)
+					break;
+				queries++;
+			}
+			if (status < 0 || (status & pts_eos))
+				break;
+			/* Whichever the next packet answers. */
+			status = pt_qry_cond_branch(q, &taken);
+			if (status == -pte_bad_query)
+				status = pt_qry_indirect_branch(q, &ip);
+			if (status < 0)
+				break;
+			queries++;
+		}
+		if (status == -pte_eos || (status >= 0 && (status & pts_eos)))
+			break;
+	}
+	printf("query: %llu queries, %.2f s\n", (unsigned long long) queries,
+	       since(&a));
+	pt_qry_free_decoder(q);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct pt_config cfg;
 	struct pt_block_decoder *d;
 	struct htr_image *img = NULL;
 	struct htr_err err;
-	struct timespec a, b;
+	struct timespec a;
 	struct stat st;
 	uint64_t insns = 0;
 	uint8_t *buf;
-	int fd, status, i = 1;
+	int fd, status, i = 1, query = 0;
 
 	pt_config_init(&cfg);
-	if (argc > 5 && !strcmp(argv[1], "--timing")) {
-		cfg.cpuid_0x15_eax = (uint32_t) strtoul(argv[2], NULL, 0);
-		cfg.cpuid_0x15_ebx = (uint32_t) strtoul(argv[3], NULL, 0);
-		cfg.mtc_freq = (uint8_t) strtoul(argv[4], NULL, 0);
-		cfg.nom_freq = (uint8_t) strtoul(argv[5], NULL, 0);
-		i = 6;
+	if (argc > 1 && !strcmp(argv[1], "--query")) {
+		query = 1;
+		i++;
 	}
-	if (argc - i < 2) {
-		fprintf(stderr, "usage: bare_blk [--timing EAX EBX MTC NOM] "
-			"TRACE ELF[@BASE]...\n");
+	if (argc > i + 4 && !strcmp(argv[i], "--timing")) {
+		cfg.cpuid_0x15_eax = (uint32_t) strtoul(argv[i + 1], NULL, 0);
+		cfg.cpuid_0x15_ebx = (uint32_t) strtoul(argv[i + 2], NULL, 0);
+		cfg.mtc_freq = (uint8_t) strtoul(argv[i + 3], NULL, 0);
+		cfg.nom_freq = (uint8_t) strtoul(argv[i + 4], NULL, 0);
+		i += 5;
+	}
+	if (argc - i < 2 - query) {
+		fprintf(stderr, "usage: bare_blk [--query] [--timing EAX EBX "
+			"MTC NOM] TRACE ELF[@BASE]...\n");
 		return 2;
 	}
 	fd = open(argv[i], O_RDONLY);
@@ -57,6 +121,8 @@ int main(int argc, char **argv)
 	}
 	cfg.begin = buf;
 	cfg.end = buf + st.st_size;
+	if (query)
+		return query_loop(&cfg);
 	cfg.flags.variant.block.end_on_call = 1;
 	d = pt_blk_alloc_decoder(&cfg);
 	if (!d || htr_image__alloc(&img) < 0) {
@@ -98,10 +164,8 @@ int main(int argc, char **argv)
 		if (status == -pte_eos)
 			break;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &b);
 	{
-		double t = (double) (b.tv_sec - a.tv_sec) +
-			   (double) (b.tv_nsec - a.tv_nsec) / 1e9;
+		double t = since(&a);
 
 		printf("bare: %llu insns, %.2f s, %.1f M insns/s\n",
 		       (unsigned long long) insns, t, (double) insns / t / 1e6);

@@ -4,7 +4,9 @@
 # size, and a real program recorded with htr record (qemu-user).  For each
 # trace: M insns/s of the bare loop, of htr build -j1 (one thread) with each
 # decoder (--decoder block, --decoder walk) and of -j2 (two threads, the
-# walk), their ratios to the bare loop, -j2 against -j1 (walk), peak RSS
+# walk), their ratios to the bare loop, how much of the bare loop's time
+# libipt's query decoder alone takes (the walk's floor: bare_blk --query)
+# and how much -j1 adds to it, -j2 against -j1 (walk), peak RSS
 # and bytes per block; where -j1 and -j2 spend their time: the commit's
 # share of the build (htr build's summary) and the CPU time of -j2 against
 # -j1's.  A walk figure
@@ -78,8 +80,8 @@ best() {
 	awk 'NR == 1 || $1 < m { m = $1 } END { print m }' "$dir/$1.runs"
 }
 
-# measure NAME TRACE ELF...: one table row.  The four commands run in
-# turn, RUNS rounds (bare, blk, walk, j2, bare, ...), so that a machine
+# measure NAME TRACE ELF...: one table row.  The five commands run in
+# turn, RUNS rounds (bare, qry, blk, walk, j2, bare, ...), so that a machine
 # whose speed drifts (other users, frequency) slows each of them alike;
 # each figure is the median of its runs.
 measure() {
@@ -101,6 +103,8 @@ measure() {
 		# shellcheck disable=SC2086
 		once bare "" "$bare" --timing $timing "$trace" $specs
 		# shellcheck disable=SC2086
+		once qry "" "$bare" --query --timing $timing "$trace"
+		# shellcheck disable=SC2086
 		once blk "$dir/blk.htr" "$htr" build -q -j1 --decoder block \
 			$opts $elfs -o "$dir/blk.htr" "$trace"
 		# shellcheck disable=SC2086
@@ -112,6 +116,7 @@ measure() {
 		i=$((i + 1))
 	done
 	b=$(median bare) blk=$(median blk) walk=$(median walk) j2=$(median j2)
+	q=$(median qry)
 	bw=$(best walk) b2=$(best j2)
 	# Once more without -q: whether the walk gave up (its note).
 	# shellcheck disable=SC2086
@@ -133,16 +138,17 @@ measure() {
 	# a core, and its figure says little about what -j2 can do.
 	awk -v name="$name" -v n="$insns" -v b="$b" -v k="$blk" -v w="$walk" \
 	    -v j2="$j2" -v fell="$fell" -v blocks="$blocks" -v size="$size" \
-	    -v load="$load" -v bw="$bw" -v b2="$b2" \
+	    -v load="$load" -v bw="$bw" -v b2="$b2" -v q="$q" \
 	    'BEGIN {
 		split(b, B, " "); split(k, K, " "); split(w, W, " ")
-		split(j2, J2, " ")
+		split(j2, J2, " "); split(q, Q, " ")
 		rb = n / B[1] / 1e6; rk = n / K[1] / 1e6; rw = n / W[1] / 1e6
 		r2 = n / J2[1] / 1e6
 		par = (J2[3] + J2[4]) / J2[1]
-		printf "%-12s %5.0fM %6.1f %6.1f %6.1f%s %6.1f %6.2f %6.2f %6.2f %6.2f%s %5.2f %5.2f/%-5.2f %5.2f/%-5.2f %5.1f %5.1f %5.1f %5.1f %4.0f%% %4.0f%% %5.2f %4s\n",
+		printf "%-12s %5.0fM %6.1f %6.1f %6.1f%s %6.1f %6.2f %6.2f %5.2f %5.2f %6.2f %6.2f%s %5.2f %5.2f/%-5.2f %5.2f/%-5.2f %5.1f %5.1f %5.1f %5.1f %4.0f%% %4.0f%% %5.2f %4s\n",
 			name, n / 1e6, rb, rk, rw, fell ? "*" : " ", r2,
-			rk / rb, rw / rb, r2 / rb, r2 / rw, par < 1.5 ? "!" : " ",
+			rk / rb, rw / rb, Q[1] / B[1], (W[1] - Q[1]) / B[1],
+			r2 / rb, r2 / rw, par < 1.5 ? "!" : " ",
 			bw / b2,
 			W[3], W[4], J2[3], J2[4], par,
 			K[2] / 1024, W[2] / 1024, J2[2] / 1024,
@@ -154,9 +160,14 @@ measure() {
 		print W[3], W[4], J[3], J[4], B[3], B[4] }' >> "$dir/cpu.sum"
 }
 
-echo "build-speed: median of $runs runs, alternating (bare, blk, walk," \
-	"j2, bare, ...); M insns/s over wall time; walk '*': the walk gave" \
-	"up, the block decoder decoded; usr/sys: CPU seconds of -j1 (walk)" \
+echo "build-speed: median of $runs runs, alternating (bare, qry, blk," \
+	"walk, j2, bare, ...); M insns/s over wall time; walk '*': the walk" \
+	"gave up, the block decoder decoded; qry/b: libipt's query decoder" \
+	"alone (bare_blk --query: every branch's answer asked for, no code" \
+	"followed), the floor of the walk, over the bare loop's time;" \
+	"own/b: the rest of -j1 (walk), libhtr's own, over the bare loop's" \
+	"time (-j1 at 1.5x the bare loop's rate leaves it 0.67 - qry/b);" \
+	"usr/sys: CPU seconds of -j1 (walk)" \
 	"and -j2; cpu/wall: -j2's CPU over its wall time, '!' (j2/walk)" \
 	"when below 1.5: the second core was not really available; best:" \
 	"-j2 against -j1 (walk), each its fastest run (on a machine busy" \
@@ -164,8 +175,8 @@ echo "build-speed: median of $runs runs, alternating (bare, blk, walk," \
 	"RSS in" \
 	"MiB; cmt: the commit's share of the build; load: 1-minute load" \
 	"average after the row" >&2
-printf "%-12s %6s %6s %6s %7s %6s %6s %6s %6s %7s %5s %11s %11s %5s %5s %5s %5s %5s %5s %5s %4s\n" \
-	trace insns bare blk walk j2 blk/b walk/b j2/b j2/walk best \
+printf "%-12s %6s %6s %6s %7s %6s %6s %6s %5s %5s %6s %7s %5s %11s %11s %5s %5s %5s %5s %5s %5s %5s %4s\n" \
+	trace insns bare blk walk j2 blk/b walk/b qry/b own/b j2/b j2/walk best \
 	"usr/sys-j1" "usr/sys-j2" cpu/w rss-b rss-w rss-2 cmt-w cmt-2 B/blk load
 rm -f "$dir/cpu.sum"
 for n in $sizes; do
