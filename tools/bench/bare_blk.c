@@ -10,7 +10,8 @@
  * With --query (no ELF needed), the floor of any decoder built on
  * libipt's query decoder, as the walk is: every conditional and indirect
  * branch the trace holds asked for in the order the trace holds them,
- * and the events and the time fetched, without following any code.
+ * and the events fetched (the decoder keeps its time as it reads the
+ * packets, asked or not), without following any code.
  * Prints "query: N queries, T s".
  */
 #include "err.h"
