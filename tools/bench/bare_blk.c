@@ -13,6 +13,11 @@
  * and the events fetched (the decoder keeps its time as it reads the
  * packets, asked or not), without following any code.
  * Prints "query: N queries, T s".
+ *
+ * With --packets, the floor of any decoder built on libipt at all: its
+ * packet decoder alone, every packet of the trace decoded and nothing
+ * made of it (no time kept, no TNT bits taken apart).
+ * Prints "packets: N packets, B TNT bits, T s".
  */
 #include "err.h"
 #include "image.h"
@@ -81,6 +86,40 @@ static int query_loop(const struct pt_config *cfg)
 	return 0;
 }
 
+/* --packets: the packet decoder alone, over the whole trace. */
+static int packet_loop(const struct pt_config *cfg)
+{
+	struct pt_packet_decoder *d = pt_pkt_alloc_decoder(cfg);
+	struct pt_packet pkt;
+	struct timespec a;
+	uint64_t packets = 0, bits = 0;
+	int status;
+
+	if (!d) {
+		fprintf(stderr, "bare_blk: setup failed\n");
+		return 1;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	status = pt_pkt_sync_forward(d);
+	while (status >= 0) {
+		status = pt_pkt_next(d, &pkt, sizeof(pkt));
+		if (status < 0) {
+			/* A packet it cannot decode: on at the next PSB. */
+			if (status != -pte_eos)
+				status = pt_pkt_sync_forward(d);
+			continue;
+		}
+		packets++;
+		if (pkt.type == ppt_tnt_8 || pkt.type == ppt_tnt_64)
+			bits += pkt.payload.tnt.bit_size;
+	}
+	printf("packets: %llu packets, %llu TNT bits, %.2f s\n",
+	       (unsigned long long) packets, (unsigned long long) bits,
+	       since(&a));
+	pt_pkt_free_decoder(d);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct pt_config cfg;
@@ -91,11 +130,13 @@ int main(int argc, char **argv)
 	struct stat st;
 	uint64_t insns = 0;
 	uint8_t *buf;
-	int fd, status, i = 1, query = 0;
+	int fd, status, i = 1, query = 0, packets = 0;
 
 	pt_config_init(&cfg);
-	if (argc > 1 && !strcmp(argv[1], "--query")) {
-		query = 1;
+	if (argc > 1 && (!strcmp(argv[1], "--query") ||
+			 !strcmp(argv[1], "--packets"))) {
+		query = !strcmp(argv[1], "--query");
+		packets = !query;
 		i++;
 	}
 	if (argc > i + 4 && !strcmp(argv[i], "--timing")) {
@@ -105,8 +146,9 @@ int main(int argc, char **argv)
 		cfg.nom_freq = (uint8_t) strtoul(argv[i + 4], NULL, 0);
 		i += 5;
 	}
-	if (argc - i < 2 - query) {
-		fprintf(stderr, "usage: bare_blk [--query] [--timing EAX EBX "
+	if (argc - i < 2 - (query || packets)) {
+		fprintf(stderr, "usage: bare_blk [--query | --packets] "
+			"[--timing EAX EBX "
 			"MTC NOM] TRACE ELF[@BASE]...\n");
 		return 2;
 	}
@@ -124,6 +166,8 @@ int main(int argc, char **argv)
 	cfg.end = buf + st.st_size;
 	if (query)
 		return query_loop(&cfg);
+	if (packets)
+		return packet_loop(&cfg);
 	cfg.flags.variant.block.end_on_call = 1;
 	d = pt_blk_alloc_decoder(&cfg);
 	if (!d || htr_image__alloc(&img) < 0) {

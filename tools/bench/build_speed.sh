@@ -5,8 +5,9 @@
 # trace: M insns/s of the bare loop, of htr build -j1 (one thread) with each
 # decoder (--decoder block, --decoder walk) and of -j2 (two threads, the
 # walk), their ratios to the bare loop, how much of the bare loop's time
-# libipt's query decoder alone takes (the walk's floor: bare_blk --query)
-# and how much -j1 adds to it, -j2 against -j1 (walk), peak RSS
+# libipt's packet decoder alone takes (the floor of any decoder on libipt:
+# bare_blk --packets) and its query decoder alone (the walk's floor:
+# bare_blk --query) and how much -j1 adds to that, -j2 against -j1 (walk), peak RSS
 # and bytes per block; where -j1 and -j2 spend their time: the commit's
 # share of the build (htr build's summary) and the CPU time of -j2 against
 # -j1's.  A walk figure
@@ -104,6 +105,7 @@ measure() {
 		once bare "" "$bare" --timing $timing "$trace" $specs
 		# shellcheck disable=SC2086
 		once qry "" "$bare" --query --timing $timing "$trace"
+		once pkt "" "$bare" --packets "$trace"
 		# shellcheck disable=SC2086
 		once blk "$dir/blk.htr" "$htr" build -q -j1 --decoder block \
 			$opts $elfs -o "$dir/blk.htr" "$trace"
@@ -116,7 +118,7 @@ measure() {
 		i=$((i + 1))
 	done
 	b=$(median bare) blk=$(median blk) walk=$(median walk) j2=$(median j2)
-	q=$(median qry)
+	q=$(median qry) pk=$(median pkt)
 	bw=$(best walk) b2=$(best j2)
 	# Once more without -q: whether the walk gave up (its note).
 	# shellcheck disable=SC2086
@@ -138,16 +140,17 @@ measure() {
 	# a core, and its figure says little about what -j2 can do.
 	awk -v name="$name" -v n="$insns" -v b="$b" -v k="$blk" -v w="$walk" \
 	    -v j2="$j2" -v fell="$fell" -v blocks="$blocks" -v size="$size" \
-	    -v load="$load" -v bw="$bw" -v b2="$b2" -v q="$q" \
+	    -v load="$load" -v bw="$bw" -v b2="$b2" -v q="$q" -v pk="$pk" \
 	    'BEGIN {
 		split(b, B, " "); split(k, K, " "); split(w, W, " ")
-		split(j2, J2, " "); split(q, Q, " ")
+		split(j2, J2, " "); split(q, Q, " "); split(pk, P, " ")
 		rb = n / B[1] / 1e6; rk = n / K[1] / 1e6; rw = n / W[1] / 1e6
 		r2 = n / J2[1] / 1e6
 		par = (J2[3] + J2[4]) / J2[1]
-		printf "%-12s %5.0fM %6.1f %6.1f %6.1f%s %6.1f %6.2f %6.2f %5.2f %5.2f %6.2f %6.2f%s %5.2f %5.2f/%-5.2f %5.2f/%-5.2f %5.1f %5.1f %5.1f %5.1f %4.0f%% %4.0f%% %5.2f %4s\n",
+		printf "%-12s %5.0fM %6.1f %6.1f %6.1f%s %6.1f %6.2f %6.2f %5.2f %5.2f %5.2f %6.2f %6.2f%s %5.2f %5.2f/%-5.2f %5.2f/%-5.2f %5.1f %5.1f %5.1f %5.1f %4.0f%% %4.0f%% %5.2f %4s\n",
 			name, n / 1e6, rb, rk, rw, fell ? "*" : " ", r2,
-			rk / rb, rw / rb, Q[1] / B[1], (W[1] - Q[1]) / B[1],
+			rk / rb, rw / rb, P[1] / B[1], Q[1] / B[1],
+			(W[1] - Q[1]) / B[1],
 			r2 / rb, r2 / rw, par < 1.5 ? "!" : " ",
 			bw / b2,
 			W[3], W[4], J2[3], J2[4], par,
@@ -160,9 +163,12 @@ measure() {
 		print W[3], W[4], J[3], J[4], B[3], B[4] }' >> "$dir/cpu.sum"
 }
 
-echo "build-speed: median of $runs runs, alternating (bare, qry, blk," \
-	"walk, j2, bare, ...); M insns/s over wall time; walk '*': the walk" \
-	"gave up, the block decoder decoded; qry/b: libipt's query decoder" \
+echo "build-speed: median of $runs runs, alternating (bare, qry, pkt," \
+	"blk, walk, j2, bare, ...); M insns/s over wall time; walk '*': the" \
+	"walk gave up, the block decoder decoded; pkt/b: libipt's packet" \
+	"decoder alone (bare_blk --packets: every packet decoded, nothing" \
+	"made of it), the floor of any decoder built on libipt, over the" \
+	"bare loop's time; qry/b: libipt's query decoder" \
 	"alone (bare_blk --query: every branch's answer asked for, no code" \
 	"followed), the floor of the walk, over the bare loop's time;" \
 	"own/b: the rest of -j1 (walk), libhtr's own, over the bare loop's" \
@@ -175,8 +181,9 @@ echo "build-speed: median of $runs runs, alternating (bare, qry, blk," \
 	"RSS in" \
 	"MiB; cmt: the commit's share of the build; load: 1-minute load" \
 	"average after the row" >&2
-printf "%-12s %6s %6s %6s %7s %6s %6s %6s %5s %5s %6s %7s %5s %11s %11s %5s %5s %5s %5s %5s %5s %5s %4s\n" \
-	trace insns bare blk walk j2 blk/b walk/b qry/b own/b j2/b j2/walk best \
+printf "%-12s %6s %6s %6s %7s %6s %6s %6s %5s %5s %5s %6s %7s %5s %11s %11s %5s %5s %5s %5s %5s %5s %5s %4s\n" \
+	trace insns bare blk walk j2 blk/b walk/b pkt/b qry/b own/b j2/b \
+	j2/walk best \
 	"usr/sys-j1" "usr/sys-j2" cpu/w rss-b rss-w rss-2 cmt-w cmt-2 B/blk load
 rm -f "$dir/cpu.sum"
 for n in $sizes; do
