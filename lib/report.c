@@ -5,10 +5,14 @@
 #include "htr/report.h"
 
 #include "err.h"
+#include "report_int.h"
+#include "tmpfile.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------ top */
 
@@ -106,11 +110,18 @@ int htr_top_visit(struct htr_analysis *a, const char *pattern, int mode,
 
 /* What the sort needs of a hit; the rest (its source position) is read
  * again for the hits that are visited.  40 bytes where a whole
- * htr_find_hit is 72: `htr find '*'` on a 10^9-instruction build holds
+ * htr_find_hit is 72: `htr find '*'` on a 10^9-instruction build finds
  * tens of millions of them. */
 struct slim {
 	uint64_t first, last, total, local;
 	uint32_t block, name;      /* name: its index in hits.names */
+};
+
+/* A sorted run spilled to the temporary file, as the merge reads it. */
+struct run {
+	uint64_t at, left;         /* file offset of the next hit, hits left */
+	struct slim *buf;          /* buffered hits: [pos, n) not yet taken */
+	size_t pos, n;
 };
 
 struct hits {
@@ -120,9 +131,14 @@ struct hits {
 	struct slim *v;
 	size_t n, cap;
 	size_t most;               /* a limit: keep the best @most only */
+	size_t run;                /* hits held at most before a spill */
 	const char **names;        /* one per matching function */
 	size_t nnames, names_cap;
-	int err;
+	int fd;                    /* the spilled runs, one after the other
+				    * (-1: none yet) */
+	uint64_t *runs;            /* hits in each run */
+	size_t nruns, runs_cap;
+	int err, errno_;           /* errno_: of a failed spill, for the caller */
 };
 
 /* @p grown to hold @n + 1 elements of @size bytes, doubling from @first. */
@@ -196,6 +212,30 @@ static void sift_up(struct hits *h, size_t i)
 	}
 }
 
+static int spill_failed(struct hits *h)
+{
+	h->errno_ = errno;
+	return HTR_ERR_IO;
+}
+
+/* The hits held, sorted, appended to the temporary file as a run. */
+static int spill(struct hits *h)
+{
+	struct htr_err e;
+
+	if (h->fd < 0 && (h->fd = htr_tmp__open("find", &e)) < 0)
+		return spill_failed(h);
+	if (room((void **) &h->runs, &h->runs_cap, h->nruns,
+		 sizeof(*h->runs), 16) < 0)
+		return HTR_ERR_NOMEM;
+	qsort(h->v, h->n, sizeof(*h->v), h->cmp);
+	if (htr_tmp__write(h->fd, h->v, h->n * sizeof(*h->v)) < 0)
+		return spill_failed(h);
+	h->runs[h->nruns++] = h->n;
+	h->n = 0;
+	return 0;
+}
+
 static int hit_add(const char *name, uint32_t block, void *payload)
 {
 	struct hits *h = payload;
@@ -231,6 +271,10 @@ static int hit_add(const char *name, uint32_t block, void *payload)
 		}
 		return 0;
 	}
+	if (!h->most && h->n == h->run && (rc = spill(h)) < 0) {
+		h->err = rc;
+		return 1;
+	}
 	if ((rc = room((void **) &h->v, &h->cap, h->n, sizeof(*h->v),
 		       h->most && h->most < 256 ? h->most : 256)) < 0) {
 		h->err = rc;
@@ -242,49 +286,195 @@ static int hit_add(const char *name, uint32_t block, void *payload)
 	return 0;
 }
 
-int htr_find_visit(const struct htr_file *file, struct htr_analysis *a,
-		   const char *pattern, int mode, int order, uint64_t limit,
-		   htr_find_fn fn, void *payload)
+/* Hand @x to @fn as a whole hit. */
+static int visit_hit(const struct hits *h, const struct slim *x,
+		     htr_find_fn fn, void *payload)
+{
+	struct htr_block_info bi;
+	struct htr_find_hit hit;
+	int rc;
+
+	bi.size = sizeof(bi);
+	if ((rc = htr_block_get(h->f, x->block, &bi, sizeof(bi))) < 0)
+		return rc;
+	hit.size = sizeof(hit);
+	hit.block = x->block;
+	hit.name = h->names[x->name];
+	hit.first = x->first;
+	hit.last = x->last;
+	hit.total = x->total;
+	hit.local = x->local;
+	hit.where = htr_block_where(&bi);
+	return (rc = fn(&hit, payload)) != 0 ? htr_err__callback(rc) : 0;
+}
+
+/* The next hit of run @r into its buffer (@cap hits), if it has none
+ * left there.  Returns 0, 1 when the run is done, or HTR_ERR_IO. */
+static int run_fill(struct hits *h, struct run *r, size_t cap)
+{
+	size_t want, got = 0;
+
+	if (r->pos < r->n)
+		return 0;
+	if (!r->left)
+		return 1;
+	want = r->left < cap ? (size_t) r->left : cap;
+	while (got < want * sizeof(*r->buf)) {
+		ssize_t k = pread(h->fd, (uint8_t *) r->buf + got,
+				  want * sizeof(*r->buf) - got,
+				  (off_t) (r->at + got));
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			if (k == 0)
+				errno = EIO;
+			return spill_failed(h);
+		}
+		got += (size_t) k;
+	}
+	r->at += got;
+	r->left -= want;
+	r->pos = 0;
+	r->n = want;
+	return 0;
+}
+
+/* The runs merged, each hit handed to @fn in order; the hits held last
+ * are a run of their own, in memory.  A heap of runs by their next hit,
+ * the best on top; every run reads through a buffer, together about as
+ * much memory as one run. */
+static int merge(struct hits *h, htr_find_fn fn, void *payload)
+{
+	size_t k = h->nruns + (h->n != 0), per, i, nh = 0;
+	struct run *r = calloc(k, sizeof(*r));
+	size_t *heap = calloc(k, sizeof(*heap));
+	uint64_t at = 0;
+	int rc = 0;
+
+	per = h->run / k > 64 ? h->run / k : 64;
+	if (!r || !heap)
+		rc = HTR_ERR_NOMEM;
+	for (i = 0; !rc && i < k; i++) {
+		if (i == h->nruns) {
+			/* The last hits, already sorted, in place. */
+			r[i].buf = h->v;
+			r[i].n = h->n;
+		} else {
+			r[i].at = at;
+			r[i].left = h->runs[i];
+			at += h->runs[i] * sizeof(struct slim);
+			if (!(r[i].buf = malloc(per * sizeof(struct slim))))
+				rc = HTR_ERR_NOMEM;
+			else
+				rc = run_fill(h, &r[i], per);
+		}
+		if (rc >= 0 && r[i].pos < r[i].n) {
+			/* sift the new run up */
+			size_t j = nh++;
+
+			heap[j] = i;
+			while (j > 0 && h->cmp(&r[heap[j]].buf[r[heap[j]].pos],
+					       &r[heap[(j - 1) / 2]]
+					       .buf[r[heap[(j - 1) / 2]].pos]) < 0) {
+				size_t t = heap[j];
+
+				heap[j] = heap[(j - 1) / 2];
+				heap[(j - 1) / 2] = t;
+				j = (j - 1) / 2;
+			}
+		}
+		rc = rc < 0 ? rc : 0;
+	}
+	while (!rc && nh) {
+		struct run *top = &r[heap[0]];
+		size_t j = 0;
+
+		if ((rc = visit_hit(h, &top->buf[top->pos++], fn, payload)))
+			break;
+		if (h->most && !--h->most)
+			break;
+		if (top->pos == top->n && heap[0] != h->nruns) {
+			if ((rc = run_fill(h, top, per)) < 0)
+				break;
+			rc = 0;
+		}
+		if (top->pos == top->n)
+			heap[0] = heap[--nh];
+		for (;;) {     /* sift the top down */
+			size_t l = 2 * j + 1, w = j, t;
+
+			if (l < nh && h->cmp(&r[heap[l]].buf[r[heap[l]].pos],
+					     &r[heap[w]].buf[r[heap[w]].pos]) < 0)
+				w = l;
+			if (l + 1 < nh &&
+			    h->cmp(&r[heap[l + 1]].buf[r[heap[l + 1]].pos],
+				   &r[heap[w]].buf[r[heap[w]].pos]) < 0)
+				w = l + 1;
+			if (w == j)
+				break;
+			t = heap[j];
+			heap[j] = heap[w];
+			heap[w] = t;
+			j = w;
+		}
+	}
+	for (i = 0; r && i < k; i++)
+		if (i != h->nruns)
+			free(r[i].buf);
+	free(r);
+	free(heap);
+	return rc;
+}
+
+int htr_find__visit(const struct htr_file *file, struct htr_analysis *a,
+		    const char *pattern, int mode, int order, uint64_t limit,
+		    size_t run, htr_find_fn fn, void *payload)
 {
 	struct hits h;
 	size_t i;
 	int rc;
 
-	if (!file || !a || !pattern || !fn ||
+	if (!file || !a || !pattern || !fn || !run ||
 	    (order != HTR_FIND_TIME && order != HTR_FIND_COST))
 		return HTR_ERR_INVALID;
 	memset(&h, 0, sizeof(h));
 	h.an = a;
 	h.f = file;
+	h.fd = -1;
 	h.cmp = order == HTR_FIND_COST ? by_cost : by_time;
-	h.most = limit < SIZE_MAX ? (size_t) limit : 0;
+	h.run = run;
+	/* A limit the memory of a run holds is kept in a heap; a larger
+	 * one is where the merge stops. */
+	h.most = limit && limit <= run ? (size_t) limit : 0;
 	rc = htr_symidx_find(a, pattern, mode, hit_add, &h);
 	if (h.err)
 		rc = h.err;
 	if (!rc && h.n)
 		qsort(h.v, h.n, sizeof(*h.v), h.cmp);
-	for (i = 0; i < h.n && !rc; i++) {
-		const struct slim *x = &h.v[i];
-		struct htr_block_info bi;
-		struct htr_find_hit hit;
-
-		bi.size = sizeof(bi);
-		if ((rc = htr_block_get(file, x->block, &bi, sizeof(bi))) < 0)
-			break;
-		hit.size = sizeof(hit);
-		hit.block = x->block;
-		hit.name = h.names[x->name];
-		hit.first = x->first;
-		hit.last = x->last;
-		hit.total = x->total;
-		hit.local = x->local;
-		hit.where = htr_block_where(&bi);
-		if ((rc = fn(&hit, payload)) != 0)
-			rc = htr_err__callback(rc);
+	if (!rc && h.nruns) {
+		h.most = limit < SIZE_MAX ? (size_t) limit : 0;
+		rc = merge(&h, fn, payload);
+	} else {
+		for (i = 0; i < h.n && !rc; i++)
+			rc = visit_hit(&h, &h.v[i], fn, payload);
 	}
+	if (h.fd >= 0)
+		close(h.fd);
 	free(h.v);
+	free(h.runs);
 	free(h.names);
+	if (rc == HTR_ERR_IO)
+		errno = h.errno_;
 	return rc;
+}
+
+int htr_find_visit(const struct htr_file *file, struct htr_analysis *a,
+		   const char *pattern, int mode, int order, uint64_t limit,
+		   htr_find_fn fn, void *payload)
+{
+	return htr_find__visit(file, a, pattern, mode, order, limit,
+			       HTR_FIND_RUN, fn, payload);
 }
 
 uint64_t htr_block_where(const struct htr_block_info *bi)

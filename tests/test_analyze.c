@@ -7,6 +7,7 @@
  */
 #include "build_truth.h"
 #include "htr/htr.h"
+#include "report_int.h"
 #include "synth.h"
 #include "truth.h"
 
@@ -335,7 +336,8 @@ static int find_hit(const struct htr_find_hit *h, void *payload)
 /* `htr find` over every block the truth names @glob matches: in time
  * order they come in pre-order (the truth's chronology), in cost order by
  * the truth's total, largest first, then in pre-order; a limit keeps the
- * first ones of that order. */
+ * first ones of that order; and so whether the hits are sorted in memory
+ * or in runs spilled to a temporary file and merged. */
 static void check_find(struct htr_file *f, struct htr_analysis *a,
 		       const struct truth *t, const struct expect *e,
 		       const char *glob, const char *tag)
@@ -343,6 +345,9 @@ static void check_find(struct htr_file *f, struct htr_analysis *a,
 	static struct list got;
 	static uint32_t want[1 << 16];
 	static const uint64_t limits[] = { 0, 1, 5, 37, 1u << 20 };
+	/* Runs of so few hits that the sort spills and merges many (0: the
+	 * library's own size). */
+	static const size_t runs[] = { 0, 1, 3, 64 };
 	size_t i, j, k, n = 0;
 	int order, rc;
 
@@ -360,24 +365,31 @@ static void check_find(struct htr_file *f, struct htr_analysis *a,
 					want[j] = want[j - 1];
 					want[j - 1] = x;
 				}
-		for (k = 0; k < sizeof(limits) / sizeof(limits[0]); k++) {
-			size_t m = limits[k] && limits[k] < n ?
-				   (size_t) limits[k] : n;
+		for (k = 0; k < sizeof(limits) / sizeof(limits[0]) *
+				sizeof(runs) / sizeof(runs[0]); k++) {
+			uint64_t limit = limits[k % (sizeof(limits) /
+						     sizeof(limits[0]))];
+			size_t run = runs[k / (sizeof(limits) /
+					       sizeof(limits[0]))];
+			size_t m = limit && limit < n ? (size_t) limit : n;
 
 			got.n = 0;
-			rc = htr_find_visit(f, a, glob, HTR_MATCH_GLOB, order,
-					    limits[k], find_hit, &got);
+			rc = run ? htr_find__visit(f, a, glob, HTR_MATCH_GLOB,
+						   order, limit, run, find_hit,
+						   &got)
+				 : htr_find_visit(f, a, glob, HTR_MATCH_GLOB,
+						  order, limit, find_hit, &got);
 			if (!n) {
 				cr_assert_eq(rc, HTR_ERR_NOTFOUND);
 				continue;
 			}
 			cr_assert_eq(rc, 0, "%s: find %s: %d", tag, glob, rc);
 			cr_assert_eq(got.n, m, "%s: find %s order %d limit "
-				     "%" PRIu64 ": %zu hits, truth %zu", tag,
-				     glob, order, limits[k], got.n, m);
+				     "%" PRIu64 " run %zu: %zu hits, truth %zu",
+				     tag, glob, order, limit, run, got.n, m);
 			cr_assert_eq(memcmp(got.v, want, m * sizeof(*want)),
-				     0, "%s: find %s order %d limit %" PRIu64,
-				     tag, glob, order, limits[k]);
+				     0, "%s: find %s order %d limit %" PRIu64
+				     " run %zu", tag, glob, order, limit, run);
 		}
 	}
 }

@@ -74,10 +74,14 @@ typedef int (*htr_find_fn)(const struct htr_find_hit *hit, void *payload);
  * `htr find`: the invocations htr_symidx_find() finds for @pattern
  * (@mode), in @order (enum htr_find_order), at most @limit (0: all).
  * @a is an analysis of @file with the "sym" and "tsc" analyzers.
- * Memory, for the sort: 40 bytes per invocation found; with a @limit, 40
- * bytes per invocation kept, @limit at most.
+ * Memory, for the sort: 40 bytes per invocation found, up to 2^20 of
+ * them (40 MiB); past that they are sorted in runs spilled to an unlinked
+ * temporary file in $TMPDIR (or /tmp; 40 bytes per invocation there)
+ * and merged, in about as much memory again.  With a @limit of 2^20 or
+ * less, 40 bytes per invocation kept, @limit at most, and no file.
  *
- * Returns as htr_top_visit().
+ * Returns as htr_top_visit(), or HTR_ERR_IO when the temporary file
+ * cannot be made, written or read (errno says why).
  */
 HTR_API int htr_find_visit(const struct htr_file *file,
 			   struct htr_analysis *a, const char *pattern,

@@ -3,6 +3,7 @@
 
 #include "htr/htr.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -192,7 +193,14 @@ int cmd_find(int argc, char **argv)
 	if (got == HTR_ERR_NOTFOUND)
 		fprintf(stderr, "htr: find: %s: no function matches '%s'\n",
 			path, pattern);
-	else if (got < 0) {
+	else if (got == HTR_ERR_IO) {
+		const char *tmp = getenv("TMPDIR");
+
+		rc = fail("find", "%s: sorting the hits in a temporary file "
+			  "in %s: %s", path, tmp && *tmp ? tmp : "/tmp",
+			  strerror(errno));
+		goto out;
+	} else if (got < 0) {
 		rc = analysis_fail("find", f, an, got);
 		goto out;
 	}
