@@ -340,24 +340,29 @@ static int run_fill(struct hits *h, struct run *r, size_t cap)
 	return 0;
 }
 
+/* Whether run @a's next hit comes before run @b's. */
+static int head_before(const struct hits *h, const struct run *a,
+		       const struct run *b)
+{
+	return h->cmp(&a->buf[a->pos], &b->buf[b->pos]) < 0;
+}
+
 /* The runs merged, each hit handed to @fn in order; the hits held last
  * are a run of their own, in memory.  A heap of runs by their next hit,
- * the best on top; every run reads through a buffer, together about as
+ * the first on top; every run reads through a buffer, together about as
  * much memory as one run. */
 static int merge(struct hits *h, htr_find_fn fn, void *payload)
 {
-	size_t k = h->nruns + (h->n != 0), per, i, nh = 0;
+	size_t k = h->nruns + 1, per = h->run / k > 64 ? h->run / k : 64;
 	struct run *r = calloc(k, sizeof(*r));
-	size_t *heap = calloc(k, sizeof(*heap));
+	struct run **heap = calloc(k, sizeof(*heap));
 	uint64_t at = 0;
-	int rc = 0;
+	size_t i, j, nh = 0;
+	int rc = r && heap ? 0 : HTR_ERR_NOMEM;
 
-	per = h->run / k > 64 ? h->run / k : 64;
-	if (!r || !heap)
-		rc = HTR_ERR_NOMEM;
 	for (i = 0; !rc && i < k; i++) {
 		if (i == h->nruns) {
-			/* The last hits, already sorted, in place. */
+			/* The last hits, sorted, where they are. */
 			r[i].buf = h->v;
 			r[i].n = h->n;
 		} else {
@@ -366,62 +371,46 @@ static int merge(struct hits *h, htr_find_fn fn, void *payload)
 			at += h->runs[i] * sizeof(struct slim);
 			if (!(r[i].buf = malloc(per * sizeof(struct slim))))
 				rc = HTR_ERR_NOMEM;
-			else
-				rc = run_fill(h, &r[i], per);
+			else if ((rc = run_fill(h, &r[i], per)) > 0)
+				rc = 0;
 		}
-		if (rc >= 0 && r[i].pos < r[i].n) {
-			/* sift the new run up */
-			size_t j = nh++;
-
-			heap[j] = i;
-			while (j > 0 && h->cmp(&r[heap[j]].buf[r[heap[j]].pos],
-					       &r[heap[(j - 1) / 2]]
-					       .buf[r[heap[(j - 1) / 2]].pos]) < 0) {
-				size_t t = heap[j];
-
-				heap[j] = heap[(j - 1) / 2];
-				heap[(j - 1) / 2] = t;
-				j = (j - 1) / 2;
-			}
-		}
-		rc = rc < 0 ? rc : 0;
+		if (rc || r[i].pos == r[i].n)
+			continue;
+		for (j = nh++; j > 0 && head_before(h, &r[i], heap[(j - 1) / 2]);
+		     j = (j - 1) / 2)
+			heap[j] = heap[(j - 1) / 2];
+		heap[j] = &r[i];
 	}
 	while (!rc && nh) {
-		struct run *top = &r[heap[0]];
-		size_t j = 0;
+		struct run *top = heap[0];
 
-		if ((rc = visit_hit(h, &top->buf[top->pos++], fn, payload)))
+		if ((rc = visit_hit(h, &top->buf[top->pos++], fn, payload)) ||
+		    (h->most && !--h->most))
 			break;
-		if (h->most && !--h->most)
+		if (top->pos == top->n && top->buf != h->v &&
+		    (rc = run_fill(h, top, per)) < 0)
 			break;
-		if (top->pos == top->n && heap[0] != h->nruns) {
-			if ((rc = run_fill(h, top, per)) < 0)
-				break;
-			rc = 0;
-		}
+		rc = 0;
 		if (top->pos == top->n)
-			heap[0] = heap[--nh];
-		for (;;) {     /* sift the top down */
-			size_t l = 2 * j + 1, w = j, t;
+			top = heap[--nh];
+		/* sift @top down from the root */
+		for (j = 0;;) {
+			size_t l = 2 * j + 1, w = l;
 
-			if (l < nh && h->cmp(&r[heap[l]].buf[r[heap[l]].pos],
-					     &r[heap[w]].buf[r[heap[w]].pos]) < 0)
-				w = l;
-			if (l + 1 < nh &&
-			    h->cmp(&r[heap[l + 1]].buf[r[heap[l + 1]].pos],
-				   &r[heap[w]].buf[r[heap[w]].pos]) < 0)
-				w = l + 1;
-			if (w == j)
+			if (l >= nh)
 				break;
-			t = heap[j];
+			if (l + 1 < nh && head_before(h, heap[l + 1], heap[l]))
+				w = l + 1;
+			if (!head_before(h, heap[w], top))
+				break;
 			heap[j] = heap[w];
-			heap[w] = t;
 			j = w;
 		}
+		if (nh)
+			heap[j] = top;
 	}
-	for (i = 0; r && i < k; i++)
-		if (i != h->nruns)
-			free(r[i].buf);
+	for (i = 0; r && i < h->nruns; i++)
+		free(r[i].buf);
 	free(r);
 	free(heap);
 	return rc;
