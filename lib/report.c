@@ -214,7 +214,7 @@ static void sift_up(struct hits *h, size_t i)
 
 static int spill_failed(struct hits *h)
 {
-	h->errno_ = errno;
+	h->errno_ = errno ? errno : EIO;
 	return HTR_ERR_IO;
 }
 
@@ -453,6 +453,7 @@ int htr_find__visit(const struct htr_file *file, struct htr_analysis *a,
 	free(h.v);
 	free(h.runs);
 	free(h.names);
+	/* 0 when the sidecar failed, not the file: its message is on @a. */
 	if (rc == HTR_ERR_IO)
 		errno = h.errno_;
 	return rc;

@@ -12,6 +12,7 @@
 #include "truth.h"
 
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <inttypes.h>
@@ -391,6 +392,25 @@ static void check_find(struct htr_file *f, struct htr_analysis *a,
 				     0, "%s: find %s order %d limit %" PRIu64
 				     " run %zu", tag, glob, order, limit, run);
 		}
+	}
+	/* Nowhere to spill: an error that says why, nothing visited. */
+	if (n > 1) {
+		const char *tmp = getenv("TMPDIR");
+		char *keep = tmp ? strdup(tmp) : NULL;
+
+		setenv("TMPDIR", "/nonexistent-htr-dir", 1);
+		got.n = 0;
+		errno = 0;
+		rc = htr_find__visit(f, a, glob, HTR_MATCH_GLOB, HTR_FIND_TIME,
+				     0, 1, find_hit, &got);
+		cr_assert_eq(rc, HTR_ERR_IO, "%s: find %s: %d", tag, glob, rc);
+		cr_assert_eq(errno, ENOENT);
+		cr_assert_eq(got.n, 0);
+		if (keep)
+			setenv("TMPDIR", keep, 1);
+		else
+			unsetenv("TMPDIR");
+		free(keep);
 	}
 }
 

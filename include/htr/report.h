@@ -80,8 +80,9 @@ typedef int (*htr_find_fn)(const struct htr_find_hit *hit, void *payload);
  * and merged, in about as much memory again.  With a @limit of 2^20 or
  * less, 40 bytes per invocation kept, @limit at most, and no file.
  *
- * Returns as htr_top_visit(), or HTR_ERR_IO when the temporary file
- * cannot be made, written or read (errno says why).
+ * Returns as htr_top_visit(), or HTR_ERR_IO: errno not 0 when the
+ * temporary file could not be made, written or read (errno says why), 0
+ * when reading the analysis failed (the message on @a).
  */
 HTR_API int htr_find_visit(const struct htr_file *file,
 			   struct htr_analysis *a, const char *pattern,

@@ -193,7 +193,7 @@ int cmd_find(int argc, char **argv)
 	if (got == HTR_ERR_NOTFOUND)
 		fprintf(stderr, "htr: find: %s: no function matches '%s'\n",
 			path, pattern);
-	else if (got == HTR_ERR_IO) {
+	else if (got == HTR_ERR_IO && errno) {
 		const char *tmp = getenv("TMPDIR");
 
 		rc = fail("find", "%s: sorting the hits in a temporary file "
