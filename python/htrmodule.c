@@ -1824,7 +1824,10 @@ static PyObject *File_find(FileObject *self, PyObject *args, PyObject *kw)
 			    limit > 0 ? (uint64_t) limit : 0, add_hit, &c);
 	if (rc == 1)
 		rc = HTR_ERR_NOMEM;
-	if (rc < 0)
+	if (rc == HTR_ERR_IO && errno)
+		snprintf(msg, sizeof(msg), "sorting the hits in a temporary "
+			 "file: %s", strerror(errno));
+	else if (rc < 0)
 		snprintf(msg, sizeof(msg), "%s", htr_analysis_last_error(a));
 	store_give(st, a);
 	Py_END_ALLOW_THREADS
