@@ -7,12 +7,11 @@
 # walk), their ratios to the bare loop, how much of the bare loop's time
 # libipt's packet decoder alone takes (the floor of any decoder on libipt:
 # bare_blk --packets) and its query decoder alone (the walk's floor:
-# bare_blk --query) and how much -j1 adds to that, -j2 against -j1 (walk), peak RSS
-# and bytes per block; where -j1 and -j2 spend their time: the commit's
-# share of the build (htr build's summary) and the CPU time of -j2 against
-# -j1's.  A walk figure
-# marked '*' is the block decoder's: the walk gave up on that trace (htr
-# build's note).  The commands of a trace run in turn, RUNS rounds
+# bare_blk --query) and how much -j1 adds to that, -j2 against -j1
+# (walk), peak RSS and bytes per block; where -j1 and -j2 spend their
+# time: the commit's share of the build (htr build's summary) and the CPU
+# time of -j2 against -j1's.  A walk figure marked '*' is the block
+# decoder's: the walk gave up on that trace (htr build's note).  The commands of a trace run in turn, RUNS rounds
 # (default 3); each figure is the median of its runs, but for 'best':
 # -j2 against -j1 (walk), each its fastest run (where another user takes
 # a core now and then, the medians of -j2 say more about him than about
