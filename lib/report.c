@@ -312,28 +312,20 @@ static int visit_hit(const struct hits *h, const struct slim *x,
  * left there.  Returns 0, 1 when the run is done, or HTR_ERR_IO. */
 static int run_fill(struct hits *h, struct run *r, size_t cap)
 {
-	size_t want, got = 0;
+	size_t want;
+	int e;
 
 	if (r->pos < r->n)
 		return 0;
 	if (!r->left)
 		return 1;
 	want = r->left < cap ? (size_t) r->left : cap;
-	while (got < want * sizeof(*r->buf)) {
-		ssize_t k = pread(h->fd, (uint8_t *) r->buf + got,
-				  want * sizeof(*r->buf) - got,
-				  (off_t) (r->at + got));
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			if (k == 0)
-				errno = EIO;
-			return spill_failed(h);
-		}
-		got += (size_t) k;
+	if ((e = htr_tmp__io_at(h->fd, r->buf, want * sizeof(*r->buf), r->at,
+				false))) {
+		errno = e > 0 ? e : EIO;
+		return spill_failed(h);
 	}
-	r->at += got;
+	r->at += want * sizeof(*r->buf);
 	r->left -= want;
 	r->pos = 0;
 	r->n = want;

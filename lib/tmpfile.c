@@ -43,3 +43,24 @@ int htr_tmp__write(int fd, const void *p, uint64_t n)
 	}
 	return 0;
 }
+
+int htr_tmp__io_at(int fd, void *p, size_t n, uint64_t off, bool wr)
+{
+	uint8_t *d = p;
+
+	while (n) {
+		ssize_t k = wr ? pwrite(fd, d, n, (off_t) off) :
+				 pread(fd, d, n, (off_t) off);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return errno;
+		if (k == 0)
+			return wr ? EIO : -1;
+		d += k;
+		n -= (size_t) k;
+		off += (uint64_t) k;
+	}
+	return 0;
+}

@@ -20,6 +20,7 @@
 #include "writer.h"
 
 #include "file.h"
+#include "tmpfile.h"
 #include "htr/tree.h"
 
 #include <dirent.h>
@@ -186,31 +187,7 @@ static int write_all(struct htr_writer *w, int fd, const void *p, size_t n,
 	return 0;
 }
 
-/* Read (@wr false) or write all @n bytes at @off of @fd.  Returns 0, an
- * errno value, or -1 (a short read).  It touches nothing of a writer's:
- * the spools' copy calls it beside the linking (commit). */
-static int io_at(int fd, void *p, size_t n, uint64_t off, bool wr)
-{
-	uint8_t *d = p;
-
-	while (n) {
-		ssize_t k = wr ? pwrite(fd, d, n, (off_t) off) :
-				 pread(fd, d, n, (off_t) off);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return errno;
-		if (k == 0)
-			return wr ? EIO : -1;
-		d += k;
-		n -= (size_t) k;
-		off += (uint64_t) k;
-	}
-	return 0;
-}
-
-/* io_at()'s value @e as the writer's error. */
+/* htr_tmp__io_at()'s value @e as the writer's error. */
 static int io_fail(struct htr_writer *w, int e, const char *what)
 {
 	if (!e)
@@ -227,7 +204,8 @@ static int io_fail(struct htr_writer *w, int e, const char *what)
 static int pwrite_all(struct htr_writer *w, const void *p, size_t n,
 		      uint64_t off, const char *what)
 {
-	return io_fail(w, io_at(w->fd, (void *) p, n, off, true), what);
+	return io_fail(w, htr_tmp__io_at(w->fd, (void *) p, n, off, true),
+		       what);
 }
 
 /* A build that was killed left "PATH.tmpPID" behind; remove those whose
@@ -857,7 +835,7 @@ struct link_state {
 	uint64_t next_root_first;
 	uint64_t nroots;
 	struct htr_err err;     /* link_one()'s failure */
-	int io;                 /* io_at()'s, for what */
+	int io;                 /* htr_tmp__io_at()'s, for what */
 	const char *what;
 };
 
@@ -1285,7 +1263,8 @@ static int link_pieces(const struct htr_writer *w, struct link_state *ls,
 			     (piece - HTR_WRITER_RESERVE) / bsz : 0;
 			off = HTR_WRITER_RESERVE + lo * bsz;
 			n = (size_t) ((hi - lo) * bsz);
-			if ((ls->io = io_at(w->fd, *buf, n, off, false))) {
+			if ((ls->io = htr_tmp__io_at(w->fd, *buf, n, off,
+						     false))) {
 				ls->what = "read blocks";
 				rc = HTR_ERR_IO;
 				break;
@@ -1298,7 +1277,8 @@ static int link_pieces(const struct htr_writer *w, struct link_state *ls,
 				munmap(map, n);
 			break;
 		}
-		if (!map && (ls->io = io_at(w->fd, p, n, off, true))) {
+		if (!map &&
+		    (ls->io = htr_tmp__io_at(w->fd, p, n, off, true))) {
 			ls->what = "write links";
 			rc = HTR_ERR_IO;
 			break;
@@ -1475,7 +1455,7 @@ struct spool_copy {
 	uint64_t synced;          /* writeback started below this */
 	uint8_t *buf;
 	size_t cap;
-	int err;                  /* io_at()'s, for what */
+	int err;                  /* htr_tmp__io_at()'s, for what */
 	const char *what;
 	pthread_t thread;
 };
@@ -1490,9 +1470,10 @@ static int copy_out(struct spool_copy *c, const void *p, size_t n)
 	 * that longer writes ask for, fresh memory that a virtual machine's
 	 * host must back page by page on first touch). */
 	for (k = 0; k < n; k += HTR_WRITER_BUF) {
-		c->err = io_at(c->w->fd, (uint8_t *) p + k,
-			       n - k < HTR_WRITER_BUF ? n - k : HTR_WRITER_BUF,
-			       c->pos + k, true);
+		c->err = htr_tmp__io_at(c->w->fd, (uint8_t *) p + k,
+					n - k < HTR_WRITER_BUF ? n - k :
+								 HTR_WRITER_BUF,
+					c->pos + k, true);
 		if (c->err) {
 			c->what = "write section";
 			return -1;
@@ -1532,7 +1513,8 @@ static void *copy_spools(void *arg)
 			if (n > infile - done)
 				n = (size_t) (infile - done);
 			done += n;
-			c->err = io_at(s->fd, c->buf, n, done - n, false);
+			c->err = htr_tmp__io_at(s->fd, c->buf, n, done - n,
+						false);
 			if (c->err) {
 				c->what = "read spool";
 				return NULL;
