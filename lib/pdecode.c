@@ -225,13 +225,21 @@ static int publish(struct chunk *c)
 	return stop ? HTR_ERR_CANCELED : 0;
 }
 
+/* An event's first eight bytes as one word (as they lie in memory on a
+ * little-endian machine): what a seam hashes, what put_run() streams. */
+static inline uint64_t ev_head(uint8_t type, uint8_t cls, uint8_t timed,
+			       uint8_t kind, uint32_t n)
+{
+	return type | (uint64_t) cls << 8 | (uint64_t) timed << 16 |
+	       (uint64_t) kind << 24 | (uint64_t) n << 32;
+}
+
 /* Add @e to @sm: the fields, not the padding between them. */
 static void seam_add(struct seam *sm, const struct htr_ev *e)
 {
 	uint64_t w[4];
 
-	w[0] = e->type | (uint64_t) e->cls << 8 | (uint64_t) e->timed << 16 |
-	       (uint64_t) e->kind << 24 | (uint64_t) e->n << 32;
+	w[0] = ev_head(e->type, e->cls, e->timed, e->kind, e->n);
 	w[1] = e->a;
 	w[2] = e->b;
 	w[3] = e->t;
@@ -314,9 +322,9 @@ static inline void put_run(struct htr_ev *e, uint8_t cls, uint32_t ninsn,
 		       offsetof(struct htr_ev, b) == 16 &&
 		       offsetof(struct htr_ev, t) == 24,
 		       "events are four words");
-	_mm_stream_si64(w, (long long) (HTR_EV_RUN | (uint64_t) cls << 8 |
-					(uint64_t) (timed != 0) << 16 |
-					(uint64_t) ninsn << 32));
+	_mm_stream_si64(w, (long long) ev_head(HTR_EV_RUN, cls,
+					       (uint8_t) (timed != 0), 0,
+					       ninsn));
 	_mm_stream_si64(w + 1, (long long) ip);
 	_mm_stream_si64(w + 2, (long long) ret_ip);
 	_mm_stream_si64(w + 3, (long long) (timed ? tsc : 0));
