@@ -130,15 +130,17 @@ int main(int argc, char **argv)
 	struct stat st;
 	uint64_t insns = 0;
 	uint8_t *buf;
-	int fd, status, i = 1, query = 0, packets = 0;
+	/* --query or --packets: a loop of libipt's alone, no image */
+	int (*floor_loop)(const struct pt_config *cfg) = NULL;
+	int fd, status, i = 1;
 
 	pt_config_init(&cfg);
-	if (argc > 1 && (!strcmp(argv[1], "--query") ||
-			 !strcmp(argv[1], "--packets"))) {
-		query = !strcmp(argv[1], "--query");
-		packets = !query;
+	if (argc > 1 && !strcmp(argv[1], "--query"))
+		floor_loop = query_loop;
+	else if (argc > 1 && !strcmp(argv[1], "--packets"))
+		floor_loop = packet_loop;
+	if (floor_loop)
 		i++;
-	}
 	if (argc > i + 4 && !strcmp(argv[i], "--timing")) {
 		cfg.cpuid_0x15_eax = (uint32_t) strtoul(argv[i + 1], NULL, 0);
 		cfg.cpuid_0x15_ebx = (uint32_t) strtoul(argv[i + 2], NULL, 0);
@@ -146,10 +148,9 @@ int main(int argc, char **argv)
 		cfg.nom_freq = (uint8_t) strtoul(argv[i + 4], NULL, 0);
 		i += 5;
 	}
-	if (argc - i < 2 - (query || packets)) {
+	if (argc - i < (floor_loop ? 1 : 2)) {
 		fprintf(stderr, "usage: bare_blk [--query | --packets] "
-			"[--timing EAX EBX "
-			"MTC NOM] TRACE ELF[@BASE]...\n");
+			"[--timing EAX EBX MTC NOM] TRACE ELF[@BASE]...\n");
 		return 2;
 	}
 	fd = open(argv[i], O_RDONLY);
@@ -164,10 +165,8 @@ int main(int argc, char **argv)
 	}
 	cfg.begin = buf;
 	cfg.end = buf + st.st_size;
-	if (query)
-		return query_loop(&cfg);
-	if (packets)
-		return packet_loop(&cfg);
+	if (floor_loop)
+		return floor_loop(&cfg);
 	cfg.flags.variant.block.end_on_call = 1;
 	d = pt_blk_alloc_decoder(&cfg);
 	if (!d || htr_image__alloc(&img) < 0) {
