@@ -349,6 +349,7 @@ static void check_find(struct htr_file *f, struct htr_analysis *a,
 	/* Runs of so few hits that the sort spills and merges many (0: the
 	 * library's own size). */
 	static const size_t runs[] = { 0, 1, 3, 64 };
+	const size_t nl = sizeof(limits) / sizeof(limits[0]);
 	size_t i, j, k, n = 0;
 	int order, rc;
 
@@ -366,12 +367,10 @@ static void check_find(struct htr_file *f, struct htr_analysis *a,
 					want[j] = want[j - 1];
 					want[j - 1] = x;
 				}
-		for (k = 0; k < sizeof(limits) / sizeof(limits[0]) *
-				sizeof(runs) / sizeof(runs[0]); k++) {
-			uint64_t limit = limits[k % (sizeof(limits) /
-						     sizeof(limits[0]))];
-			size_t run = runs[k / (sizeof(limits) /
-					       sizeof(limits[0]))];
+		/* every limit with every run size */
+		for (k = 0; k < nl * sizeof(runs) / sizeof(runs[0]); k++) {
+			uint64_t limit = limits[k % nl];
+			size_t run = runs[k / nl];
 			size_t m = limit && limit < n ? (size_t) limit : n;
 
 			got.n = 0;
